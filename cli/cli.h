@@ -1,0 +1,79 @@
+/* cli.h: shared pieces of the revc command: exit statuses, option parsing,
+ * error reporting, and the subcommands. */
+#ifndef REVC_CLI_H
+#define REVC_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "ir.h"
+#include "passes.h"
+
+/* Exit statuses (documented in the README). */
+enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_BUDGET = 3 };
+
+/* ---- options (cli/args.c) --------------------------------------------- */
+
+typedef struct {
+	const char *name;  /* long name without "--" */
+	char short_name;   /* e.g. 'o' for -o, or 0 */
+	const char *arg;   /* metavariable when the option takes a value, else NULL */
+	const char *help;
+} cli_opt;
+
+typedef struct {
+	const char *cmd;   /* for messages: "revc dump" */
+	int argc;
+	char **argv;
+	int i;
+	bool only_positional; /* after "--" */
+} cli_args;
+
+enum { CLI_END = -1, CLI_POSITIONAL = -2, CLI_ERROR = -3 };
+
+void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv);
+/* The next argument: an index into opts (value in *val for options that take
+ * one), CLI_POSITIONAL (*val is it), CLI_END, or CLI_ERROR after printing a
+ * usage error.  opts ends with an entry whose name is NULL. */
+int cli_next(cli_args *a, const cli_opt *opts, const char **val);
+/* Prints "revc CMD: error: ..." and a hint, and returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_print_help(FILE *out, const char *usage, const char *about, const cli_opt *opts);
+
+/* The pass-manager options every pipeline command takes; append with
+ * CLI_PASS_OPTS and hand unknown indices to cli_pass_option. */
+#define CLI_PASS_OPTS                                                                        \
+	{"dump-after", 0, "PASS|all", "print the IR after PASS (or after every pass)"},           \
+	{"dump-dir", 0, "DIR", "write dumps as numbered files DIR/NN-PASS.ir instead"},           \
+	{"verify-each", 0, NULL, "run the verifier after every pass"},                            \
+	{"stop-after", 0, "PASS", "stop the pipeline after PASS"},                                \
+	{"passes", 0, "P1,P2", "run only these passes of the pipeline"},                          \
+	{"print-passes", 0, NULL, "list the pipeline's passes and exit"}
+#define CLI_PASS_OPT_COUNT 6
+/* Applies pass option number k (0-based within CLI_PASS_OPTS).  Returns
+ * false when the command should exit (after --print-passes). */
+bool cli_pass_option(int k, const char *val, ps_options *opts);
+/* Validates pass names; prints a usage error and returns false if one is
+ * unknown. */
+bool cli_pass_options_check(const char *cmd, const ps_options *opts);
+
+/* ---- reporting (cli/report.c) ----------------------------------------- */
+
+/* A loaded source file, kept so diagnostics can show the offending line. */
+typedef struct {
+	const char *path;
+	const char *text;
+	size_t len;
+} cli_source;
+
+void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs);
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes text to path atomically, or to stdout when path is NULL or "-". */
+bool cli_write_output(const char *path, const char *text, size_t len);
+
+/* ---- subcommands ------------------------------------------------------ */
+
+int cmd_dump(int argc, char **argv);
+
+#endif

@@ -1,0 +1,49 @@
+/* main.c: the revc command: dispatch to subcommands, --help, --version. */
+#include <string.h>
+
+#include "cg.h"
+#include "cli.h"
+#include "revc_config.h"
+#include "rt.h"
+
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{"dump", cmd_dump, "print a graph as IR text or Graphviz, after any pass"},
+};
+
+static void help(FILE *out)
+{
+	fputs("usage: revc COMMAND [options]\n"
+	      "       revc --help | --version\n\n"
+	      "revc compiles reversible residual networks (RevNets) to training steps whose\n"
+	      "memory does not grow with depth.\n\ncommands:\n", out);
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fputs("\n'revc COMMAND --help' describes a command.\n"
+	      "Exit status: 0 success, 1 user error, 2 bad usage, 3 memory budget exceeded.\n", out);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		help(stderr);
+		return EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+		help(stdout);
+		return EXIT_OK;
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf("revc %s (LLVM %s, %s)\n", REVC_VERSION, cg_llvm_version(), rt_blas_version());
+		return EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (strcmp(cmd, commands[i].name) == 0)
+			return commands[i].run(argc - 2, argv + 2);
+	fprintf(stderr, "revc: error: unknown command '%s' (see 'revc --help')\n", cmd);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,46 @@
+/* report.c: how the command line shows errors and writes its outputs. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "cli.h"
+#include "rt.h"
+
+void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs)
+{
+	for (int i = 0; i < d->n; i++) {
+		const ir_diag_item *it = &d->items[i];
+		const cli_source *src = NULL;
+		for (int k = 0; k < nsrcs; k++)
+			if (it->pos.file && strcmp(it->pos.file, srcs[k].path) == 0)
+				src = &srcs[k];
+		ir_diag_print(stderr, it, src ? src->text : NULL, src ? src->len : 0);
+	}
+}
+
+int cli_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("revc: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_USER;
+}
+
+bool cli_write_output(const char *path, const char *text, size_t len)
+{
+	if (!path || strcmp(path, "-") == 0) {
+		if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
+			cli_error("cannot write to standard output");
+			return false;
+		}
+		return true;
+	}
+	rt_err e;
+	if (!rt_file_write_atomic(path, text, len, &e)) {
+		cli_error("%s", e.msg);
+		return false;
+	}
+	return true;
+}

@@ -1,0 +1,293 @@
+/* ir.h: the public interface of revc's dataflow IR.
+ *
+ * A graph is an ordered list of nodes in SSA form.  Each node is one op with
+ * operands, attributes and exactly one result value (a typed tensor with a
+ * static shape).  The list order is always an execution order: every node
+ * comes after its operands and after the nodes its ordering edges name.
+ *
+ * Ordering edges ("run after", no data) are first-class: node->after lists
+ * nodes that must have run before this one.  The printer shows them as
+ * after(%12, %15), the parser reads them, the verifier keeps the whole graph
+ * acyclic through them, and every pass must honour them.
+ *
+ * Memory: all nodes, attribute arrays and strings of a graph live in the
+ * graph's arena and are freed together by ir_graph_free.  Nothing is freed
+ * per node.
+ */
+#ifndef REVC_IR_H
+#define REVC_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- arena (ir/arena.c) ---------------------------------------------- */
+
+typedef struct ir_arena ir_arena;
+
+ir_arena *ir_arena_new(void);
+void ir_arena_free(ir_arena *a);
+/* Zeroed, 16-byte aligned.  Aborts on exhaustion (the IR of one compile is
+ * small; a failure here is an invariant, not user error). */
+void *ir_arena_alloc(ir_arena *a, size_t size);
+void *ir_arena_array(ir_arena *a, size_t count, size_t elem);
+char *ir_arena_strdup(ir_arena *a, const char *s);
+char *ir_arena_strndup(ir_arena *a, const char *s, size_t n);
+
+/* ---- checked size arithmetic (ir/arena.c) ----------------------------- */
+
+/* The one place where shape products and byte sizes are overflow-checked.
+ * Each returns false (and leaves *out unspecified) on overflow. */
+bool ir_size_mul(int64_t a, int64_t b, int64_t *out);
+bool ir_size_add(int64_t a, int64_t b, int64_t *out);
+
+/* Largest tensor the IR accepts: 2^40 bytes.  Anything larger is user error. */
+#define IR_MAX_BYTES ((int64_t)1 << 40)
+
+/* ---- invariant failures (ir/diag.c) ----------------------------------- */
+
+/* Broken invariants abort with file, line and a message; user errors never
+ * come here (they are ir_diag items). */
+_Noreturn void ir_die_at(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+#define IR_DIE(...) ir_die_at(__FILE__, __LINE__, __VA_ARGS__)
+#define IR_ASSERT(c) ((c) ? (void)0 : IR_DIE("assertion failed: %s", #c))
+
+/* ---- source positions and diagnostics (ir/diag.c) --------------------- */
+
+typedef struct {
+	const char *file; /* interned, NULL when the node was built in code */
+	int line, col;    /* 1-based; 0 when unknown */
+} ir_pos;
+
+typedef struct {
+	ir_pos pos;
+	char *msg;
+} ir_diag_item;
+
+/* A list of user-facing errors.  Parsers stop at the first; the verifier
+ * collects every violation. */
+typedef struct {
+	ir_diag_item *items;
+	int n, cap;
+} ir_diags;
+
+void ir_diags_init(ir_diags *d);
+void ir_diags_free(ir_diags *d);
+void ir_diags_clear(ir_diags *d);
+void ir_diag_add(ir_diags *d, ir_pos pos, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void ir_diag_addv(ir_diags *d, ir_pos pos, const char *fmt, va_list ap);
+
+/* Prints "file:line:col: error: msg", then, when src (the text of pos.file)
+ * is given, the source line and a caret under the column. */
+void ir_diag_print(FILE *out, const ir_diag_item *it, const char *src, size_t srclen);
+
+/* ---- dtypes and types (ir/type.c) ------------------------------------- */
+
+typedef enum { IR_F32, IR_F64, IR_I32, IR_DTYPE_COUNT } ir_dtype;
+
+#define IR_MAX_RANK 6
+
+typedef struct {
+	ir_dtype dtype;
+	int rank;
+	int64_t dim[IR_MAX_RANK];
+} ir_type;
+
+const char *ir_dtype_name(ir_dtype t);
+bool ir_dtype_parse(const char *s, size_t n, ir_dtype *out);
+int ir_dtype_size(ir_dtype t);
+bool ir_dtype_is_float(ir_dtype t);
+
+ir_type ir_type_make(ir_dtype dt, int rank, const int64_t *dims);
+ir_type ir_type_scalar(ir_dtype dt);
+bool ir_type_eq(const ir_type *a, const ir_type *b);
+bool ir_type_same_shape(const ir_type *a, const ir_type *b);
+int64_t ir_type_elems(const ir_type *t); /* product of dims; verified types never overflow */
+int64_t ir_type_bytes(const ir_type *t);
+/* Checks that elems and bytes fit (<= IR_MAX_BYTES). */
+bool ir_type_size_ok(const ir_type *t);
+/* "f32[8,16,28,28]".  Returns the number of characters written (snprintf). */
+int ir_type_str(const ir_type *t, char *buf, size_t n);
+
+/* ---- attributes (ir/attrs.def, ir/op.c) ------------------------------- */
+
+typedef enum {
+#define IR_ATTR(name, ENUM, vt) IR_ATTR_##ENUM,
+#include "attrs.def"
+#undef IR_ATTR
+	IR_ATTR_COUNT
+} ir_attr_kind;
+
+typedef enum { IR_AV_INT, IR_AV_FLOAT, IR_AV_INTS, IR_AV_STR } ir_attr_vtype;
+
+#define IR_MAX_INTS 8
+
+typedef struct {
+	ir_attr_kind kind;
+	union {
+		int64_t i;
+		double f;
+		const char *s;
+		struct {
+			int n;
+			int64_t v[IR_MAX_INTS];
+		} ints;
+	} u;
+} ir_attr;
+
+const char *ir_attr_name(ir_attr_kind k);
+ir_attr_vtype ir_attr_vtype_of(ir_attr_kind k);
+bool ir_attr_lookup(const char *s, size_t n, ir_attr_kind *out);
+
+/* ---- ops (ir/ops.def, ir/op.c) ---------------------------------------- */
+
+typedef enum {
+#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags) IR_OP_##ENUM,
+#include "ops.def"
+#undef IR_OP
+	IR_OP_COUNT
+} ir_op;
+
+enum {
+	IR_OPF_SRC = 1u << 0,  /* no operands; the value comes from outside */
+	IR_OPF_FX = 1u << 1,   /* effect beyond its result: a root for DCE */
+	IR_OPF_UPD = 1u << 2,  /* writes its result into operand 0's storage */
+	IR_OPF_EW = 1u << 3,   /* elementwise over same-shaped operands */
+	IR_OPF_INPL = 1u << 4, /* result may reuse operand 0's buffer */
+	IR_OPF_DIFF = 1u << 5, /* autodiff knows its gradient */
+	IR_OPF_RED = 1u << 6,  /* a reduction */
+};
+
+typedef struct ir_node ir_node;
+
+/* A shape rule checks operand types and attributes and computes the result
+ * type into *out.  *out arrives holding the declared type (or rank -1 when
+ * there is none): rules for ops whose result cannot be derived from operands
+ * alone (e.g. conv2d_dx) read it and check it for consistency.  On a
+ * violation a rule adds a diagnostic at n->pos and returns false. */
+typedef bool (*ir_shape_rule)(const ir_node *n, ir_type *out, ir_diags *d);
+
+typedef struct {
+	const char *name;
+	int min_arity, max_arity;
+	uint32_t req_attrs, opt_attrs; /* bit masks over ir_attr_kind */
+	ir_shape_rule rule;
+	uint32_t flags;
+} ir_op_info;
+
+const ir_op_info *ir_op_get(ir_op op);
+const char *ir_op_name(ir_op op);
+bool ir_op_lookup(const char *s, size_t n, ir_op *out);
+static inline bool ir_op_has(ir_op op, uint32_t flag) { return (ir_op_get(op)->flags & flag) != 0; }
+
+/* ---- roles ------------------------------------------------------------ */
+
+typedef enum { IR_ROLE_FWD, IR_ROLE_BWD, IR_ROLE_RECOMPUTE, IR_ROLE_OPT, IR_ROLE_COUNT } ir_role;
+
+const char *ir_role_name(ir_role r);
+bool ir_role_lookup(const char *s, size_t n, ir_role *out);
+
+/* ---- nodes and graphs (ir/graph.c) ------------------------------------ */
+
+struct ir_node {
+	ir_op op;
+	ir_role role;
+	ir_type type;      /* the result value's type */
+	const char *name;  /* param/state name printed as $name; NULL otherwise */
+	ir_node **in;      /* operands, nin of them */
+	int nin;
+	ir_node **after;   /* ordering edges: nodes that must run first */
+	int nafter, cap_after;
+	ir_attr *attrs;    /* sorted by kind, no duplicates */
+	int nattrs;
+	ir_pos pos;        /* where the node came from (spec or IR file) */
+	bool pos_printed;  /* print pos as loc(...): false for positions that are
+	                      just the IR text line the node was parsed from */
+	/* Annotations written by later passes; -1 when unset. */
+	int group;         /* fusion group (fuse) */
+	int64_t offset;    /* arena offset in bytes (plan) */
+	int live_begin, live_end; /* schedule interval of the value (liveness) */
+	int label;         /* N of the %N the node was parsed as, or -1: the
+	                      verifier names values as their source did */
+	/* Scratch for passes: index in the graph's node list, valid after
+	 * ir_graph_renumber; mark bits for traversals. */
+	int id;
+	int mark;
+};
+
+typedef struct {
+	ir_arena *arena;
+	const char *name;  /* without the @ */
+	ir_node **nodes;   /* in execution order */
+	int n, cap;
+	const char **passes; /* passes already applied, in order */
+	int npasses;
+} ir_graph;
+
+ir_graph *ir_graph_new(const char *name);
+void ir_graph_free(ir_graph *g);
+/* Creates a node and appends it.  Operands are copied.  The result type is
+ * left with rank -1; set it or run ir_node_infer. */
+ir_node *ir_node_new(ir_graph *g, ir_op op, ir_node *const *in, int nin);
+/* Same, at a given list position (0..g->n). */
+ir_node *ir_node_insert(ir_graph *g, int at, ir_op op, ir_node *const *in, int nin);
+/* Infers n->type from operands and attributes by the op's shape rule. */
+bool ir_node_infer(ir_node *n, ir_diags *d);
+
+void ir_node_set_int(ir_graph *g, ir_node *n, ir_attr_kind k, int64_t v);
+void ir_node_set_float(ir_graph *g, ir_node *n, ir_attr_kind k, double v);
+void ir_node_set_str(ir_graph *g, ir_node *n, ir_attr_kind k, const char *s);
+void ir_node_set_ints(ir_graph *g, ir_node *n, ir_attr_kind k, const int64_t *v, int count);
+const ir_attr *ir_node_attr(const ir_node *n, ir_attr_kind k);
+/* Attribute getters for attributes the verifier guarantees present. */
+int64_t ir_node_int(const ir_node *n, ir_attr_kind k);
+double ir_node_float(const ir_node *n, ir_attr_kind k);
+const char *ir_node_str(const ir_node *n, ir_attr_kind k);
+
+/* Adds an ordering edge "n runs after dep" unless it is already there. */
+void ir_node_add_after(ir_graph *g, ir_node *n, ir_node *dep);
+void ir_node_remove_after(ir_node *n, ir_node *dep);
+
+/* "%12" (the parsed label, else the list index) or "$name", for messages. */
+const char *ir_node_ref(const ir_node *n, char *buf, size_t len);
+/* Sets node->id to the list index for every node. */
+void ir_graph_renumber(ir_graph *g);
+/* Removes the nodes for which dead[node->id] is true (ids must be current),
+ * dropping ordering edges to them, then renumbers. */
+void ir_graph_remove(ir_graph *g, const bool *dead);
+/* Reorders the node list to order (a permutation of the nodes), renumbers. */
+void ir_graph_reorder(ir_graph *g, ir_node **order);
+ir_node *ir_graph_find_param(const ir_graph *g, const char *name);
+void ir_graph_mark_pass(ir_graph *g, const char *pass);
+bool ir_graph_has_pass(const ir_graph *g, const char *pass);
+
+/* ---- text format (ir/print.c, ir/parse.c); grammar in docs/ir.md ------- */
+
+/* Prints the graph in the text format.  Values are numbered %0, %1, ... in
+ * list order, so the output is deterministic. */
+void ir_print(FILE *out, const ir_graph *g);
+/* Same, into a malloc'd string (caller frees). */
+char *ir_print_str(const ir_graph *g);
+
+/* Limits the parser enforces on any input. */
+#define IR_MAX_LINE 65536
+#define IR_MAX_NODES 10000000
+
+/* Parses one graph from text (len bytes, need not be NUL-terminated).  file
+ * names the source for positions.  On error returns NULL with exactly one
+ * diagnostic in d. */
+ir_graph *ir_parse(const char *file, const char *text, size_t len, ir_diags *d);
+
+/* ---- verifier (ir/verify.c) and Graphviz (ir/dot.c) ------------------- */
+
+/* Checks every invariant a graph must hold and reports every violation, each
+ * at its node.  Returns true when there was none. */
+bool ir_verify(const ir_graph *g, ir_diags *d);
+
+void ir_dot(FILE *out, const ir_graph *g);
+
+#endif

@@ -1,0 +1,88 @@
+/* op.c: the tables generated from ops.def and attrs.def, roles, and lookups
+ * by name. */
+#include <string.h>
+
+#include "ir.h"
+#include "shape.h"
+
+#define A(x) (1u << IR_ATTR_##x)
+#define SRC IR_OPF_SRC
+#define FX IR_OPF_FX
+#define UPD IR_OPF_UPD
+#define EW IR_OPF_EW
+#define INPL IR_OPF_INPL
+#define DIFF IR_OPF_DIFF
+#define RED IR_OPF_RED
+
+static const ir_op_info ops[] = {
+#define IR_OP(nm, ENUM, mn, mx, req, opt, rl, fl) \
+	[IR_OP_##ENUM] = {nm, mn, mx, (req), (opt), ir_rule_##rl, (fl)},
+#include "ops.def"
+#undef IR_OP
+};
+_Static_assert(sizeof ops / sizeof ops[0] == IR_OP_COUNT, "op table");
+
+static const struct {
+	const char *name;
+	ir_attr_vtype vt;
+} attrs[] = {
+#define IR_ATTR(nm, ENUM, vt) [IR_ATTR_##ENUM] = {#nm, vt},
+#include "attrs.def"
+#undef IR_ATTR
+};
+_Static_assert(sizeof attrs / sizeof attrs[0] == IR_ATTR_COUNT, "attr table");
+_Static_assert(IR_ATTR_COUNT <= 32, "attribute masks are 32 bits");
+
+static const char *const roles[] = {
+	[IR_ROLE_FWD] = "fwd",
+	[IR_ROLE_BWD] = "bwd",
+	[IR_ROLE_RECOMPUTE] = "recompute",
+	[IR_ROLE_OPT] = "opt",
+};
+_Static_assert(sizeof roles / sizeof roles[0] == IR_ROLE_COUNT, "role table");
+
+const ir_op_info *ir_op_get(ir_op op)
+{
+	IR_ASSERT((unsigned)op < IR_OP_COUNT);
+	return &ops[op];
+}
+
+const char *ir_op_name(ir_op op) { return ir_op_get(op)->name; }
+const char *ir_attr_name(ir_attr_kind k) { return attrs[k].name; }
+ir_attr_vtype ir_attr_vtype_of(ir_attr_kind k) { return attrs[k].vt; }
+const char *ir_role_name(ir_role r) { return roles[r]; }
+
+static bool eq(const char *name, const char *s, size_t n)
+{
+	return strlen(name) == n && memcmp(name, s, n) == 0;
+}
+
+bool ir_op_lookup(const char *s, size_t n, ir_op *out)
+{
+	for (int i = 0; i < IR_OP_COUNT; i++)
+		if (eq(ops[i].name, s, n)) {
+			*out = (ir_op)i;
+			return true;
+		}
+	return false;
+}
+
+bool ir_attr_lookup(const char *s, size_t n, ir_attr_kind *out)
+{
+	for (int i = 0; i < IR_ATTR_COUNT; i++)
+		if (eq(attrs[i].name, s, n)) {
+			*out = (ir_attr_kind)i;
+			return true;
+		}
+	return false;
+}
+
+bool ir_role_lookup(const char *s, size_t n, ir_role *out)
+{
+	for (int i = 0; i < IR_ROLE_COUNT; i++)
+		if (eq(roles[i], s, n)) {
+			*out = (ir_role)i;
+			return true;
+		}
+	return false;
+}

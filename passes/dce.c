@@ -1,0 +1,47 @@
+/* dce.c: dead-code elimination.
+ *
+ * requires: nothing (a verified graph).
+ * guarantees: every remaining node is a root (an output, an in-place update,
+ *   or an interface node: input, param, state) or something a remaining node
+ *   needs.  Ordering edges count as needs, as TensorFlow's control
+ *   dependencies do: a node that another must run after is kept, so removing
+ *   dead code never weakens an ordering.  Edges from removed nodes vanish
+ *   with them.
+ *
+ * The node list is an execution order, so one backward sweep suffices. */
+#include <stdlib.h>
+
+#include "passes.h"
+
+static bool is_root(const ir_node *n)
+{
+	return ir_op_has(n->op, IR_OPF_FX) || n->op == IR_OP_INPUT || n->op == IR_OP_PARAM ||
+		n->op == IR_OP_STATE;
+}
+
+int ps_dce(ir_graph *g, ps_ctx *ctx)
+{
+	(void)ctx;
+	bool *live = calloc((size_t)g->n + 1, sizeof *live);
+	bool *dead = calloc((size_t)g->n + 1, sizeof *dead);
+	if (!live || !dead)
+		IR_DIE("out of memory");
+	ir_graph_renumber(g);
+	for (int i = g->n - 1; i >= 0; i--) {
+		const ir_node *n = g->nodes[i];
+		if (is_root(n))
+			live[i] = true;
+		if (!live[i]) {
+			dead[i] = true;
+			continue;
+		}
+		for (int k = 0; k < n->nin; k++)
+			live[n->in[k]->id] = true;
+		for (int k = 0; k < n->nafter; k++)
+			live[n->after[k]->id] = true;
+	}
+	ir_graph_remove(g, dead);
+	free(live);
+	free(dead);
+	return 0;
+}

@@ -1,0 +1,148 @@
+/* manager.c: runs the pipeline.  The only place that dumps, verifies
+ * between passes, and stops early; passes themselves never print.
+ *
+ * Dumps go to ps_options.dump_out, or, with a dump directory, to numbered
+ * files NN-pass.ir (NN counts the passes that ran, from 01), each written to
+ * a temporary name and renamed so no half-written dump is left behind. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+void ps_ctx_init(ps_ctx *ctx)
+{
+	memset(ctx, 0, sizeof *ctx);
+	ir_diags_init(&ctx->diags);
+}
+
+void ps_ctx_free(ps_ctx *ctx)
+{
+	ir_diags_free(&ctx->diags);
+}
+
+/* Is `name` in the comma-separated list? */
+static bool in_list(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; p && *p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		if (len == n && memcmp(p, name, n) == 0)
+			return true;
+		p = comma ? comma + 1 : NULL;
+	}
+	return false;
+}
+
+static bool known(const char *name)
+{
+	return ps_pass_lookup(name) != NULL;
+}
+
+bool ps_options_check(const ps_options *opts, char *bad, size_t badlen)
+{
+	if (opts->dump_after && strcmp(opts->dump_after, "all") != 0 && !known(opts->dump_after)) {
+		snprintf(bad, badlen, "%s", opts->dump_after);
+		return false;
+	}
+	if (opts->stop_after && !known(opts->stop_after)) {
+		snprintf(bad, badlen, "%s", opts->stop_after);
+		return false;
+	}
+	for (const char *p = opts->only; p && *p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		snprintf(bad, badlen, "%.*s", (int)len, p);
+		if (!known(bad))
+			return false;
+		p = comma ? comma + 1 : NULL;
+	}
+	return true;
+}
+
+static int dump(const ps_options *opts, int seq, const char *pass, const ir_graph *g, ps_ctx *ctx)
+{
+	if (!opts->dump_dir) {
+		FILE *out = opts->dump_out ? opts->dump_out : stderr;
+		fprintf(out, "# ---- after %s ----\n", pass);
+		ir_print(out, g);
+		return 0;
+	}
+	char path[4096], tmp[4200];
+	snprintf(path, sizeof path, "%s/%02d-%s.ir", opts->dump_dir, seq, pass);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (!f) {
+		ir_diag_add(&ctx->diags, (ir_pos){0}, "cannot write dump '%s': %s", path, strerror(errno));
+		return 1;
+	}
+	ir_print(f, g);
+	bool ok = !ferror(f);
+	ok = fclose(f) == 0 && ok;
+	if (!ok || rename(tmp, path) != 0) {
+		ir_diag_add(&ctx->diags, (ir_pos){0}, "cannot write dump '%s': %s", path, strerror(errno));
+		remove(tmp);
+		return 1;
+	}
+	return 0;
+}
+
+static int verify(const char *pass, ir_graph *g, ps_ctx *ctx)
+{
+	int before = ctx->diags.n;
+	if (ir_verify(g, &ctx->diags))
+		return 0;
+	/* A pass produced a broken graph: say which. */
+	for (int i = before; i < ctx->diags.n; i++) {
+		char *msg = ctx->diags.items[i].msg;
+		size_t len = strlen(msg) + strlen(pass) + 32;
+		char *with = malloc(len);
+		if (!with)
+			IR_DIE("out of memory");
+		snprintf(with, len, "after pass '%s': %s", pass, msg);
+		free(msg);
+		ctx->diags.items[i].msg = with;
+	}
+	return 1;
+}
+
+int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps_options *opts)
+{
+	int seq = 0;
+	const char *last = NULL;
+	for (int i = 0; i < n; i++) {
+		const ps_pass *p = &table[i];
+		bool wanted = !opts->only || in_list(opts->only, p->name);
+		if (wanted && !ir_graph_has_pass(g, p->name)) {
+			if (p->requires && !ir_graph_has_pass(g, p->requires)) {
+				ir_diag_add(&ctx->diags, (ir_pos){0},
+					"pass '%s' requires pass '%s', which has not run on this graph", p->name,
+					p->requires);
+				return 1;
+			}
+			if (p->run(g, ctx) != 0)
+				return 1;
+			ir_graph_mark_pass(g, p->name);
+			last = p->name;
+			seq++;
+			if (opts->verify_each && verify(p->name, g, ctx) != 0)
+				return 1;
+			if (opts->dump_after && (strcmp(opts->dump_after, "all") == 0 ||
+				strcmp(opts->dump_after, p->name) == 0) && dump(opts, seq, p->name, g, ctx) != 0)
+				return 1;
+		}
+		if (opts->stop_after && strcmp(opts->stop_after, p->name) == 0)
+			break;
+	}
+	if (last && !opts->verify_each && verify(last, g, ctx) != 0)
+		return 1;
+	return 0;
+}
+
+int ps_run(ir_graph *g, ps_ctx *ctx, const ps_options *opts)
+{
+	int n;
+	const ps_pass *table = ps_pipeline(&n);
+	return ps_run_table(table, n, g, ctx, opts);
+}

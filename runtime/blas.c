@@ -1,0 +1,20 @@
+/* blas.c: OpenBLAS glue. */
+#include <stdio.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "rt.h"
+
+const char *rt_blas_version(void)
+{
+	/* openblas_get_config() starts with "OpenBLAS 0.3.21 ..."; keep the
+	 * first two words. */
+	static char buf[64];
+	const char *cfg = openblas_get_config();
+	snprintf(buf, sizeof buf, "%s", cfg ? cfg : "BLAS");
+	char *sp = strchr(buf, ' ');
+	if (sp && (sp = strchr(sp + 1, ' ')))
+		*sp = 0;
+	return buf;
+}

@@ -1,0 +1,160 @@
+/* file.c: reading whole files and writing files atomically (temporary name,
+ * fsync, rename, fsync of the directory). */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt.h"
+
+bool rt_errorf(rt_err *e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err *e)
+{
+	*data = NULL;
+	*len = 0;
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return rt_errorf(e, "cannot open '%s': %s", path, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return rt_errorf(e, "'%s' is not a regular file", path);
+	}
+	if ((uintmax_t)st.st_size > max) {
+		close(fd);
+		return rt_errorf(e, "'%s' is larger than %zu bytes", path, max);
+	}
+	/* One byte beyond the size tells a file that grew; one more holds the NUL. */
+	size_t cap = (size_t)st.st_size + 2, n = 0;
+	char *buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return rt_errorf(e, "out of memory reading '%s'", path);
+	}
+	for (;;) {
+		if (n == cap - 1) {
+			close(fd);
+			free(buf);
+			return rt_errorf(e, "'%s' changed while being read", path);
+		}
+		ssize_t r = read(fd, buf + n, cap - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int err = errno;
+			close(fd);
+			free(buf);
+			return rt_errorf(e, "cannot read '%s': %s", path, strerror(err));
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = 0;
+	*data = buf;
+	*len = n;
+	return true;
+}
+
+bool rt_atomic_open(rt_atomic *a, const char *path, rt_err *e)
+{
+	memset(a, 0, sizeof *a);
+	size_t n = strlen(path) + 32;
+	a->path = strdup(path);
+	a->tmp = malloc(n);
+	if (!a->path || !a->tmp) {
+		rt_atomic_abort(a);
+		return rt_errorf(e, "out of memory");
+	}
+	snprintf(a->tmp, n, "%s.tmp.XXXXXX", path);
+	int fd = mkstemp(a->tmp);
+	if (fd < 0) {
+		int err = errno;
+		free(a->tmp);
+		a->tmp = NULL;
+		rt_atomic_abort(a);
+		return rt_errorf(e, "cannot write '%s': %s", path, strerror(err));
+	}
+	mode_t mask = umask(0);
+	umask(mask);
+	fchmod(fd, 0666 & ~mask);
+	a->f = fdopen(fd, "w");
+	if (!a->f) {
+		close(fd);
+		rt_atomic_abort(a);
+		return rt_errorf(e, "cannot write '%s': %s", path, strerror(errno));
+	}
+	return true;
+}
+
+/* Makes a rename in path's directory durable. */
+static void sync_dir(const char *path)
+{
+	char *copy = strdup(path);
+	if (!copy)
+		return;
+	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+	free(copy);
+}
+
+bool rt_atomic_commit(rt_atomic *a, rt_err *e)
+{
+	bool ok = fflush(a->f) == 0 && !ferror(a->f) && fsync(fileno(a->f)) == 0;
+	int err = errno;
+	ok = fclose(a->f) == 0 && ok;
+	a->f = NULL;
+	if (ok && rename(a->tmp, a->path) != 0) {
+		err = errno;
+		ok = false;
+	}
+	if (!ok) {
+		rt_errorf(e, "cannot write '%s': %s", a->path, strerror(err ? err : EIO));
+		rt_atomic_abort(a);
+		return false;
+	}
+	sync_dir(a->path);
+	free(a->tmp);
+	free(a->path);
+	memset(a, 0, sizeof *a);
+	return true;
+}
+
+void rt_atomic_abort(rt_atomic *a)
+{
+	if (a->f)
+		fclose(a->f);
+	if (a->tmp)
+		unlink(a->tmp);
+	free(a->tmp);
+	free(a->path);
+	memset(a, 0, sizeof *a);
+}
+
+bool rt_file_write_atomic(const char *path, const void *data, size_t len, rt_err *e)
+{
+	rt_atomic a;
+	if (!rt_atomic_open(&a, path, e))
+		return false;
+	if (len && fwrite(data, 1, len, a.f) != len) {
+		rt_atomic_abort(&a);
+		return rt_errorf(e, "cannot write '%s': %s", path, strerror(errno));
+	}
+	return rt_atomic_commit(&a, e);
+}
