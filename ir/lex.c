@@ -94,6 +94,7 @@ static ir_tok lex_number(ir_lexer *lx, ir_tok t)
 	} else {
 		t.kind = TK_INT;
 		t.ival = strtoll(buf, &end, 10);
+		t.fval = strtod(buf, NULL); /* for float contexts: keeps -0 and huge values */
 	}
 	if (*end)
 		return error_tok(lx, t.pos, "malformed number '%s'", buf);

@@ -158,7 +158,7 @@ static bool parse_float_value(parser *p, double *v)
 	if (p->tok.kind == TK_INT || p->tok.kind == TK_FLOAT) {
 		if (neg)
 			return expected(p, "'inf' after '-'");
-		*v = p->tok.kind == TK_INT ? (double)p->tok.ival : p->tok.fval;
+		*v = p->tok.fval;
 	} else if (is_word(&p->tok, "inf")) {
 		*v = neg ? -__builtin_inf() : __builtin_inf();
 	} else if (is_word(&p->tok, "nan") && !neg) {
@@ -258,6 +258,7 @@ static bool parse_type(parser *p, ir_type *t)
  * after(...) group(N) mem(OFFSET, SIZE) live(B, E) loc("file":L:C) */
 static bool parse_annotations(parser *p, ir_node *n)
 {
+	ir_pos kw = p->tok.pos;
 	if (accept_word(p, "after")) {
 		if (!expect(p, TK_LPAREN, "'('"))
 			return false;
@@ -266,7 +267,7 @@ static bool parse_annotations(parser *p, ir_node *n)
 		if (!expect(p, TK_RPAREN, "')'"))
 			return false;
 		if (count == 0)
-			return error_at(p, p->tok.pos, "after() needs at least one value");
+			return error_at(p, kw, "after() needs at least one value");
 		n->after = slots;
 		n->nafter = n->cap_after = count;
 	}
@@ -277,15 +278,15 @@ static bool parse_annotations(parser *p, ir_node *n)
 			return false;
 		n->group = (int)v;
 	}
+	kw = p->tok.pos;
 	if (accept_word(p, "mem")) {
-		ir_tok at = p->tok;
 		int64_t size;
 		if (!expect(p, TK_LPAREN, "'('") || !parse_int(p, &n->offset, 0, IR_MAX_BYTES, "an offset") ||
 		    !expect(p, TK_COMMA, "','") || !parse_int(p, &size, 0, IR_MAX_BYTES, "a size") ||
 		    !expect(p, TK_RPAREN, "')'"))
 			return false;
 		if (size != ir_type_bytes(&n->type))
-			return error_at(p, at.pos, "mem size %lld does not match the type's %lld bytes",
+			return error_at(p, kw, "mem size %lld does not match the type's %lld bytes",
 				(long long)size, (long long)ir_type_bytes(&n->type));
 	}
 	if (accept_word(p, "live")) {

@@ -19,12 +19,12 @@ static bool fail(const ir_node *n, ir_diags *d, const char *fmt, ...)
 
 static bool fail(const ir_node *n, ir_diags *d, const char *fmt, ...)
 {
-	char msg[512];
+	char msg[512], ref[80];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	ir_diag_add(d, n->pos, "%s: %s", ir_op_name(n->op), msg);
+	ir_diag_add(d, n->pos, "%s (%s): %s", ir_node_ref(n, ref, sizeof ref), ir_op_name(n->op), msg);
 	return false;
 }
 

@@ -1,0 +1,302 @@
+/* test_passes.c: unit tests of passes/: the pass manager's flags and DCE. */
+#include <check.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "passes.h"
+
+static ir_graph *parse_ok(const char *text)
+{
+	ir_diags d;
+	ir_diags_init(&d);
+	ir_graph *g = ir_parse("t.ir", text, strlen(text), &d);
+	if (!g)
+		fprintf(stderr, "parse: %s\n", d.items[0].msg);
+	ck_assert_ptr_nonnull(g);
+	ck_assert(ir_verify(g, &d));
+	ir_diags_free(&d);
+	return g;
+}
+
+static void expect_text(ir_graph *g, const char *want)
+{
+	char *got = ir_print_str(g);
+	ck_assert_str_eq(got, want);
+	free(got);
+}
+
+/* ---- DCE -------------------------------------------------------------- */
+
+START_TEST(test_dce_removes_dead_chain)
+{
+	ir_graph *g = parse_ok("graph @g {\n"
+	                       "  %0 = input {name=\"x\"} : f32[3]\n"
+	                       "  $w = param : f32[3]\n"
+	                       "  %2 = relu(%0) : f32[3]\n"
+	                       "  %3 = scale(%2) {factor=2} : f32[3]\n"
+	                       "  %4 = add(%3, $w) : f32[3]\n"
+	                       "  %5 = output(%2) {name=\"y\"} : f32[3]\n"
+	                       "}\n");
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ck_assert_int_eq(ps_dce(g, &ctx), 0);
+	/* %3 and %4 are dead; the unused param stays: it is interface. */
+	expect_text(g, "graph @g {\n"
+	               "  %0 = input {name=\"x\"} : f32[3]\n"
+	               "  $w = param : f32[3]\n"
+	               "  %2 = relu(%0) : f32[3]\n"
+	               "  %3 = output(%2) {name=\"y\"} : f32[3]\n"
+	               "}\n");
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_dce_keeps_ordering_targets)
+{
+	/* %3 feeds nothing, but the output must run after it, and %3 must run
+	 * after %2: both stay.  %4 is dead and its edge to %2 goes with it. */
+	ir_graph *g = parse_ok("graph @g {\n"
+	                       "  %0 = input {name=\"x\"} : f32[3]\n"
+	                       "  %1 = relu(%0) : f32[3]\n"
+	                       "  %2 = scale(%0) {factor=3} : f32[3]\n"
+	                       "  %3 = scale(%0) {factor=2} : f32[3] after(%2)\n"
+	                       "  %4 = scale(%1) {factor=5} : f32[3] after(%2)\n"
+	                       "  %5 = output(%1) {name=\"y\"} : f32[3] after(%3)\n"
+	                       "}\n");
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ck_assert_int_eq(ps_dce(g, &ctx), 0);
+	expect_text(g, "graph @g {\n"
+	               "  %0 = input {name=\"x\"} : f32[3]\n"
+	               "  %1 = relu(%0) : f32[3]\n"
+	               "  %2 = scale(%0) {factor=3} : f32[3]\n"
+	               "  %3 = scale(%0) {factor=2} : f32[3] after(%2)\n"
+	               "  %4 = output(%1) {name=\"y\"} : f32[3] after(%3)\n"
+	               "}\n");
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_dce_keeps_updates)
+{
+	ir_graph *g = parse_ok("graph @g {\n"
+	                       "  %0 = input {name=\"x\"} : f32[2,3]\n"
+	                       "  $m = state : f32[3]\n"
+	                       "  %2 = bn_stats(%0) : f32[2,3]\n"
+	                       "  %3 = bn_running_mean($m, %2) {momentum=0.99} : f32[3]\n"
+	                       "}\n");
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ck_assert_int_eq(ps_dce(g, &ctx), 0);
+	ck_assert_int_eq(g->n, 4);
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+/* ---- the manager ------------------------------------------------------ */
+
+static int calls_a, calls_b;
+
+static int pass_a(ir_graph *g, ps_ctx *ctx)
+{
+	(void)g;
+	(void)ctx;
+	calls_a++;
+	return 0;
+}
+
+static int pass_b(ir_graph *g, ps_ctx *ctx)
+{
+	(void)g;
+	(void)ctx;
+	calls_b++;
+	return 0;
+}
+
+/* Breaks the graph: makes the last node run after itself. */
+static int pass_break(ir_graph *g, ps_ctx *ctx)
+{
+	(void)ctx;
+	ir_node *n = g->nodes[g->n - 1];
+	ir_node_add_after(g, n, n);
+	return 0;
+}
+
+static int pass_fail(ir_graph *g, ps_ctx *ctx)
+{
+	(void)g;
+	ir_diag_add(&ctx->diags, (ir_pos){0}, "pass failed on purpose");
+	return 1;
+}
+
+static const char tiny[] = "graph @g {\n  %0 = input {name=\"x\"} : f32[3]\n"
+                           "  %1 = output(%0) {name=\"y\"} : f32[3]\n}\n";
+
+START_TEST(test_manager_stop_after_and_skip)
+{
+	const ps_pass table[] = {
+		{"a", pass_a, NULL, "first"},
+		{"b", pass_b, "a", "second"},
+	};
+	ir_graph *g = parse_ok(tiny);
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	calls_a = calls_b = 0;
+	ps_options opts = {.stop_after = "a"};
+	ck_assert_int_eq(ps_run_table(table, 2, g, &ctx, &opts), 0);
+	ck_assert_int_eq(calls_a, 1);
+	ck_assert_int_eq(calls_b, 0);
+	/* A second run skips the pass already applied. */
+	ps_options all = {0};
+	ck_assert_int_eq(ps_run_table(table, 2, g, &ctx, &all), 0);
+	ck_assert_int_eq(calls_a, 1);
+	ck_assert_int_eq(calls_b, 1);
+	ck_assert(ir_graph_has_pass(g, "a") && ir_graph_has_pass(g, "b"));
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_manager_requires)
+{
+	const ps_pass table[] = {
+		{"a", pass_a, NULL, "first"},
+		{"b", pass_b, "a", "second"},
+	};
+	ir_graph *g = parse_ok(tiny);
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ps_options opts = {.only = "b"};
+	ck_assert_int_ne(ps_run_table(table, 2, g, &ctx, &opts), 0);
+	ck_assert_str_eq(ctx.diags.items[0].msg,
+		"pass 'b' requires pass 'a', which has not run on this graph");
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_manager_verify_each_names_pass)
+{
+	const ps_pass table[] = {
+		{"a", pass_a, NULL, "fine"},
+		{"breaker", pass_break, NULL, "breaks the graph"},
+		{"b", pass_b, NULL, "never reached"},
+	};
+	ir_graph *g = parse_ok(tiny);
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	calls_b = 0;
+	ps_options opts = {.verify_each = true};
+	ck_assert_int_ne(ps_run_table(table, 3, g, &ctx, &opts), 0);
+	ck_assert_int_eq(calls_b, 0);
+	ck_assert_int_eq(ctx.diags.n, 1);
+	ck_assert_ptr_nonnull(strstr(ctx.diags.items[0].msg, "after pass 'breaker': "));
+	ck_assert_ptr_nonnull(strstr(ctx.diags.items[0].msg, "ordering edge to itself"));
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_manager_pass_failure_stops)
+{
+	const ps_pass table[] = {
+		{"f", pass_fail, NULL, "fails"},
+		{"b", pass_b, NULL, "never reached"},
+	};
+	ir_graph *g = parse_ok(tiny);
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	calls_b = 0;
+	ps_options opts = {0};
+	ck_assert_int_ne(ps_run_table(table, 2, g, &ctx, &opts), 0);
+	ck_assert_int_eq(calls_b, 0);
+	ck_assert_str_eq(ctx.diags.items[0].msg, "pass failed on purpose");
+	ck_assert(!ir_graph_has_pass(g, "f"));
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_manager_dump_dir_numbered)
+{
+	const ps_pass table[] = {
+		{"a", pass_a, NULL, "first"},
+		{"b", pass_b, NULL, "second"},
+	};
+	char dir[] = "/tmp/revc-dump-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ir_graph *g = parse_ok(tiny);
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ps_options opts = {.dump_after = "all", .dump_dir = dir};
+	ck_assert_int_eq(ps_run_table(table, 2, g, &ctx, &opts), 0);
+	char path[256];
+	snprintf(path, sizeof path, "%s/01-a.ir", dir);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[128];
+	ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+	ck_assert_str_eq(line, "graph @g passes(a) {\n");
+	fclose(f);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/02-b.ir", dir);
+	ck_assert_int_eq(access(path, R_OK), 0);
+	unlink(path);
+	/* Nothing else (no temporaries) was left behind. */
+	DIR *dp = opendir(dir);
+	int entries = 0;
+	for (struct dirent *e; (e = readdir(dp));)
+		entries += e->d_name[0] != '.';
+	closedir(dp);
+	ck_assert_int_eq(entries, 0);
+	rmdir(dir);
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_options_check)
+{
+	char bad[64];
+	ps_options ok = {.dump_after = "all", .stop_after = "dce", .only = "dce"};
+	ck_assert(ps_options_check(&ok, bad, sizeof bad));
+	ps_options wrong = {.only = "dce,nonesuch"};
+	ck_assert(!ps_options_check(&wrong, bad, sizeof bad));
+	ck_assert_str_eq(bad, "nonesuch");
+}
+END_TEST
+
+static Suite *passes_suite(void)
+{
+	Suite *s = suite_create("passes");
+	TCase *tc = tcase_create("dce");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_dce_removes_dead_chain);
+	tcase_add_test(tc, test_dce_keeps_ordering_targets);
+	tcase_add_test(tc, test_dce_keeps_updates);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("manager");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_manager_stop_after_and_skip);
+	tcase_add_test(tc, test_manager_requires);
+	tcase_add_test(tc, test_manager_verify_each_names_pass);
+	tcase_add_test(tc, test_manager_pass_failure_stops);
+	tcase_add_test(tc, test_manager_dump_dir_numbered);
+	tcase_add_test(tc, test_options_check);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(passes_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
