@@ -1,0 +1,10 @@
+/* runtime_suites.h: the Check suites of the runtime module, one per concept;
+ * test_runtime.c runs them all. */
+#ifndef REVC_RUNTIME_SUITES_H
+#define REVC_RUNTIME_SUITES_H
+
+#include <check.h>
+
+Suite *rt_file_suite(void);
+
+#endif

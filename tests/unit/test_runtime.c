@@ -1,0 +1,13 @@
+/* test_runtime.c: runs every suite of the runtime module. */
+#include <stdlib.h>
+
+#include "runtime_suites.h"
+
+int main(void)
+{
+	SRunner *sr = srunner_create(rt_file_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
