@@ -205,6 +205,9 @@ struct ir_node {
 	ir_attr *attrs;    /* sorted by kind, no duplicates */
 	int nattrs;
 	ir_pos pos;        /* where the node came from (spec or IR file) */
+	const char *scope; /* the model part it belongs to ("s0.u1.g"), or NULL:
+	                      set by lowering, inherited by gradients and
+	                      recomputations; passes and reports use it */
 	bool pos_printed;  /* print pos as loc(...): false for positions that are
 	                      just the IR text line the node was parsed from */
 	/* Annotations written by later passes; -1 when unset. */

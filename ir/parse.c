@@ -255,7 +255,7 @@ static bool parse_type(parser *p, ir_type *t)
 }
 
 /* The annotations after the type, each optional, in this order:
- * after(...) group(N) mem(OFFSET, SIZE) live(B, E) loc("file":L:C) */
+ * after(...) group(N) mem(OFFSET, SIZE) live(B, E) scope("s0.u1.g") loc("file":L:C) */
 static bool parse_annotations(parser *p, ir_node *n)
 {
 	ir_pos kw = p->tok.pos;
@@ -297,6 +297,16 @@ static bool parse_annotations(parser *p, ir_node *n)
 			return false;
 		n->live_begin = (int)b;
 		n->live_end = (int)e;
+	}
+	if (accept_word(p, "scope")) {
+		if (!expect(p, TK_LPAREN, "'('"))
+			return false;
+		if (p->tok.kind != TK_STRING)
+			return expected(p, "a scope string");
+		n->scope = p->tok.sval;
+		next(p);
+		if (!expect(p, TK_RPAREN, "')'"))
+			return false;
 	}
 	if (accept_word(p, "loc")) {
 		int64_t line, col;

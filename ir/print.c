@@ -118,6 +118,11 @@ static void print_node(FILE *out, const ir_node *n)
 		fprintf(out, " mem(%lld, %lld)", (long long)n->offset, (long long)ir_type_bytes(&n->type));
 	if (n->live_begin >= 0)
 		fprintf(out, " live(%d, %d)", n->live_begin, n->live_end);
+	if (n->scope) {
+		fputs(" scope(", out);
+		print_string(out, n->scope);
+		fputc(')', out);
+	}
 	if (n->pos_printed && n->pos.file) {
 		fputs(" loc(", out);
 		print_string(out, n->pos.file);

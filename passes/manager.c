@@ -14,6 +14,32 @@ void ps_ctx_init(ps_ctx *ctx)
 {
 	memset(ctx, 0, sizeof *ctx);
 	ir_diags_init(&ctx->diags);
+	ctx->strategy = PS_STORE;
+	ctx->optimizer = true;
+	ctx->momentum = 0.9;
+	ctx->weight_decay = 2e-4;
+}
+
+static const char *const strategies[] = {
+	[PS_STORE] = "store",
+	[PS_REVNET] = "revnet",
+	[PS_CHECKPOINT] = "checkpoint",
+};
+_Static_assert(sizeof strategies / sizeof strategies[0] == PS_STRATEGY_COUNT, "strategy names");
+
+const char *ps_strategy_name(ps_strategy s)
+{
+	return strategies[s];
+}
+
+bool ps_strategy_lookup(const char *name, ps_strategy *out)
+{
+	for (int i = 0; i < PS_STRATEGY_COUNT; i++)
+		if (strcmp(strategies[i], name) == 0) {
+			*out = (ps_strategy)i;
+			return true;
+		}
+	return false;
 }
 
 void ps_ctx_free(ps_ctx *ctx)

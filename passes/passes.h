@@ -11,9 +11,25 @@
 
 #include "ir.h"
 
+/* How the backward pass keeps what it needs of the forward pass. */
+typedef enum {
+	PS_STORE,      /* ordinary backprop: every activation is kept */
+	PS_REVNET,     /* reversible units reconstruct their inputs */
+	PS_CHECKPOINT, /* keep every sqrt(n)-th unit output, recompute the rest */
+	PS_STRATEGY_COUNT
+} ps_strategy;
+
+const char *ps_strategy_name(ps_strategy s);
+bool ps_strategy_lookup(const char *name, ps_strategy *out);
+
 /* What a pass may read besides the graph. */
 typedef struct {
-	ir_diags diags; /* user-facing errors from passes */
+	ir_diags diags;       /* user-facing errors from passes */
+	ps_strategy strategy; /* revbwd */
+	bool no_order_edges;  /* schedule: no ordering edges, naive order */
+	bool optimizer;       /* optim: add the SGD step (else gradients stay outputs) */
+	double momentum;      /* optim: SGD momentum (MODEL.md: 0.9) */
+	double weight_decay;  /* optim: on conv and dense weights (2e-4) */
 } ps_ctx;
 
 void ps_ctx_init(ps_ctx *ctx);
@@ -55,6 +71,13 @@ int ps_run(ir_graph *g, ps_ctx *ctx, const ps_options *opts);
 
 /* ---- passes (one file each) ------------------------------------------- */
 
+int ps_shape(ir_graph *g, ps_ctx *ctx);
+int ps_autodiff(ir_graph *g, ps_ctx *ctx);
+int ps_optim(ir_graph *g, ps_ctx *ctx);
 int ps_dce(ir_graph *g, ps_ctx *ctx);
+
+/* The output name under which autodiff leaves a parameter's gradient:
+ * "grad:" followed by the parameter's name. */
+#define PS_GRAD_PREFIX "grad:"
 
 #endif

@@ -5,6 +5,9 @@
 #include "passes.h"
 
 static const ps_pass pipeline[] = {
+	{"shape", ps_shape, NULL, "infer every value's type and check it against its op's rule"},
+	{"autodiff", ps_autodiff, "shape", "reverse mode: gradients of the loss for every parameter"},
+	{"optim", ps_optim, "autodiff", "momentum SGD with weight decay consumes the gradients"},
 	{"dce", ps_dce, NULL, "remove nodes no output, update or ordering edge needs"},
 };
 

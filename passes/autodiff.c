@@ -1,0 +1,311 @@
+/* autodiff.c: reverse-mode automatic differentiation.
+ *
+ * requires: shape.
+ * guarantees: for the output named "loss" (a softmax_xent), every param
+ *   gets its gradient as an output named "grad:<param name>", computed by
+ *   role-bwd nodes appended after the forward pass.  Gradients are of the
+ *   loss alone (weight decay belongs to the optimiser).
+ *
+ * Forward nodes are visited in reverse list order; each one that received a
+ * gradient passes contributions to its operands by its op's rule.  When a
+ * value gets a second contribution the two are added; the addition takes the
+ * scope of the node whose rule contributed last, so each unit's F and G
+ * backward, including the accumulation into their input's gradient, stays
+ * in the F or G scope (the schedule pass relies on that).
+ *
+ * Batch norm in training mode is bn_norm(x, bn_stats(x), gamma, beta); its
+ * rule gives the full gradient through the batch statistics, so bn_stats
+ * itself passes nothing on.  Running-statistic updates are effects, not
+ * part of the loss. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct {
+	ir_graph *g;
+	ps_ctx *ctx;
+	ir_node **grad;       /* by node id: the gradient of that node's value */
+	const char *scope;    /* scope of the node whose rule is running */
+	ir_pos pos;
+	bool failed;
+} differ;
+
+static ir_node *make_n(differ *D, ir_op op, ir_node *const *in, int nin)
+{
+	ir_node *n = ir_node_new(D->g, op, in, nin);
+	n->role = IR_ROLE_BWD;
+	n->scope = D->scope;
+	n->pos = D->pos;
+	n->pos_printed = D->pos.file != NULL;
+	return n;
+}
+
+static ir_node *make(differ *D, ir_op op, ir_node *a, ir_node *b)
+{
+	ir_node *in[2] = {a, b};
+	return make_n(D, op, in, a ? (b ? 2 : 1) : 0);
+}
+
+/* Infers n's type (declared beforehand for ops that need it). */
+static ir_node *typed(differ *D, ir_node *n)
+{
+	if (!ir_node_infer(n, &D->ctx->diags)) {
+		D->failed = true;
+		n->type = ir_type_scalar(IR_F32); /* keeps later rules well-defined */
+	}
+	return n;
+}
+
+/* Adds g to the gradient of v. */
+static void contribute(differ *D, ir_node *v, ir_node *g)
+{
+	if (v->op == IR_OP_INPUT || v->op == IR_OP_STATE || v->op == IR_OP_CONST)
+		return; /* no gradient is wanted */
+	ir_node **slot = &D->grad[v->id];
+	*slot = *slot ? typed(D, make(D, IR_OP_ADD, *slot, g)) : g;
+}
+
+static ir_node *with_int(differ *D, ir_node *n, ir_attr_kind k, int64_t v)
+{
+	ir_node_set_int(D->g, n, k, v);
+	return n;
+}
+
+static void copy_attr(differ *D, ir_node *to, const ir_node *from, ir_attr_kind k)
+{
+	const ir_attr *a = ir_node_attr(from, k);
+	if (!a)
+		return;
+	if (ir_attr_vtype_of(k) == IR_AV_INTS)
+		ir_node_set_ints(D->g, to, k, a->u.ints.v, a->u.ints.n);
+	else if (ir_attr_vtype_of(k) == IR_AV_FLOAT)
+		ir_node_set_float(D->g, to, k, a->u.f);
+	else
+		ir_node_set_int(D->g, to, k, a->u.i);
+}
+
+/* A node like n's forward op whose result type is declared as `as`. */
+static ir_node *declared(differ *D, ir_op op, ir_node *a, ir_node *b, const ir_node *fwd,
+	const ir_type *as)
+{
+	ir_node *n = make(D, op, a, b);
+	copy_attr(D, n, fwd, IR_ATTR_STRIDE);
+	copy_attr(D, n, fwd, IR_ATTR_PAD);
+	copy_attr(D, n, fwd, IR_ATTR_WINDOW);
+	n->type = *as;
+	return typed(D, n);
+}
+
+static ir_node *channel_op(differ *D, ir_op op, ir_node *x, int64_t lo, int64_t hi)
+{
+	ir_node *n = make(D, op, x, NULL);
+	with_int(D, n, IR_ATTR_LO, lo);
+	with_int(D, n, IR_ATTR_HI, hi);
+	return typed(D, n);
+}
+
+/* dbeta: sum of dy over every axis but the channels (1). */
+static ir_node *sum_but_channels(differ *D, ir_node *dy)
+{
+	int64_t axes[IR_MAX_RANK];
+	int n = 0;
+	for (int i = 0; i < dy->type.rank; i++)
+		if (i != 1)
+			axes[n++] = i;
+	ir_node *r = make(D, IR_OP_REDUCE_SUM, dy, NULL);
+	ir_node_set_ints(D->g, r, IR_ATTR_AXES, axes, n);
+	return typed(D, r);
+}
+
+static void fail(differ *D, const ir_node *n, const char *why)
+{
+	char ref[80];
+	ir_diag_add(&D->ctx->diags, n->pos, "autodiff: %s (%s): %s", ir_node_ref(n, ref, sizeof ref),
+		ir_op_name(n->op), why);
+	D->failed = true;
+}
+
+static void matmul_grads(differ *D, ir_node *n, ir_node *dy)
+{
+	const ir_attr *a = ir_node_attr(n, IR_ATTR_TRANS_A), *b = ir_node_attr(n, IR_ATTR_TRANS_B);
+	int64_t ta = a ? a->u.i : 0, tb = b ? b->u.i : 0;
+	ir_node *A = n->in[0], *B = n->in[1], *da, *db;
+	/* C = op(A) op(B) */
+	if (!ta)
+		da = with_int(D, make(D, IR_OP_MATMUL, dy, B), IR_ATTR_TRANS_B, !tb);
+	else
+		da = with_int(D, with_int(D, make(D, IR_OP_MATMUL, B, dy), IR_ATTR_TRANS_A, tb),
+			IR_ATTR_TRANS_B, 1);
+	if (!tb)
+		db = with_int(D, make(D, IR_OP_MATMUL, A, dy), IR_ATTR_TRANS_A, !ta);
+	else
+		db = with_int(D, with_int(D, make(D, IR_OP_MATMUL, dy, A), IR_ATTR_TRANS_A, 1),
+			IR_ATTR_TRANS_B, ta);
+	contribute(D, A, typed(D, da));
+	contribute(D, B, typed(D, db));
+}
+
+static void bn_grads(differ *D, ir_node *n, ir_node *dy)
+{
+	ir_node *x = n->in[0], *stats = n->in[1], *gamma = n->in[2], *beta = n->in[3];
+	if (stats->op != IR_OP_BN_STATS || stats->in[0] != x) {
+		fail(D, n, "batch statistics must be bn_stats of the same input");
+		return;
+	}
+	double eps = ir_node_float(n, IR_ATTR_EPS);
+	ir_node *dbeta = sum_but_channels(D, dy);
+	ir_node *in3[3] = {dy, x, stats};
+	ir_node *dgamma = make_n(D, IR_OP_BN_DGAMMA, in3, 3);
+	ir_node_set_float(D->g, dgamma, IR_ATTR_EPS, eps);
+	typed(D, dgamma);
+	ir_node *in6[6] = {dy, x, stats, gamma, dgamma, dbeta};
+	ir_node *dx = make_n(D, IR_OP_BN_DX, in6, 6);
+	ir_node_set_float(D->g, dx, IR_ATTR_EPS, eps);
+	contribute(D, gamma, dgamma);
+	contribute(D, beta, dbeta);
+	contribute(D, x, typed(D, dx));
+}
+
+static void rule(differ *D, ir_node *n, ir_node *dy)
+{
+	ir_node *x = n->nin ? n->in[0] : NULL;
+	switch (n->op) {
+	case IR_OP_ADD:
+		contribute(D, n->in[0], dy);
+		contribute(D, n->in[1], dy);
+		break;
+	case IR_OP_SUB: {
+		contribute(D, n->in[0], dy);
+		ir_node *neg = make(D, IR_OP_SCALE, dy, NULL);
+		ir_node_set_float(D->g, neg, IR_ATTR_FACTOR, -1);
+		contribute(D, n->in[1], typed(D, neg));
+		break;
+	}
+	case IR_OP_SCALE: {
+		ir_node *s = make(D, IR_OP_SCALE, dy, NULL);
+		ir_node_set_float(D->g, s, IR_ATTR_FACTOR, ir_node_float(n, IR_ATTR_FACTOR));
+		contribute(D, x, typed(D, s));
+		break;
+	}
+	case IR_OP_RELU:
+		contribute(D, x, typed(D, make(D, IR_OP_RELU_GRAD, dy, n)));
+		break;
+	case IR_OP_SPLIT: {
+		if (ir_node_int(n, IR_ATTR_AXIS) != 1 || x->type.rank != 4) {
+			fail(D, n, "only splits along the channels of [N,C,H,W] are differentiable");
+			break;
+		}
+		int64_t part = ir_node_int(n, IR_ATTR_PART), parts = ir_node_int(n, IR_ATTR_PARTS);
+		int64_t c = n->type.dim[1];
+		contribute(D, x, channel_op(D, IR_OP_CHANNEL_PAD, dy, part * c, (parts - 1 - part) * c));
+		break;
+	}
+	case IR_OP_CONCAT: {
+		if (ir_node_int(n, IR_ATTR_AXIS) != 1 || n->type.rank != 4) {
+			fail(D, n, "only concatenations along the channels of [N,C,H,W] are differentiable");
+			break;
+		}
+		int64_t ca = n->in[0]->type.dim[1], cb = n->in[1]->type.dim[1];
+		contribute(D, n->in[0], channel_op(D, IR_OP_CHANNEL_SLICE, dy, 0, cb));
+		contribute(D, n->in[1], channel_op(D, IR_OP_CHANNEL_SLICE, dy, ca, 0));
+		break;
+	}
+	case IR_OP_CHANNEL_PAD:
+		contribute(D, x, channel_op(D, IR_OP_CHANNEL_SLICE, dy, ir_node_int(n, IR_ATTR_LO),
+			ir_node_int(n, IR_ATTR_HI)));
+		break;
+	case IR_OP_CHANNEL_SLICE:
+		contribute(D, x, channel_op(D, IR_OP_CHANNEL_PAD, dy, ir_node_int(n, IR_ATTR_LO),
+			ir_node_int(n, IR_ATTR_HI)));
+		break;
+	case IR_OP_CONV2D:
+		contribute(D, x, declared(D, IR_OP_CONV2D_DX, dy, n->in[1], n, &x->type));
+		contribute(D, n->in[1], declared(D, IR_OP_CONV2D_DW, dy, x, n, &n->in[1]->type));
+		break;
+	case IR_OP_BN_NORM:
+		bn_grads(D, n, dy);
+		break;
+	case IR_OP_AVGPOOL:
+		contribute(D, x, declared(D, IR_OP_AVGPOOL_GRAD, dy, NULL, n, &x->type));
+		break;
+	case IR_OP_MAXPOOL:
+		contribute(D, x, declared(D, IR_OP_MAXPOOL_GRAD, dy, x, n, &x->type));
+		break;
+	case IR_OP_GLOBAL_AVGPOOL:
+		contribute(D, x, declared(D, IR_OP_GLOBAL_AVGPOOL_GRAD, dy, NULL, n, &x->type));
+		break;
+	case IR_OP_MATMUL:
+		matmul_grads(D, n, dy);
+		break;
+	case IR_OP_BIAS_ADD:
+		contribute(D, x, dy);
+		contribute(D, n->in[1], sum_but_channels(D, dy));
+		break;
+	default:
+		fail(D, n, "has no gradient rule");
+	}
+}
+
+/* The output named "loss", which must be a softmax_xent. */
+static ir_node *find_loss(ir_graph *g, ps_ctx *ctx)
+{
+	for (int i = 0; i < g->n; i++) {
+		ir_node *n = g->nodes[i];
+		if (n->op != IR_OP_OUTPUT || strcmp(ir_node_str(n, IR_ATTR_NAME), "loss") != 0)
+			continue;
+		if (n->in[0]->op != IR_OP_SOFTMAX_XENT) {
+			ir_diag_add(&ctx->diags, n->pos, "autodiff: the loss must be a softmax_xent, not %s",
+				ir_op_name(n->in[0]->op));
+			return NULL;
+		}
+		return n->in[0];
+	}
+	ir_diag_add(&ctx->diags, (ir_pos){0}, "autodiff: graph @%s has no output named \"loss\"", g->name);
+	return NULL;
+}
+
+int ps_autodiff(ir_graph *g, ps_ctx *ctx)
+{
+	ir_node *loss = find_loss(g, ctx);
+	if (!loss)
+		return 1;
+	ir_graph_renumber(g);
+	int nfwd = g->n;
+	differ D = {g, ctx, calloc((size_t)nfwd, sizeof(ir_node *)), loss->scope, loss->pos, false};
+	if (!D.grad)
+		IR_DIE("out of memory");
+
+	/* d(mean cross-entropy)/d(logits) seeds the sweep. */
+	contribute(&D, loss->in[0], typed(&D, make(&D, IR_OP_SOFTMAX_XENT_GRAD, loss->in[0], loss->in[1])));
+	for (int i = loss->id - 1; i >= 0 && !D.failed; i--) {
+		ir_node *n = g->nodes[i];
+		if (!D.grad[i] || n->role != IR_ROLE_FWD || ir_op_has(n->op, IR_OPF_SRC))
+			continue;
+		D.scope = n->scope;
+		D.pos = n->pos;
+		rule(&D, n, D.grad[i]);
+	}
+
+	/* Every parameter's gradient becomes an output. */
+	for (int i = 0; i < nfwd && !D.failed; i++) {
+		ir_node *p = g->nodes[i];
+		if (p->op != IR_OP_PARAM)
+			continue;
+		D.scope = p->scope;
+		D.pos = p->pos;
+		ir_node *dp = D.grad[i];
+		if (!dp) { /* the loss does not depend on it */
+			dp = make(&D, IR_OP_CONST, NULL, NULL);
+			ir_node_set_float(g, dp, IR_ATTR_VALUE, 0);
+			dp->type = p->type;
+		}
+		char name[512];
+		snprintf(name, sizeof name, "%s%s", PS_GRAD_PREFIX, p->name);
+		ir_node *out = make(&D, IR_OP_OUTPUT, dp, NULL);
+		ir_node_set_str(g, out, IR_ATTR_NAME, name);
+		typed(&D, out);
+	}
+	free(D.grad);
+	return D.failed;
+}
