@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "fe.h"
 #include "ir.h"
 #include "passes.h"
 
@@ -72,8 +73,45 @@ int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 bool cli_write_output(const char *path, const char *text, size_t len);
 
+/* ---- models from specs (cli/model.c) ---------------------------------- */
+
+#define CLI_MAX_SETS 64
+
+/* A spec, its overrides, and the texts diagnostics point into. */
+typedef struct {
+	const char *path;
+	char *text;
+	size_t len;
+	const char *sets[CLI_MAX_SETS]; /* "KEY=VALUE", in command-line order */
+	int nsets;
+	char *sets_text;                /* the sets, one per line */
+	size_t sets_len;
+	fe_spec spec;
+} cli_model;
+
+/* The option every spec-reading command takes. */
+#define CLI_SET_OPT {"set", 0, "KEY=VALUE", "override a spec key (repeatable; lists comma-separated)"}
+
+bool cli_is_spec(const char *path); /* a .rev file */
+bool cli_model_add_set(cli_model *m, const char *cmd, const char *assignment);
+/* Reads, overrides and checks the spec; reports and returns false on error. */
+bool cli_model_load(cli_model *m, const char *path);
+void cli_model_free(cli_model *m);
+void cli_model_report(const cli_model *m, const ir_diags *d);
+/* Lowers the spec and runs the pipeline as opts say; reports errors. */
+ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
+	const ps_options *opts);
+
+bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out);
+bool cli_parse_strategy(const char *cmd, const char *val, ps_strategy *out);
+bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
+	int64_t *out);
+
 /* ---- subcommands ------------------------------------------------------ */
 
 int cmd_dump(int argc, char **argv);
+int cmd_init(int argc, char **argv);
+int cmd_grad(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 #endif

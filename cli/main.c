@@ -12,6 +12,9 @@ static const struct {
 	const char *summary;
 } commands[] = {
 	{"dump", cmd_dump, "print a graph as IR text or Graphviz, after any pass"},
+	{"init", cmd_init, "write a model's initial parameters as .npy files"},
+	{"grad", cmd_grad, "compute the loss and parameter gradients for one batch"},
+	{"check", cmd_check, "check gradients against finite differences"},
 };
 
 static void help(FILE *out)

@@ -49,14 +49,9 @@ void ir_diag_addv(ir_diags *d, ir_pos pos, const char *fmt, va_list ap)
 		d->items = items;
 		d->cap = cap;
 	}
-	va_list ap2;
-	va_copy(ap2, ap);
-	int len = vsnprintf(NULL, 0, fmt, ap2);
-	va_end(ap2);
-	char *msg = malloc((size_t)(len < 0 ? 0 : len) + 1);
-	if (!msg)
+	char *msg;
+	if (vasprintf(&msg, fmt, ap) < 0)
 		IR_DIE("out of memory");
-	vsnprintf(msg, (size_t)len + 1, fmt, ap);
 	/* The file name is copied: diagnostics outlive the arena it came from. */
 	if (pos.file && !(pos.file = strdup(pos.file)))
 		IR_DIE("out of memory");

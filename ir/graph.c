@@ -88,8 +88,10 @@ static ir_attr *attr_slot(ir_graph *g, ir_node *n, ir_attr_kind k)
 	if (i < n->nattrs && n->attrs[i].kind == k)
 		return &n->attrs[i];
 	ir_attr *attrs = ir_arena_array(g->arena, (size_t)n->nattrs + 1, sizeof *attrs);
-	memcpy(attrs, n->attrs, (size_t)i * sizeof *attrs);
-	memcpy(attrs + i + 1, n->attrs + i, (size_t)(n->nattrs - i) * sizeof *attrs);
+	if (i > 0)
+		memcpy(attrs, n->attrs, (size_t)i * sizeof *attrs);
+	if (n->nattrs > i)
+		memcpy(attrs + i + 1, n->attrs + i, (size_t)(n->nattrs - i) * sizeof *attrs);
 	n->attrs = attrs;
 	n->nattrs++;
 	attrs[i].kind = k;

@@ -38,6 +38,181 @@ void rt_atomic_abort(rt_atomic *a);
 /* Writes len bytes to path atomically. */
 bool rt_file_write_atomic(const char *path, const void *data, size_t len, rt_err *e);
 
+/* A directory built under a temporary sibling name (*tmp, malloc'd) and
+ * swapped into place by rt_dir_commit, which replaces a previous directory
+ * of that name only once the new one is complete: a crash at any moment
+ * leaves either the old directory or the new one.  Commit and abort free
+ * *tmp. */
+bool rt_dir_begin(const char *path, char **tmp, rt_err *e);
+bool rt_dir_commit(char *tmp, const char *path, rt_err *e);
+void rt_dir_abort(char *tmp);
+
+/* ---- random numbers and data (runtime/rng.c, runtime/data*.c) ---- */
+
+/* xoshiro256** seeded through splitmix64.  Its output never changes between
+ * versions: checkpoints store seeds, not streams. */
+typedef struct {
+	uint64_t s[4];
+} rt_rng;
+
+void rt_rng_seed(rt_rng *r, uint64_t seed);
+uint64_t rt_rng_next(rt_rng *r);
+/* [0, 1) with 53 random bits. */
+double rt_rng_uniform(rt_rng *r);
+/* Exactly uniform in [0, n); n must be at least 1. */
+uint64_t rt_rng_below(rt_rng *r, uint64_t n);
+/* An independent stream for (seed, purpose, index): purpose says what the
+ * numbers are for (an RT_RNG_* constant), index which one (epoch, tensor). */
+void rt_rng_derive(rt_rng *r, uint64_t seed, uint64_t purpose, uint64_t index);
+
+/* Purposes in use; add new ones, never renumber ("epoch", "synth"). */
+#define RT_RNG_EPOCH UINT64_C(0x65706f6368)
+#define RT_RNG_SYNTHETIC UINT64_C(0x73796e7468)
+
+/* A labelled image set held in memory. */
+typedef struct {
+	int64_t n;            /* examples */
+	int c, h, w;          /* image shape */
+	int classes;
+	uint8_t *pixels;      /* n*c*h*w bytes, CHW per image, as stored */
+	int32_t *labels;      /* n */
+} rt_dataset;
+
+/* Largest pixel array a dataset may hold; bigger headers are refused before
+ * anything is allocated. */
+#define RT_DATA_MAX_BYTES ((int64_t)1 << 34)
+/* Where Debian's dataset-fashion-mnist installs its files. */
+#define RT_FASHION_DIR "/usr/share/datasets/fashion-mnist"
+
+/* Loaders: on failure *out is left empty (zeroed), nothing is leaked, and
+ * the message starts with the offending file's path.  Inputs are untrusted.
+ *
+ * IDX (MNIST family): images magic 0x00000803 [n,h,w], labels 0x00000801 [n],
+ * gzip-compressed or plain; labels must be below 10. */
+bool rt_data_load_idx(const char *images_path, const char *labels_path, rt_dataset *out, rt_err *e);
+/* Fashion-MNIST's four standard file names in dir (with or without .gz);
+ * dir NULL means RT_FASHION_DIR. */
+bool rt_data_load_fashion(const char *dir, bool train, rt_dataset *out, rt_err *e);
+/* CIFAR-10 binary version: data_batch_1.bin .. data_batch_5.bin (train) or
+ * test_batch.bin (test) in dir; records of 1 label byte + 3072 CHW pixels. */
+bool rt_data_load_cifar10(const char *dir, bool train, rt_dataset *out, rt_err *e);
+
+/* The loaders' parsers, on bytes already in memory (decompressed): fuzzing
+ * entry points.  Names are used in messages only. */
+bool rt_data_parse_idx(const uint8_t *img, size_t img_len, const uint8_t *lab, size_t lab_len,
+	const char *img_name, const char *lab_name, rt_dataset *out, rt_err *e);
+bool rt_data_parse_cifar10(const uint8_t *buf, size_t len, const char *name, rt_dataset *out, rt_err *e);
+
+/* Reads all of path into a malloc'd buffer, gunzipping it if it is gzip
+ * data (a plain file is read as it is).  More than max bytes is an error. */
+bool rt_data_read_file(const char *path, size_t max, uint8_t **data, size_t *len, rt_err *e);
+/* Checks the shape (n >= 1, every dim >= 1, one image below 2^31 values,
+ * at most RT_DATA_MAX_BYTES of pixels) and allocates d's arrays. */
+bool rt_dataset_alloc(rt_dataset *d, int64_t n, int c, int h, int w, int classes,
+	const char *name, rt_err *e);
+void rt_dataset_free(rt_dataset *d);
+
+/* Deterministic learnable data: each class is a stripe pattern with its own
+ * orientation and period; each example has a random phase and contrast plus
+ * pixel noise.  The shape must pass rt_dataset_alloc (else this aborts). */
+void rt_data_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed, rt_dataset *out);
+
+/* The order of examples in epoch `epoch`: a Fisher-Yates shuffle of 0..n-1
+ * drawn from rt_rng_derive(seed, RT_RNG_EPOCH, epoch). */
+void rt_data_epoch_order(int64_t n, uint64_t seed, int64_t epoch, int64_t *perm);
+
+/* Gathers examples idx[0..bs) into x (bs*c*h*w values, pixel/255) and y. */
+void rt_data_batch_f32(const rt_dataset *d, const int64_t *idx, int64_t bs, float *x, int32_t *y);
+void rt_data_batch_f64(const rt_dataset *d, const int64_t *idx, int64_t bs, double *x, int32_t *y);
+
+/* ---- .npy files (runtime/npy.c) ---------------------------------------- */
+
+/* The element types revc exchanges; anything else in a file is refused. */
+typedef enum { RT_NPY_F32, RT_NPY_F64, RT_NPY_I32, RT_NPY_I64, RT_NPY_U8, RT_NPY_DTYPE_COUNT } rt_npy_dtype;
+
+#define RT_NPY_MAX_RANK 8
+
+typedef struct {
+	rt_npy_dtype dtype;
+	int rank;                       /* 0 for a 0-d array (e.g. a scalar loss) */
+	int64_t dim[RT_NPY_MAX_RANK];
+	void *data;                     /* malloc'd, C order, little-endian native values */
+	int64_t count;                  /* number of elements */
+} rt_npy;
+
+/* Parses a whole .npy file image (format 1.0, 2.0 or 3.0) held in memory;
+ * `name` starts every message.  Untrusted input is fine: any bytes give
+ * either an array or false with a message, never a read out of bounds.
+ * Refuses Fortran order, big-endian and non-numeric dtypes, shapes over
+ * 2^40 bytes, and data that is short or followed by trailing bytes.  On
+ * failure *out is zeroed (rt_npy_free on it is harmless).  Used by
+ * rt_npy_read and by fuzzers. */
+bool rt_npy_parse(const void *buf, size_t len, const char *name, rt_npy *out, rt_err *e);
+/* Reads the file at path as rt_npy_parse does, with path as the name. */
+bool rt_npy_read(const char *path, rt_npy *out, rt_err *e);
+/* Writes atomically, with the header NumPy's np.save writes (format 1.0;
+ * 2.0 only if the header needs it), so numpy.load reads it back. */
+bool rt_npy_write(const char *path, rt_npy_dtype dtype, int rank, const int64_t *dim,
+	const void *data, rt_err *e);
+void rt_npy_free(rt_npy *a);
+/* NumPy's descr for the type as the writer puts it in headers: "<f4",
+ * "<f8", "<i4", "<i8", "|u1". */
+const char *rt_npy_dtype_name(rt_npy_dtype t);
+/* Bytes per element. */
+int rt_npy_dtype_size(rt_npy_dtype t);
+/* Convert a->count elements to double / to float, whatever the source
+ * dtype (for loading params and labels). */
+void rt_npy_to_f64(const rt_npy *a, double *dst);
+void rt_npy_to_f32(const rt_npy *a, float *dst);
+
+/* ---- the parameter store (runtime/store.c) ------------------------------ */
+
+/* A named persistent tensor: a parameter, a running statistic or a
+ * momentum buffer. */
+typedef struct {
+	char *name;
+	ir_type type;
+	void *data;     /* ir_type_bytes(&type) bytes */
+	bool trainable; /* a param (else state) */
+} rt_tensor;
+
+typedef struct {
+	rt_tensor *t;
+	int n, cap;
+} rt_store;
+
+void rt_store_init(rt_store *s);
+void rt_store_free(rt_store *s);
+rt_tensor *rt_store_find(const rt_store *s, const char *name);
+/* Adds every param and state of g that s lacks, initialised per MODEL.md
+ * from seed: weights (".w") Glorot-uniform, ".gamma" 1, ".beta" and ".b" 0,
+ * ".mean" 0, ".var" 1, momentum buffers (".mom") 0.  A tensor already there
+ * must have the graph's type. */
+bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_err *e);
+/* Loads every param and state of g from DIR/NAME.npy, converting to the
+ * graph's dtype; a shape that differs from the model's is an error naming
+ * the tensor.  With params_only, momentum buffers start at zero instead. */
+bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e);
+/* Writes every tensor as DIR/NAME.npy, each file atomically. */
+bool rt_store_save(const rt_store *s, const char *dir, rt_err *e);
+
+/* ---- the interpreter (runtime/exec.c) ----------------------------------- */
+
+typedef struct rt_exec rt_exec;
+
+/* Prepares to run g (verified) with the tensors of store, which must hold
+ * every param and state of g. */
+rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_err *e);
+void rt_exec_free(rt_exec *x);
+/* The buffer of the input named name, to fill before a run, or NULL. */
+void *rt_exec_input(rt_exec *x, const char *name, const ir_type **type);
+/* Runs one step.  Updates of params and state land in the store. */
+bool rt_exec_run(rt_exec *x, rt_err *e);
+/* The value of the output named name after a run, or NULL. */
+const void *rt_exec_output(const rt_exec *x, const char *name, const ir_type **type);
+/* The high-water mark of value and workspace bytes in the last run. */
+int64_t rt_exec_peak_bytes(const rt_exec *x);
+
 /* ---- BLAS (runtime/blas.c) -------------------------------------------- */
 
 /* "OpenBLAS 0.3.21". */

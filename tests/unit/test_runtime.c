@@ -6,6 +6,11 @@
 int main(void)
 {
 	SRunner *sr = srunner_create(rt_file_suite());
+	srunner_add_suite(sr, rt_kern_conv_bn_suite());
+	srunner_add_suite(sr, rt_kern_ops_suite());
+	srunner_add_suite(sr, rt_rng_suite());
+	srunner_add_suite(sr, rt_data_suite());
+	srunner_add_suite(sr, rt_npy_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -1,0 +1,228 @@
+/* cmd_check.c: `revc check` compares the gradients revc computes with
+ * central finite differences of the loss, in f64, on sampled coordinates of
+ * every parameter.
+ *
+ * A ReLU whose input crosses zero inside the difference step puts a kink in
+ * the loss there and spoils that one estimate.  Each coordinate is therefore
+ * differenced with steps h and h/2: where the two disagree by more than the
+ * tolerance, the coordinate sits on a kink, is counted as such and replaced
+ * by another.  A wrong gradient gives two estimates that agree with each
+ * other and not with it, so it is never excused. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "rt.h"
+
+static const char usage[] =
+	"revc check SPEC [--set KEY=VALUE ...] [--samples K] [--seed S] [--tolerance T]\n"
+	"                  [--strategy store|revnet|checkpoint]";
+static const char about[] =
+	"Initialises SPEC's parameters from the seed, draws a random batch, computes\n"
+	"every parameter's gradient in f64, and compares K sampled coordinates of each\n"
+	"with central finite differences of the loss.  Prints, per tensor, the error\n"
+	"max|analytic - numeric| over its samples divided by the tensor's largest\n"
+	"gradient; exits 1 when any exceeds the tolerance.";
+
+static const cli_opt opts[] = {
+	{"samples", 0, "K", "coordinates sampled per tensor (default 3)"},
+	{"seed", 0, "S", "seed of parameters, batch and samples (default: the spec's)"},
+	{"tolerance", 0, "T", "largest relative error accepted (default 1e-6)"},
+	{"step", 0, "H", "finite-difference step (default 1e-7)"},
+	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
+	CLI_SET_OPT,
+	{"help", 'h', NULL, "show this help"},
+	{NULL, 0, NULL, NULL},
+};
+enum { OPT_SAMPLES, OPT_SEED, OPT_TOL, OPT_STEP, OPT_STRATEGY, OPT_SET, OPT_HELP };
+
+/* Purpose tags of the random streams. */
+#define RNG_BATCH 0x6261746368u /* "batch" */
+#define RNG_PICK 0x7069636bu    /* "pick" */
+
+typedef struct {
+	rt_exec *fwd;   /* the loss alone */
+	double h, tol;
+} fd_ctx;
+
+static bool loss_at(fd_ctx *c, double *loss, rt_err *e)
+{
+	if (!rt_exec_run(c->fwd, e))
+		return false;
+	*loss = *(const double *)rt_exec_output(c->fwd, "loss", NULL);
+	return true;
+}
+
+/* Central difference of the loss in coordinate *w with step h. */
+static bool central(fd_ctx *c, double *w, double h, double *out, rt_err *e)
+{
+	double w0 = *w, lp = 0, lm = 0;
+	*w = w0 + h;
+	bool ok = loss_at(c, &lp, e);
+	*w = w0 - h;
+	ok = ok && loss_at(c, &lm, e);
+	*w = w0;
+	*out = (lp - lm) / (2 * h);
+	return ok;
+}
+
+static void fill_batch(rt_exec *x, const fe_spec *s, uint64_t seed)
+{
+	const ir_type *tx, *ty;
+	double *xs = rt_exec_input(x, "x", &tx);
+	int32_t *ys = rt_exec_input(x, "labels", &ty);
+	if (!xs || !ys)
+		return;
+	rt_rng r;
+	rt_rng_derive(&r, seed, RNG_BATCH, 0);
+	for (int64_t i = 0; i < ir_type_elems(tx); i++)
+		xs[i] = rt_rng_uniform(&r);
+	for (int64_t i = 0; i < ir_type_elems(ty); i++)
+		ys[i] = (int32_t)rt_rng_below(&r, (uint64_t)s->classes);
+}
+
+/* Checks one tensor; prints its line.  Returns false on a run error. */
+static bool check_tensor(fd_ctx *c, rt_tensor *t, const double *grad, int samples, uint64_t seed,
+	int index, bool *passed, rt_err *e)
+{
+	int64_t n = ir_type_elems(&t->type);
+	double *w = t->data, max_err = 0, scale = 0;
+	int done = 0, kinks = 0;
+	for (int64_t i = 0; i < n; i++)
+		scale = fmax(scale, fabs(grad[i]));
+	rt_rng r;
+	rt_rng_derive(&r, seed, RNG_PICK, (uint64_t)index);
+	for (int tries = 0; done < samples && done < n && tries < 4 * samples; tries++) {
+		int64_t i = (int64_t)rt_rng_below(&r, (uint64_t)n);
+		double fd, fd2;
+		if (!central(c, &w[i], c->h, &fd, e) || !central(c, &w[i], c->h / 2, &fd2, e))
+			return false;
+		if (fabs(fd - fd2) > c->tol * scale / 4) {
+			kinks++;
+			continue;
+		}
+		max_err = fmax(max_err, fabs(grad[i] - fd2));
+		done++;
+	}
+	double rel = scale > 0 ? max_err / scale : max_err;
+	bool ok = done > 0 && rel <= c->tol;
+	*passed = ok;
+	printf("  %-28s %3d samples %2d on kinks  max|g| %.3e  error %.2e  %s\n", t->name, done,
+		kinks, scale, rel, ok ? "ok" : "FAIL");
+	return true;
+}
+
+int cmd_check(int argc, char **argv)
+{
+	cli_args a;
+	cli_args_init(&a, "revc check", argc, argv);
+	const char *spec = NULL, *val;
+	int64_t samples = 3, seed = -1;
+	double tol = 1e-6, h = 1e-7;
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ctx.optimizer = false;
+	cli_model m = {0};
+	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
+		char *end;
+		switch (k) {
+		case CLI_ERROR:
+			return EXIT_USAGE;
+		case CLI_POSITIONAL:
+			if (spec)
+				return cli_usage_error(a.cmd, "unexpected argument '%s'", val);
+			spec = val;
+			break;
+		case OPT_SAMPLES:
+			if (!cli_parse_int(a.cmd, "--samples", val, 1, 1000000, &samples))
+				return EXIT_USAGE;
+			break;
+		case OPT_SEED:
+			if (!cli_parse_int(a.cmd, "--seed", val, 0, FE_INT_MAX, &seed))
+				return EXIT_USAGE;
+			break;
+		case OPT_TOL:
+		case OPT_STEP: {
+			double v = strtod(val, &end);
+			if (!*val || *end || !(v > 0 && v < 1))
+				return cli_usage_error(a.cmd, "%s must be a number in (0, 1), not '%s'",
+					k == OPT_TOL ? "--tolerance" : "--step", val);
+			*(k == OPT_TOL ? &tol : &h) = v;
+			break;
+		}
+		case OPT_STRATEGY:
+			if (!cli_parse_strategy(a.cmd, val, &ctx.strategy))
+				return EXIT_USAGE;
+			break;
+		case OPT_SET:
+			if (!cli_model_add_set(&m, a.cmd, val))
+				return EXIT_USAGE;
+			break;
+		case OPT_HELP:
+			cli_print_help(stdout, usage, about, opts);
+			return EXIT_OK;
+		}
+	}
+	if (!spec)
+		return cli_usage_error(a.cmd, "missing SPEC");
+
+	int status = EXIT_USER;
+	ir_graph *gg = NULL, *fg = NULL;
+	rt_exec *gx = NULL, *fx = NULL;
+	rt_store store;
+	rt_store_init(&store);
+	rt_err e;
+	ps_options all = {0}, fwd_only = {.stop_after = "shape"};
+	ps_ctx fctx;
+	ps_ctx_init(&fctx);
+	if (!cli_model_load(&m, spec))
+		goto done;
+	uint64_t s = (uint64_t)(seed >= 0 ? seed : m.spec.seed);
+	gg = cli_model_graph(&m, IR_F64, FE_LOWER_TRAIN, &ctx, &all);
+	fg = gg ? cli_model_graph(&m, IR_F64, FE_LOWER_TRAIN, &fctx, &fwd_only) : NULL;
+	if (!fg)
+		goto done;
+	if (!rt_store_init_from_graph(&store, gg, s, &e) || !(gx = rt_exec_new(gg, &store, &e)) ||
+	    !(fx = rt_exec_new(fg, &store, &e))) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	fill_batch(gx, &m.spec, s);
+	fill_batch(fx, &m.spec, s);
+	if (!rt_exec_run(gx, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	printf("revc check: %s, batch %lld, f64, strategy %s, %lld samples per tensor, step %g\n",
+		m.spec.name, (long long)m.spec.batch, ps_strategy_name(ctx.strategy), (long long)samples, h);
+	fd_ctx c = {fx, h, tol};
+	int failed = 0, checked = 0;
+	for (int i = 0; i < store.n; i++) {
+		rt_tensor *t = &store.t[i];
+		if (!t->trainable)
+			continue;
+		char name[512];
+		snprintf(name, sizeof name, "%s%s", PS_GRAD_PREFIX, t->name);
+		const double *grad = rt_exec_output(gx, name, NULL);
+		bool ok;
+		if (!grad || !check_tensor(&c, t, grad, (int)samples, s, i, &ok, &e)) {
+			cli_error("%s", grad ? e.msg : "no gradient output");
+			goto done;
+		}
+		failed += !ok;
+		checked++;
+	}
+	printf("revc check: %d of %d tensors within %g\n", checked - failed, checked, tol);
+	status = failed ? EXIT_USER : EXIT_OK;
+done:
+	rt_exec_free(gx);
+	rt_exec_free(fx);
+	rt_store_free(&store);
+	ir_graph_free(gg);
+	ir_graph_free(fg);
+	ps_ctx_free(&ctx);
+	ps_ctx_free(&fctx);
+	cli_model_free(&m);
+	return status;
+}

@@ -1,0 +1,201 @@
+/* cmd_grad.c: `revc grad` computes the loss and the gradient of every
+ * trainable parameter for one batch, and writes them as .npy files. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "rt.h"
+
+static const char usage[] =
+	"revc grad SPEC --params DIR --input X.npy --labels Y.npy --out DIR\n"
+	"                 [--dtype f32|f64] [--strategy store|revnet|checkpoint] [--set KEY=VALUE ...]";
+static const char about[] =
+	"Runs one training-mode forward and backward pass on the batch X (N,C,H,W,\n"
+	"float) with labels Y (N, integer), using the parameters and batch-norm state\n"
+	"in DIR/NAME.npy, and writes OUT/loss.npy (0-d) and OUT/NAME.npy for every\n"
+	"trainable parameter: the gradient of the mean cross-entropy alone (weight\n"
+	"decay belongs to the optimiser).  The batch size is X's first dimension.";
+
+static const cli_opt opts[] = {
+	{"params", 0, "DIR", "parameters and state to start from (required)"},
+	{"input", 0, "X.npy", "the batch, float32 or float64 [N,C,H,W] (required)"},
+	{"labels", 0, "Y.npy", "its labels, integer [N] (required)"},
+	{"out", 'o', "DIR", "directory to write (required; replaced whole)"},
+	{"dtype", 0, "f32|f64", "precision of the computation (default f32)"},
+	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
+	CLI_SET_OPT,
+	{"help", 'h', NULL, "show this help"},
+	{NULL, 0, NULL, NULL},
+};
+enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_SET, OPT_HELP };
+
+/* Copies an .npy array into a graph input, converting the element type. */
+static bool fill_input(rt_exec *x, const char *name, const rt_npy *a, const char *path)
+{
+	const ir_type *t;
+	void *buf = rt_exec_input(x, name, &t);
+	if (ir_type_elems(t) != a->count) {
+		cli_error("%s: %lld elements, the model needs %lld", path, (long long)a->count,
+			(long long)ir_type_elems(t));
+		return false;
+	}
+	if (t->dtype == IR_F32) {
+		rt_npy_to_f32(a, buf);
+	} else if (t->dtype == IR_F64) {
+		rt_npy_to_f64(a, buf);
+	} else {
+		double *tmp = malloc((size_t)a->count * sizeof *tmp + 1);
+		if (!tmp)
+			IR_DIE("out of memory");
+		rt_npy_to_f64(a, tmp);
+		for (int64_t i = 0; i < a->count; i++)
+			((int32_t *)buf)[i] = (int32_t)tmp[i];
+		free(tmp);
+	}
+	return true;
+}
+
+/* Reads X and Y and checks them against the spec; sets the batch size. */
+static bool read_batch(cli_model *m, const char *xpath, const char *ypath, rt_npy *x, rt_npy *y)
+{
+	rt_err e;
+	if (!rt_npy_read(xpath, x, &e) || !rt_npy_read(ypath, y, &e)) {
+		cli_error("%s", e.msg);
+		return false;
+	}
+	const int64_t *in = m->spec.input;
+	if (x->rank != 4 || x->dim[1] != in[0] || x->dim[2] != in[1] || x->dim[3] != in[2] ||
+	    (x->dtype != RT_NPY_F32 && x->dtype != RT_NPY_F64)) {
+		cli_error("%s: need float [N,%lld,%lld,%lld] for this model", xpath, (long long)in[0],
+			(long long)in[1], (long long)in[2]);
+		return false;
+	}
+	if (y->rank != 1 || y->dim[0] != x->dim[0] || (y->dtype != RT_NPY_I64 && y->dtype != RT_NPY_I32 &&
+		y->dtype != RT_NPY_U8)) {
+		cli_error("%s: need integer labels [%lld]", ypath, (long long)x->dim[0]);
+		return false;
+	}
+	if (x->dim[0] < 1 || x->dim[0] > FE_INT_MAX) {
+		cli_error("%s: batch size %lld out of range", xpath, (long long)x->dim[0]);
+		return false;
+	}
+	m->spec.batch = x->dim[0];
+	return true;
+}
+
+/* Writes loss.npy and one NAME.npy per "grad:NAME" output into dir. */
+static bool write_grads(const ir_graph *g, const rt_exec *x, const char *dir, rt_err *e)
+{
+	char path[4096];
+	const ir_type *t;
+	const void *loss = rt_exec_output(x, "loss", &t);
+	snprintf(path, sizeof path, "%s/loss.npy", dir);
+	if (!rt_npy_write(path, t->dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, 0, NULL, loss, e))
+		return false;
+	size_t plen = strlen(PS_GRAD_PREFIX);
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op != IR_OP_OUTPUT)
+			continue;
+		const char *name = ir_node_str(n, IR_ATTR_NAME);
+		if (strncmp(name, PS_GRAD_PREFIX, plen) != 0)
+			continue;
+		const void *data = rt_exec_output(x, name, &t);
+		snprintf(path, sizeof path, "%s/%s.npy", dir, name + plen);
+		if (!rt_npy_write(path, t->dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, t->rank, t->dim, data, e))
+			return false;
+	}
+	return true;
+}
+
+int cmd_grad(int argc, char **argv)
+{
+	cli_args a;
+	cli_args_init(&a, "revc grad", argc, argv);
+	const char *spec = NULL, *params = NULL, *xpath = NULL, *ypath = NULL, *out = NULL, *val;
+	ir_dtype dt = IR_F32;
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ctx.optimizer = false;
+	cli_model m = {0};
+	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
+		switch (k) {
+		case CLI_ERROR:
+			return EXIT_USAGE;
+		case CLI_POSITIONAL:
+			if (spec)
+				return cli_usage_error(a.cmd, "unexpected argument '%s'", val);
+			spec = val;
+			break;
+		case OPT_PARAMS: params = val; break;
+		case OPT_INPUT: xpath = val; break;
+		case OPT_LABELS: ypath = val; break;
+		case OPT_OUT: out = val; break;
+		case OPT_DTYPE:
+			if (!cli_parse_dtype(a.cmd, val, &dt))
+				return EXIT_USAGE;
+			break;
+		case OPT_STRATEGY:
+			if (!cli_parse_strategy(a.cmd, val, &ctx.strategy))
+				return EXIT_USAGE;
+			break;
+		case OPT_SET:
+			if (!cli_model_add_set(&m, a.cmd, val))
+				return EXIT_USAGE;
+			break;
+		case OPT_HELP:
+			cli_print_help(stdout, usage, about, opts);
+			return EXIT_OK;
+		}
+	}
+	if (!spec)
+		return cli_usage_error(a.cmd, "missing SPEC");
+	const char *missing = !params ? "--params DIR" : !xpath ? "--input X.npy" : !ypath ? "--labels Y.npy"
+		: !out ? "--out DIR" : NULL;
+	if (missing)
+		return cli_usage_error(a.cmd, "missing %s", missing);
+
+	int status = EXIT_USER;
+	rt_npy x = {0}, y = {0};
+	rt_store store;
+	rt_store_init(&store);
+	rt_exec *ex = NULL;
+	ir_graph *g = NULL;
+	char *tmp = NULL;
+	rt_err e;
+	ps_options popts = {0};
+	if (!cli_model_load(&m, spec) || !read_batch(&m, xpath, ypath, &x, &y))
+		goto done;
+	g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &popts);
+	if (!g)
+		goto done;
+	if (!rt_store_load(&store, g, params, true, &e) || !(ex = rt_exec_new(g, &store, &e))) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	if (!fill_input(ex, "x", &x, xpath) || !fill_input(ex, "labels", &y, ypath))
+		goto done;
+	if (!rt_exec_run(ex, &e) || !rt_dir_begin(out, &tmp, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	if (!write_grads(g, ex, tmp, &e)) {
+		rt_dir_abort(tmp);
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	if (!rt_dir_commit(tmp, out, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	status = EXIT_OK;
+done:
+	rt_exec_free(ex);
+	rt_store_free(&store);
+	rt_npy_free(&x);
+	rt_npy_free(&y);
+	ir_graph_free(g);
+	ps_ctx_free(&ctx);
+	cli_model_free(&m);
+	return status;
+}

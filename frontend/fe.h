@@ -1,0 +1,156 @@
+/* fe.h: the public interface of revc's frontend, the model-spec language.
+ *
+ * A spec file states a RevNet's hyperparameters as `key = value` lines
+ * (grammar and keys: docs/spec.md; the keys themselves: frontend/keys.def).
+ * Reading one is three steps, each stopping at its first error with exactly
+ * one diagnostic:
+ *
+ *     fe_spec_parse   the file                 (file:line:col)
+ *     fe_spec_set     each --set KEY=VALUE      (--set:N:col)
+ *     fe_spec_check   what needs the whole spec (where the value was written)
+ *
+ * after which every field below is valid and consistent.  The input is
+ * untrusted: any bytes give either a spec or one clean diagnostic.
+ *
+ * Ownership: a spec is a plain value with no heap memory; copy it freely.
+ * Strings it keeps are arrays inside it.  The one exception is pos.file in
+ * its positions, which points either to the static string "--set" or to the
+ * `file` argument of fe_spec_parse: keep that string alive while you use the
+ * positions (argv strings and literals are).
+ */
+#ifndef REVC_FE_H
+#define REVC_FE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ir.h"
+
+#define FE_MAX_STAGES 8
+#define FE_MAX_LR 16
+#define FE_MAX_NAME 64      /* model name, including the NUL */
+#define FE_MAX_DATASET 1024 /* dataset value, including the NUL */
+#define FE_MAX_LINE 4096    /* bytes per line (and per --set string) */
+#define FE_MAX_FILE (1 << 20)
+#define FE_INT_MAX 2147483647 /* every integer in a spec is at most this */
+
+typedef enum { FE_BLOCK_BASIC, FE_BLOCK_BOTTLENECK, FE_BLOCK_COUNT } fe_block;
+typedef enum { FE_DATA_SYNTHETIC, FE_DATA_FASHION_MNIST, FE_DATA_CIFAR10, FE_DATA_COUNT } fe_dataset;
+
+typedef enum {
+#define FE_KEY(name, ENUM, kind, nmin, nmax, def, req, help) FE_KEY_##ENUM,
+#include "keys.def"
+#undef FE_KEY
+	FE_KEY_COUNT
+} fe_key;
+
+typedef struct fe_spec {
+	char name[FE_MAX_NAME]; /* `model NAME`, else the file name without
+	                           directory and extension; [A-Za-z0-9_.-]+ */
+	int64_t input[3];       /* C, H, W */
+	int64_t classes;
+	int64_t init_filters, init_kernel, init_stride;
+	bool init_max_pool;
+	int nstages;            /* how many units values; nfilters and nstrides
+	                           equal it after fe_spec_check */
+	int nfilters, nstrides;
+	int64_t units[FE_MAX_STAGES];
+	int64_t filters[FE_MAX_STAGES];
+	int64_t strides[FE_MAX_STAGES];
+	fe_block block;
+	int64_t batch;
+	int nlr;                /* learning rates; nlr_steps == nlr - 1 after check */
+	int nlr_steps;
+	double lr_list[FE_MAX_LR];
+	int64_t lr_steps[FE_MAX_LR - 1];
+	double momentum, weight_decay;
+	int64_t steps;          /* > 0: train this many steps; 0: train epochs */
+	int64_t epochs;
+	int64_t seed;
+	char dataset[FE_MAX_DATASET]; /* as written, e.g. "cifar10:data/x" */
+	fe_dataset dataset_kind;
+
+	/* Where each key was last assigned: pos at its key, vpos at its (first)
+	 * value.  file is NULL for a default.  seq orders assignments (0: the
+	 * default; a larger seq was written later, --set after the file). */
+	ir_pos pos[FE_KEY_COUNT];
+	ir_pos vpos[FE_KEY_COUNT];
+	int seq[FE_KEY_COUNT];
+	int nseq;
+	/* Each list element's position, so a check can point at it. */
+	ir_pos input_pos[3];
+	ir_pos units_pos[FE_MAX_STAGES];
+	ir_pos filters_pos[FE_MAX_STAGES];
+	ir_pos strides_pos[FE_MAX_STAGES];
+	ir_pos lr_list_pos[FE_MAX_LR];
+	ir_pos lr_steps_pos[FE_MAX_LR - 1];
+} fe_spec;
+
+/* The defaults of keys.def; required keys unset, name "model". */
+void fe_spec_init(fe_spec *s);
+
+/* Resets s to the defaults and parses a spec file's text (len bytes, not
+ * necessarily NUL-terminated; file names it in positions and, without a
+ * `model` line, gives the model its name).  Checks syntax, each value on its
+ * own, duplicates and required keys.  On error returns false with exactly
+ * one diagnostic added to d; s is then unspecified. */
+bool fe_spec_parse(fe_spec *s, const char *file, const char *text, size_t len, ir_diags *d);
+
+/* Applies one override "KEY=VALUE" (NUL-terminated), replacing the key's
+ * value.  index is the 1-based position of this --set on the command line.
+ * Positions in its diagnostics use file "--set", line = index, col = 1-based
+ * byte column within the string.  On error returns false with exactly one
+ * diagnostic and leaves s unchanged. */
+bool fe_spec_set(fe_spec *s, const char *assignment, int index, ir_diags *d);
+
+/* Checks everything that needs the whole spec (after all overrides): widths,
+ * strides against spatial sizes, list lengths, the lr schedule, ranges.
+ * One diagnostic, at the position where the offending value was (last)
+ * written, file or --set. */
+bool fe_spec_check(const fe_spec *s, ir_diags *d);
+
+/* Writes the resolved spec in the spec language, every key included; it
+ * parses back to an fe_spec_equal spec. */
+void fe_spec_print(FILE *out, const fe_spec *s);
+
+/* Compares the values of two specs (name included), not their positions. */
+bool fe_spec_equal(const fe_spec *a, const fe_spec *b);
+
+/* Derived sizes, valid after fe_spec_check: the spatial size (H, W) entering
+ * stage `stage` (0 <= stage <= nstages; nstages is what enters the final
+ * block), and the half width (channels of x1, and of x2) entering it.  Any
+ * output pointer may be NULL. */
+void fe_spec_stage_input(const fe_spec *s, int stage, int64_t *h, int64_t *w, int64_t *half);
+
+/* The learning rate of training step `step` (0-based): lr_list[i] for
+ * lr_steps[i-1] <= step < lr_steps[i]. */
+double fe_spec_lr_at(const fe_spec *s, int64_t step);
+
+/* The directory of a dataset ("cifar10:DIR" gives DIR), or NULL when the
+ * dataset names none (synthetic; fashion-mnist: the system's copy). */
+const char *fe_spec_dataset_dir(const fe_spec *s);
+
+const char *fe_block_name(fe_block b);
+const char *fe_dataset_name(fe_dataset k);
+
+/* The key table, for help output and docs. */
+const char *fe_key_name(fe_key k);
+const char *fe_key_help(fe_key k);
+const char *fe_key_default(fe_key k); /* spec-language text; "" empty; NULL none */
+bool fe_key_required(fe_key k);
+
+/* ---- lowering (frontend/lower.c) -------------------------------------- */
+
+typedef enum {
+	FE_LOWER_TRAIN, /* batch statistics, running-statistic updates, loss */
+	FE_LOWER_EVAL,  /* running statistics; loss and logits */
+} fe_lower_mode;
+
+/* The forward IR of a checked spec in dtype dt: inputs "x" and "labels",
+ * outputs "loss" and "logits".  Sources are typed; the shape pass types
+ * the rest. */
+ir_graph *fe_lower(const fe_spec *s, ir_dtype dt, fe_lower_mode mode);
+
+#endif

@@ -1,0 +1,242 @@
+/* store.c: the persistent tensors of a model (parameters, batch-norm running
+ * statistics, momentum buffers), by name: initialisation per MODEL.md, and
+ * loading and saving as directories of NAME.npy files. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rt.h"
+
+/* Purpose tag of the random streams that initialise parameters. */
+#define RNG_PURPOSE_INIT 0x696e6974u /* "init" */
+
+void rt_store_init(rt_store *s)
+{
+	memset(s, 0, sizeof *s);
+}
+
+void rt_store_free(rt_store *s)
+{
+	for (int i = 0; i < s->n; i++) {
+		free(s->t[i].name);
+		free(s->t[i].data);
+	}
+	free(s->t);
+	memset(s, 0, sizeof *s);
+}
+
+rt_tensor *rt_store_find(const rt_store *s, const char *name)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->t[i].name, name) == 0)
+			return &s->t[i];
+	return NULL;
+}
+
+static rt_tensor *store_add(rt_store *s, const char *name, const ir_type *type, bool trainable)
+{
+	if (s->n == s->cap) {
+		int cap = s->cap ? 2 * s->cap : 64;
+		rt_tensor *t = realloc(s->t, (size_t)cap * sizeof *t);
+		if (!t)
+			IR_DIE("out of memory");
+		s->t = t;
+		s->cap = cap;
+	}
+	rt_tensor *t = &s->t[s->n++];
+	t->name = strdup(name);
+	t->type = *type;
+	t->trainable = trainable;
+	t->data = calloc(1, (size_t)ir_type_bytes(type) + 1);
+	if (!t->name || !t->data)
+		IR_DIE("out of memory");
+	return t;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* FNV-1a: a stable index for a tensor's random stream. */
+static uint64_t name_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325u;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+	return h;
+}
+
+static void fill(rt_tensor *t, double v)
+{
+	int64_t n = ir_type_elems(&t->type);
+	for (int64_t i = 0; i < n; i++) {
+		if (t->type.dtype == IR_F32)
+			((float *)t->data)[i] = (float)v;
+		else
+			((double *)t->data)[i] = v;
+	}
+}
+
+/* Glorot-uniform: limit sqrt(6/(fan_in+fan_out)), fans counting the kernel
+ * window for convolutions ([O,C,KH,KW]) and [out,in] for dense weights. */
+static bool glorot(rt_tensor *t, uint64_t seed, rt_err *e)
+{
+	const ir_type *ty = &t->type;
+	int64_t fan_in, fan_out;
+	if (ty->rank == 4) {
+		int64_t window = ty->dim[2] * ty->dim[3];
+		fan_in = ty->dim[1] * window;
+		fan_out = ty->dim[0] * window;
+	} else if (ty->rank == 2) {
+		fan_in = ty->dim[1];
+		fan_out = ty->dim[0];
+	} else {
+		return rt_errorf(e, "cannot Glorot-initialise '%s' of rank %d", t->name, ty->rank);
+	}
+	double limit = sqrt(6.0 / (double)(fan_in + fan_out));
+	rt_rng r;
+	rt_rng_derive(&r, seed, RNG_PURPOSE_INIT, name_hash(t->name));
+	int64_t n = ir_type_elems(ty);
+	for (int64_t i = 0; i < n; i++) {
+		double v = (2 * rt_rng_uniform(&r) - 1) * limit;
+		if (ty->dtype == IR_F32)
+			((float *)t->data)[i] = (float)v;
+		else
+			((double *)t->data)[i] = v;
+	}
+	return true;
+}
+
+/* Initial value by name (MODEL.md): weights ".w" Glorot, ".gamma" 1,
+ * ".beta" and ".b" 0; state ".mean" 0, ".var" 1, ".mom" 0. */
+static bool init_tensor(rt_tensor *t, uint64_t seed, rt_err *e)
+{
+	const char *n = t->name;
+	if (t->trainable) {
+		if (ends_with(n, ".w"))
+			return glorot(t, seed, e);
+		if (ends_with(n, ".gamma"))
+			fill(t, 1);
+		else if (ends_with(n, ".beta") || ends_with(n, ".b"))
+			fill(t, 0);
+		else
+			return rt_errorf(e, "no initialiser for parameter '%s' (names end in .w, .gamma, .beta or .b)", n);
+	} else {
+		if (ends_with(n, ".var"))
+			fill(t, 1);
+		else if (ends_with(n, ".mean") || ends_with(n, ".mom"))
+			fill(t, 0);
+		else
+			return rt_errorf(e, "no initialiser for state '%s' (names end in .mean, .var or .mom)", n);
+	}
+	return true;
+}
+
+/* Checks that an existing tensor matches the graph's node. */
+static bool same_tensor(const rt_tensor *t, const ir_node *n, rt_err *e)
+{
+	if (ir_type_eq(&t->type, &n->type))
+		return true;
+	char a[128], b[128];
+	ir_type_str(&t->type, a, sizeof a);
+	ir_type_str(&n->type, b, sizeof b);
+	return rt_errorf(e, "'%s' is %s here but the model needs %s", t->name, a, b);
+}
+
+bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_err *e)
+{
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op != IR_OP_PARAM && n->op != IR_OP_STATE)
+			continue;
+		rt_tensor *t = rt_store_find(s, n->name);
+		if (t) {
+			if (!same_tensor(t, n, e))
+				return false;
+			continue;
+		}
+		t = store_add(s, n->name, &n->type, n->op == IR_OP_PARAM);
+		if (!init_tensor(t, seed, e))
+			return false;
+	}
+	return true;
+}
+
+/* Reads DIR/NAME.npy into t, converting to t's dtype. */
+static bool load_tensor(rt_tensor *t, const char *dir, rt_err *e)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s.npy", dir, t->name);
+	rt_npy a;
+	if (!rt_npy_read(path, &a, e))
+		return false;
+	bool ok = a.rank == t->type.rank;
+	for (int i = 0; ok && i < a.rank; i++)
+		ok = a.dim[i] == t->type.dim[i];
+	if (!ok) {
+		char want[128];
+		ir_type_str(&t->type, want, sizeof want);
+		char got[160] = "[";
+		for (int i = 0; i < a.rank; i++)
+			snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "",
+				(long long)a.dim[i]);
+		strcat(got, "]");
+		rt_npy_free(&a);
+		return rt_errorf(e, "%s: shape %s does not match the model's %s for '%s'", path, got,
+			want, t->name);
+	}
+	if (a.dtype != RT_NPY_F32 && a.dtype != RT_NPY_F64) {
+		rt_npy_free(&a);
+		return rt_errorf(e, "%s: '%s' must be float32 or float64", path, t->name);
+	}
+	if (t->type.dtype == IR_F32)
+		rt_npy_to_f32(&a, t->data);
+	else
+		rt_npy_to_f64(&a, t->data);
+	rt_npy_free(&a);
+	return true;
+}
+
+bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		return rt_errorf(e, "cannot open '%s': %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return rt_errorf(e, "'%s' is not a directory", dir);
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op != IR_OP_PARAM && n->op != IR_OP_STATE)
+			continue;
+		rt_tensor *t = rt_store_find(s, n->name);
+		if (t && !same_tensor(t, n, e))
+			return false;
+		if (!t)
+			t = store_add(s, n->name, &n->type, n->op == IR_OP_PARAM);
+		if (params_only && n->op == IR_OP_STATE && ends_with(n->name, ".mom")) {
+			if (!init_tensor(t, 0, e))
+				return false;
+			continue;
+		}
+		if (!load_tensor(t, dir, e))
+			return false;
+	}
+	return true;
+}
+
+bool rt_store_save(const rt_store *s, const char *dir, rt_err *e)
+{
+	for (int i = 0; i < s->n; i++) {
+		const rt_tensor *t = &s->t[i];
+		char path[4096];
+		snprintf(path, sizeof path, "%s/%s.npy", dir, t->name);
+		if (!rt_npy_write(path, t->type.dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, t->type.rank,
+			t->type.dim, t->data, e))
+			return false;
+	}
+	return true;
+}
