@@ -9,6 +9,7 @@
 #include "fe.h"
 #include "ir.h"
 #include "passes.h"
+#include "rt.h"
 
 /* Exit statuses (documented in the README). */
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_BUDGET = 3 };
@@ -107,11 +108,31 @@ bool cli_parse_strategy(const char *cmd, const char *val, ps_strategy *out);
 bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
 	int64_t *out);
 
+/* ---- data and progress (cli/data.c, cli/progress.c) --------------------- */
+
+/* Loads the train or test split of "fashion-mnist[:DIR]", "cifar10:DIR" or
+ * "synthetic" and checks it fits the spec; reports and returns false on error. */
+bool cli_data_load(const char *which, const fe_spec *s, bool train, rt_dataset *d);
+
+typedef struct {
+	bool tty, json, drawn;
+	int64_t batch;
+	double last_draw;
+} cli_progress;
+
+void cli_progress_init(cli_progress *p, bool json, int64_t batch);
+void cli_progress_step(void *p, const rt_train_progress *s);
+void cli_progress_eval(void *p, int64_t step, double loss, double accuracy);
+void cli_progress_save(void *p, int64_t step, const char *dir);
+/* Writes s escaped for the inside of a JSON string. */
+void cli_json_string(FILE *out, const char *s);
+
 /* ---- subcommands ------------------------------------------------------ */
 
 int cmd_dump(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif

@@ -37,10 +37,6 @@ static const cli_opt opts[] = {
 };
 enum { OPT_SAMPLES, OPT_SEED, OPT_TOL, OPT_STEP, OPT_STRATEGY, OPT_SET, OPT_HELP };
 
-/* Purpose tags of the random streams. */
-#define RNG_BATCH 0x6261746368u /* "batch" */
-#define RNG_PICK 0x7069636bu    /* "pick" */
-
 typedef struct {
 	rt_exec *fwd;   /* the loss alone */
 	double h, tol;
@@ -75,7 +71,7 @@ static void fill_batch(rt_exec *x, const fe_spec *s, uint64_t seed)
 	if (!xs || !ys)
 		return;
 	rt_rng r;
-	rt_rng_derive(&r, seed, RNG_BATCH, 0);
+	rt_rng_derive(&r, seed, RT_RNG_CHECK_BATCH, 0);
 	for (int64_t i = 0; i < ir_type_elems(tx); i++)
 		xs[i] = rt_rng_uniform(&r);
 	for (int64_t i = 0; i < ir_type_elems(ty); i++)
@@ -92,7 +88,7 @@ static bool check_tensor(fd_ctx *c, rt_tensor *t, const double *grad, int sample
 	for (int64_t i = 0; i < n; i++)
 		scale = fmax(scale, fabs(grad[i]));
 	rt_rng r;
-	rt_rng_derive(&r, seed, RNG_PICK, (uint64_t)index);
+	rt_rng_derive(&r, seed, RT_RNG_CHECK_PICK, (uint64_t)index);
 	for (int tries = 0; done < samples && done < n && tries < 4 * samples; tries++) {
 		int64_t i = (int64_t)rt_rng_below(&r, (uint64_t)n);
 		double fd, fd2;

@@ -15,6 +15,7 @@ static const struct {
 	{"init", cmd_init, "write a model's initial parameters as .npy files"},
 	{"grad", cmd_grad, "compute the loss and parameter gradients for one batch"},
 	{"check", cmd_check, "check gradients against finite differences"},
+	{"train", cmd_train, "train a model, with progress, evaluation and checkpoints"},
 };
 
 static void help(FILE *out)

@@ -18,3 +18,8 @@ const char *rt_blas_version(void)
 		*sp = 0;
 	return buf;
 }
+
+void rt_set_threads(int n)
+{
+	openblas_set_num_threads(n);
+}

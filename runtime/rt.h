@@ -68,6 +68,9 @@ void rt_rng_derive(rt_rng *r, uint64_t seed, uint64_t purpose, uint64_t index);
 /* Purposes in use; add new ones, never renumber ("epoch", "synth"). */
 #define RT_RNG_EPOCH UINT64_C(0x65706f6368)
 #define RT_RNG_SYNTHETIC UINT64_C(0x73796e7468)
+#define RT_RNG_INIT UINT64_C(0x696e6974)        /* "init": parameter initialisation */
+#define RT_RNG_CHECK_BATCH UINT64_C(0x6261746368) /* "batch": revc check's batch */
+#define RT_RNG_CHECK_PICK UINT64_C(0x7069636b)    /* "pick": revc check's coordinates */
 
 /* A labelled image set held in memory. */
 typedef struct {
@@ -213,9 +216,62 @@ const void *rt_exec_output(const rt_exec *x, const char *name, const ir_type **t
 /* The high-water mark of value and workspace bytes in the last run. */
 int64_t rt_exec_peak_bytes(const rt_exec *x);
 
+/* ---- training (runtime/train.c) ------------------------------------------ */
+
+/* What the loop reports after each step. */
+typedef struct {
+	int64_t step, total, epoch; /* step counts steps done */
+	double loss, lr;
+	double elapsed;             /* seconds since this run started */
+	int64_t images;             /* examples trained on in this run */
+	/* At report points (every report_every steps, and the last): the mean
+	 * loss and accuracy over the steps since the previous one; else 0. */
+	double window_loss, window_accuracy;
+} rt_train_progress;
+
+typedef struct {
+	rt_exec *step;              /* the training step: inputs x, labels, lr; outputs loss, logits */
+	rt_exec *eval;              /* evaluation forward (output logits), or NULL */
+	rt_store *store;            /* what step and eval run on */
+	const rt_dataset *train, *test;
+	uint64_t seed;              /* data order */
+	int64_t start_step, total_steps;
+	double (*lr_at)(void *user, int64_t step);
+	int64_t report_every;       /* steps per progress window */
+	const char *save_dir;       /* checkpoint directory, or NULL */
+	int64_t save_every;         /* checkpoint every N steps (0: only at the end) */
+	int64_t eval_every;         /* evaluate every N steps (0: only at the end) */
+	void *user;
+	void (*on_step)(void *user, const rt_train_progress *p);
+	void (*on_eval)(void *user, int64_t step, double loss, double accuracy);
+	void (*on_save)(void *user, int64_t step, const char *dir);
+} rt_train_cfg;
+
+typedef struct {
+	int64_t steps;              /* run in this call */
+	double last_loss;
+	double train_loss, train_accuracy; /* over the last report window */
+	bool evaluated;
+	double test_loss, test_accuracy;
+	double seconds;
+} rt_train_result;
+
+/* Trains from cfg->start_step to cfg->total_steps (see train.c for the
+ * exact order of examples), checkpointing and evaluating as configured. */
+bool rt_train_run(const rt_train_cfg *cfg, rt_train_result *res, rt_err *e);
+/* Mean cross-entropy and accuracy of the evaluation graph over all of d. */
+bool rt_evaluate(rt_exec *eval, const rt_dataset *d, double *loss, double *accuracy, rt_err *e);
+/* A checkpoint: the store's tensors, step.npy and data_seed.npy in dir,
+ * swapped in whole. */
+bool rt_checkpoint_save(const rt_store *s, int64_t step, uint64_t seed, const char *dir, rt_err *e);
+bool rt_checkpoint_load(rt_store *s, const ir_graph *g, const char *dir, int64_t *step,
+	uint64_t *seed, rt_err *e);
+
 /* ---- BLAS (runtime/blas.c) -------------------------------------------- */
 
 /* "OpenBLAS 0.3.21". */
 const char *rt_blas_version(void);
+/* Threads BLAS may use. */
+void rt_set_threads(int n);
 
 #endif

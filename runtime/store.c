@@ -9,9 +9,6 @@
 
 #include "rt.h"
 
-/* Purpose tag of the random streams that initialise parameters. */
-#define RNG_PURPOSE_INIT 0x696e6974u /* "init" */
-
 void rt_store_init(rt_store *s)
 {
 	memset(s, 0, sizeof *s);
@@ -99,7 +96,7 @@ static bool glorot(rt_tensor *t, uint64_t seed, rt_err *e)
 	}
 	double limit = sqrt(6.0 / (double)(fan_in + fan_out));
 	rt_rng r;
-	rt_rng_derive(&r, seed, RNG_PURPOSE_INIT, name_hash(t->name));
+	rt_rng_derive(&r, seed, RT_RNG_INIT, name_hash(t->name));
 	int64_t n = ir_type_elems(ty);
 	for (int64_t i = 0; i < n; i++) {
 		double v = (2 * rt_rng_uniform(&r) - 1) * limit;

@@ -1,0 +1,251 @@
+/* cmd_train.c: `revc train` trains a model on real or synthetic data, with
+ * progress, evaluation and crash-safe checkpoints, and ends with a summary. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cli.h"
+#include "rt.h"
+
+static const char usage[] =
+	"revc train SPEC [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic] [--epochs E | --steps N]\n"
+	"                  [--set KEY=VALUE ...] [--threads N] [--save DIR] [--save-every N]\n"
+	"                  [--resume DIR] [--eval-every N] [--json] [--strategy NAME] [--dtype f32|f64]";
+static const char about[] =
+	"Trains SPEC with momentum SGD (MODEL.md) on the spec's dataset or --data, then\n"
+	"evaluates on the test split with the running statistics.  Progress goes to\n"
+	"stderr (a bar on a terminal, plain lines otherwise; JSON lines on stdout with\n"
+	"--json); the summary gives the final train loss, test accuracy, images/s, peak\n"
+	"memory and wall time.  Checkpoints (--save) are directories of .npy files\n"
+	"replaced atomically; --resume continues one exactly, bit for bit.";
+
+static const cli_opt opts[] = {
+	{"data", 0, "DATA", "fashion-mnist[:DIR], cifar10:DIR or synthetic (default: the spec's)"},
+	{"epochs", 0, "E", "train E epochs (overrides the spec)"},
+	{"steps", 0, "N", "train N steps in all (overrides the spec)"},
+	{"threads", 0, "N", "threads to use (default 2)"},
+	{"save", 0, "DIR", "write a checkpoint to DIR (at the end, and every --save-every steps)"},
+	{"save-every", 0, "N", "checkpoint every N steps"},
+	{"resume", 0, "DIR", "continue from the checkpoint in DIR"},
+	{"eval-every", 0, "N", "evaluate on the test split every N steps (and at the end)"},
+	{"json", 0, NULL, "print JSON lines on stdout instead of text"},
+	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
+	{"dtype", 0, "f32|f64", "precision (default f32)"},
+	CLI_SET_OPT,
+	{"help", 'h', NULL, "show this help"},
+	{NULL, 0, NULL, NULL},
+};
+enum { OPT_DATA, OPT_EPOCHS, OPT_STEPS, OPT_THREADS, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME,
+	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_SET, OPT_HELP };
+
+static double lr_at(void *user, int64_t step)
+{
+	const cli_model *m = user;
+	return fe_spec_lr_at(&m->spec, step);
+}
+
+typedef struct {
+	cli_progress progress;
+	const cli_model *model;
+} train_user;
+
+static double lr_of(void *user, int64_t step)
+{
+	return lr_at((void *)((train_user *)user)->model, step);
+}
+
+static void on_step(void *u, const rt_train_progress *p) { cli_progress_step(&((train_user *)u)->progress, p); }
+static void on_eval(void *u, int64_t s, double l, double a) { cli_progress_eval(&((train_user *)u)->progress, s, l, a); }
+static void on_save(void *u, int64_t s, const char *d) { cli_progress_save(&((train_user *)u)->progress, s, d); }
+
+static double rss_mib(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_maxrss / 1024.0;
+}
+
+static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_result *r,
+	int64_t batch, int64_t peak, bool json, const char *strategy)
+{
+	double ips = r->seconds > 0 ? (double)(r->steps * batch) / r->seconds : 0;
+	double step_s = r->steps ? r->seconds / (double)r->steps : 0;
+	if (json) {
+		printf("{\"event\":\"summary\",\"model\":\"");
+		cli_json_string(stdout, m->spec.name);
+		printf("\",\"steps\":%lld,\"total_steps\":%lld,\"batch\":%lld,\"strategy\":\"%s\","
+		       "\"train_loss\":%.6g,\"train_accuracy\":%.6g,\"test_loss\":%.6g,\"test_accuracy\":%.6g,"
+		       "\"images_per_sec\":%.1f,\"step_seconds\":%.6f,\"peak_bytes\":%lld,\"rss_mib\":%.1f,"
+		       "\"wall_seconds\":%.3f}\n",
+			(long long)r->steps, (long long)c->total_steps, (long long)batch, strategy, r->train_loss,
+			r->train_accuracy, r->test_loss, r->test_accuracy, ips, step_s, (long long)peak, rss_mib(),
+			r->seconds);
+		return;
+	}
+	printf("revc train: %s, steps %lld..%lld of %lld, batch %lld, strategy %s\n", m->spec.name,
+		(long long)c->start_step + 1, (long long)c->total_steps, (long long)c->total_steps,
+		(long long)batch, strategy);
+	printf("  train loss      %.4f (mean of the last window), train accuracy %.2f%%\n", r->train_loss,
+		100 * r->train_accuracy);
+	if (r->evaluated)
+		printf("  test            loss %.4f, accuracy %.2f%% (%lld images)\n", r->test_loss,
+			100 * r->test_accuracy, (long long)c->test->n);
+	printf("  speed           %.1f images/s, %.4f s/step\n", ips, step_s);
+	printf("  peak memory     %.2f MiB of tensors in a step, process RSS %.1f MiB\n",
+		(double)peak / (1 << 20), rss_mib());
+	printf("  wall time       %.1f s\n", r->seconds);
+}
+
+int cmd_train(int argc, char **argv)
+{
+	cli_args a;
+	cli_args_init(&a, "revc train", argc, argv);
+	const char *spec = NULL, *data = NULL, *save = NULL, *resume = NULL, *val;
+	int64_t epochs = -1, steps = -1, threads = 2, save_every = 0, eval_every = 0;
+	bool json = false;
+	ir_dtype dt = IR_F32;
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	cli_model m = {0};
+	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
+		switch (k) {
+		case CLI_ERROR:
+			return EXIT_USAGE;
+		case CLI_POSITIONAL:
+			if (spec)
+				return cli_usage_error(a.cmd, "unexpected argument '%s'", val);
+			spec = val;
+			break;
+		case OPT_DATA: data = val; break;
+		case OPT_EPOCHS:
+			if (!cli_parse_int(a.cmd, "--epochs", val, 1, FE_INT_MAX, &epochs))
+				return EXIT_USAGE;
+			break;
+		case OPT_STEPS:
+			if (!cli_parse_int(a.cmd, "--steps", val, 1, FE_INT_MAX, &steps))
+				return EXIT_USAGE;
+			break;
+		case OPT_THREADS:
+			if (!cli_parse_int(a.cmd, "--threads", val, 1, 256, &threads))
+				return EXIT_USAGE;
+			break;
+		case OPT_SAVE: save = val; break;
+		case OPT_SAVE_EVERY:
+			if (!cli_parse_int(a.cmd, "--save-every", val, 1, FE_INT_MAX, &save_every))
+				return EXIT_USAGE;
+			break;
+		case OPT_RESUME: resume = val; break;
+		case OPT_EVAL_EVERY:
+			if (!cli_parse_int(a.cmd, "--eval-every", val, 1, FE_INT_MAX, &eval_every))
+				return EXIT_USAGE;
+			break;
+		case OPT_JSON: json = true; break;
+		case OPT_STRATEGY:
+			if (!cli_parse_strategy(a.cmd, val, &ctx.strategy))
+				return EXIT_USAGE;
+			break;
+		case OPT_DTYPE:
+			if (!cli_parse_dtype(a.cmd, val, &dt))
+				return EXIT_USAGE;
+			break;
+		case OPT_SET:
+			if (!cli_model_add_set(&m, a.cmd, val))
+				return EXIT_USAGE;
+			break;
+		case OPT_HELP:
+			cli_print_help(stdout, usage, about, opts);
+			return EXIT_OK;
+		}
+	}
+	if (!spec)
+		return cli_usage_error(a.cmd, "missing SPEC");
+	if (epochs > 0 && steps > 0)
+		return cli_usage_error(a.cmd, "give --epochs or --steps, not both");
+	if (save_every && !save)
+		return cli_usage_error(a.cmd, "--save-every needs --save DIR");
+	rt_set_threads((int)threads);
+
+	int status = EXIT_USER;
+	rt_dataset train = {0}, test = {0};
+	rt_store store;
+	rt_store_init(&store);
+	ir_graph *step_g = NULL, *eval_g = NULL;
+	rt_exec *step_x = NULL, *eval_x = NULL;
+	ps_ctx ectx;
+	ps_ctx_init(&ectx);
+	ectx.optimizer = false;
+	rt_err e;
+	ps_options all = {0};
+	if (!cli_model_load(&m, spec))
+		goto done;
+	if (!data)
+		data = m.spec.dataset;
+	if (!cli_data_load(data, &m.spec, true, &train) || !cli_data_load(data, &m.spec, false, &test))
+		goto done;
+	step_g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &all);
+	eval_g = step_g ? cli_model_graph(&m, dt, FE_LOWER_EVAL, &ectx, &(ps_options){.stop_after = "shape"}) : NULL;
+	if (!eval_g)
+		goto done;
+
+	int64_t spe = train.n / m.spec.batch;
+	if (spe < 1) {
+		cli_error("%s has %lld training examples, fewer than one batch of %lld", data,
+			(long long)train.n, (long long)m.spec.batch);
+		goto done;
+	}
+	rt_train_cfg c = {.store = &store, .train = &train, .test = &test, .seed = (uint64_t)m.spec.seed,
+		.lr_at = lr_of, .save_dir = save, .save_every = save_every, .eval_every = eval_every};
+	c.total_steps = steps > 0 ? steps : epochs > 0 ? epochs * spe
+		: m.spec.steps > 0 ? m.spec.steps : m.spec.epochs * spe;
+	if (resume) {
+		if (!rt_checkpoint_load(&store, step_g, resume, &c.start_step, &c.seed, &e)) {
+			cli_error("cannot resume: %s", e.msg);
+			goto done;
+		}
+		if (c.start_step >= c.total_steps) {
+			cli_error("the checkpoint in %s is at step %lld, not before the last step %lld", resume,
+				(long long)c.start_step, (long long)c.total_steps);
+			goto done;
+		}
+	} else if (!rt_store_init_from_graph(&store, step_g, (uint64_t)m.spec.seed, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	if (!(step_x = rt_exec_new(step_g, &store, &e)) || !(eval_x = rt_exec_new(eval_g, &store, &e))) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	c.step = step_x;
+	c.eval = eval_x;
+	int64_t window = c.total_steps / 20;
+	c.report_every = window < 1 ? 1 : window > 100 ? 100 : window;
+	train_user u = {.model = &m};
+	cli_progress_init(&u.progress, json, m.spec.batch);
+	c.user = &u;
+	c.on_step = on_step;
+	c.on_eval = on_eval;
+	c.on_save = on_save;
+	if (!json)
+		fprintf(stderr, "revc train: %s on %s (%lld train / %lld test images), %lld steps of %lld\n",
+			m.spec.name, data, (long long)train.n, (long long)test.n,
+			(long long)(c.total_steps - c.start_step), (long long)m.spec.batch);
+	rt_train_result r;
+	if (!rt_train_run(&c, &r, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	summary(&m, &c, &r, m.spec.batch, rt_exec_peak_bytes(step_x), json, ps_strategy_name(ctx.strategy));
+	status = EXIT_OK;
+done:
+	rt_exec_free(step_x);
+	rt_exec_free(eval_x);
+	rt_store_free(&store);
+	ir_graph_free(step_g);
+	ir_graph_free(eval_g);
+	rt_dataset_free(&train);
+	rt_dataset_free(&test);
+	ps_ctx_free(&ctx);
+	ps_ctx_free(&ectx);
+	cli_model_free(&m);
+	return status;
+}

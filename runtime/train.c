@@ -1,0 +1,238 @@
+/* train.c: the training loop and evaluation.
+ *
+ * Training is a function of (parameters, state, step): the examples of step
+ * s are batch s % spe of the shuffle of epoch s / spe (spe: full batches per
+ * epoch), drawn from the data seed, and the learning rate comes from the
+ * caller's schedule.  So a run resumed from a checkpoint taken after step s
+ * repeats exactly what an uninterrupted run does from there, bit for bit.
+ *
+ * A checkpoint is a directory holding every tensor of the store as
+ * NAME.npy, plus step.npy (steps done) and data_seed.npy, written under a
+ * temporary name and swapped into place (rt_dir_commit), so a run killed at
+ * any moment leaves the previous checkpoint whole.  The loop itself never
+ * prints: it reports through the callbacks in rt_train_cfg. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rt.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Fills the graph inputs "x" and "labels" with examples idx[0..bs). */
+static void fill_batch(rt_exec *x, const rt_dataset *d, const int64_t *idx, int64_t bs)
+{
+	const ir_type *t;
+	void *xs = rt_exec_input(x, "x", &t);
+	int32_t *ys = rt_exec_input(x, "labels", NULL);
+	if (t->dtype == IR_F32)
+		rt_data_batch_f32(d, idx, bs, xs, ys);
+	else
+		rt_data_batch_f64(d, idx, bs, xs, ys);
+}
+
+static double logit(const void *logits, ir_dtype dt, int64_t i)
+{
+	return dt == IR_F32 ? (double)((const float *)logits)[i] : ((const double *)logits)[i];
+}
+
+/* Cross-entropy and correctness of row r of a [bs, k] logits tensor. */
+static double row_loss(const void *logits, ir_dtype dt, int64_t r, int64_t k, int32_t label,
+	bool *correct)
+{
+	double mx = -INFINITY;
+	int64_t arg = 0;
+	for (int64_t j = 0; j < k; j++) {
+		double v = logit(logits, dt, r * k + j);
+		if (v > mx) {
+			mx = v;
+			arg = j;
+		}
+	}
+	double sum = 0;
+	for (int64_t j = 0; j < k; j++)
+		sum += exp(logit(logits, dt, r * k + j) - mx);
+	*correct = arg == label;
+	return mx + log(sum) - logit(logits, dt, r * k + label);
+}
+
+bool rt_evaluate(rt_exec *x, const rt_dataset *d, double *loss, double *accuracy, rt_err *e)
+{
+	const ir_type *t;
+	if (!rt_exec_input(x, "x", &t))
+		return rt_errorf(e, "the evaluation graph has no input \"x\"");
+	int64_t bs = t->dim[0], correct = 0;
+	int64_t *idx = malloc((size_t)bs * sizeof *idx);
+	if (!idx)
+		IR_DIE("out of memory");
+	double total = 0;
+	for (int64_t start = 0; start < d->n; start += bs) {
+		int64_t valid = d->n - start < bs ? d->n - start : bs;
+		/* A short last batch is padded with repeats; they are not counted. */
+		for (int64_t i = 0; i < bs; i++)
+			idx[i] = start + (i < valid ? i : i % valid);
+		fill_batch(x, d, idx, bs);
+		if (!rt_exec_run(x, e)) {
+			free(idx);
+			return false;
+		}
+		const ir_type *lt;
+		const void *logits = rt_exec_output(x, "logits", &lt);
+		for (int64_t i = 0; i < valid; i++) {
+			bool ok;
+			total += row_loss(logits, lt->dtype, i, lt->dim[1], d->labels[start + i], &ok);
+			correct += ok;
+		}
+	}
+	free(idx);
+	*loss = total / (double)d->n;
+	*accuracy = (double)correct / (double)d->n;
+	return true;
+}
+
+static bool write_scalar(const char *dir, const char *name, int64_t v, rt_err *e)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+	return rt_npy_write(path, RT_NPY_I64, 0, NULL, &v, e);
+}
+
+static bool read_scalar(const char *dir, const char *name, int64_t *v, rt_err *e)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+	rt_npy a;
+	if (!rt_npy_read(path, &a, e))
+		return false;
+	bool ok = a.rank == 0 && a.dtype == RT_NPY_I64;
+	if (ok)
+		*v = *(int64_t *)a.data;
+	rt_npy_free(&a);
+	return ok ? true : rt_errorf(e, "%s: expected a 0-d int64", path);
+}
+
+bool rt_checkpoint_save(const rt_store *s, int64_t step, uint64_t seed, const char *dir, rt_err *e)
+{
+	char *tmp;
+	if (!rt_dir_begin(dir, &tmp, e))
+		return false;
+	if (!rt_store_save(s, tmp, e) || !write_scalar(tmp, "step", step, e) ||
+	    !write_scalar(tmp, "data_seed", (int64_t)seed, e)) {
+		rt_dir_abort(tmp);
+		return false;
+	}
+	return rt_dir_commit(tmp, dir, e);
+}
+
+bool rt_checkpoint_load(rt_store *s, const ir_graph *g, const char *dir, int64_t *step,
+	uint64_t *seed, rt_err *e)
+{
+	int64_t sd;
+	if (!rt_store_load(s, g, dir, false, e) || !read_scalar(dir, "step", step, e) ||
+	    !read_scalar(dir, "data_seed", &sd, e))
+		return false;
+	if (*step < 0 || sd < 0)
+		return rt_errorf(e, "%s: negative step or seed", dir);
+	*seed = (uint64_t)sd;
+	return true;
+}
+
+bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
+{
+	memset(res, 0, sizeof *res);
+	const ir_type *t;
+	if (!rt_exec_input(c->step, "x", &t) || !rt_exec_input(c->step, "lr", NULL))
+		return rt_errorf(e, "the training graph needs inputs \"x\", \"labels\" and \"lr\"");
+	int64_t bs = t->dim[0], n = c->train->n, spe = n / bs;
+	if (spe < 1)
+		return rt_errorf(e, "the training set has %lld examples, fewer than one batch of %lld",
+			(long long)n, (long long)bs);
+	int64_t *perm = malloc((size_t)n * sizeof *perm);
+	if (!perm)
+		IR_DIE("out of memory");
+	int64_t epoch = -1;
+	double t0 = now(), window_loss = 0;
+	int64_t window_correct = 0, window_steps = 0;
+	bool ok = true;
+	for (int64_t step = c->start_step; step < c->total_steps; step++) {
+		if (step / spe != epoch) {
+			epoch = step / spe;
+			rt_data_epoch_order(n, c->seed, epoch, perm);
+		}
+		fill_batch(c->step, c->train, perm + (step % spe) * bs, bs);
+		const ir_type *lrt;
+		void *lr = rt_exec_input(c->step, "lr", &lrt);
+		double rate = c->lr_at(c->user, step);
+		if (lrt->dtype == IR_F32)
+			*(float *)lr = (float)rate;
+		else
+			*(double *)lr = rate;
+		if (!(ok = rt_exec_run(c->step, e)))
+			break;
+		const ir_type *lt;
+		const void *loss = rt_exec_output(c->step, "loss", &lt);
+		double l = logit(loss, lt->dtype, 0);
+		const void *logits = rt_exec_output(c->step, "logits", &lt);
+		const int32_t *labels = rt_exec_input(c->step, "labels", NULL);
+		for (int64_t i = 0; i < bs; i++) {
+			bool right;
+			row_loss(logits, lt->dtype, i, lt->dim[1], labels[i], &right);
+			window_correct += right;
+		}
+		if (!isfinite(l)) {
+			ok = rt_errorf(e, "the loss became %g at step %lld", l, (long long)step + 1);
+			break;
+		}
+		window_loss += l;
+		window_steps++;
+		res->steps++;
+		res->last_loss = l;
+		rt_train_progress p = {
+			.step = step + 1,
+			.total = c->total_steps,
+			.epoch = epoch,
+			.loss = l,
+			.lr = rate,
+			.elapsed = now() - t0,
+			.images = res->steps * bs,
+		};
+		/* Report the window: at every report interval, and at an epoch's end. */
+		bool report = c->report_every > 0 && (step + 1) % c->report_every == 0;
+		if (report || step + 1 == c->total_steps) {
+			p.window_loss = window_loss / (double)window_steps;
+			p.window_accuracy = (double)window_correct / (double)(window_steps * bs);
+			res->train_loss = p.window_loss;
+			res->train_accuracy = p.window_accuracy;
+			window_loss = 0;
+			window_correct = window_steps = 0;
+		}
+		if (c->on_step)
+			c->on_step(c->user, &p);
+		bool last = step + 1 == c->total_steps;
+		if (c->save_dir && ((c->save_every > 0 && (step + 1) % c->save_every == 0) || last)) {
+			if (!(ok = rt_checkpoint_save(c->store, step + 1, c->seed, c->save_dir, e)))
+				break;
+			if (c->on_save)
+				c->on_save(c->user, step + 1, c->save_dir);
+		}
+		if (c->eval && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) || last)) {
+			double el, ea;
+			if (!(ok = rt_evaluate(c->eval, c->test, &el, &ea, e)))
+				break;
+			res->test_loss = el;
+			res->test_accuracy = ea;
+			res->evaluated = true;
+			if (c->on_eval)
+				c->on_eval(c->user, step + 1, el, ea);
+		}
+	}
+	res->seconds = now() - t0;
+	free(perm);
+	return ok;
+}
