@@ -134,5 +134,12 @@ int cmd_init(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_mem(int argc, char **argv);
+
+/* "512MiB", "1.5GB", "2e9": bytes (cmd_mem.c). */
+bool cli_parse_size(const char *s, int64_t *out);
+/* The memory timeline as SVG (timeline.c). */
+bool cli_timeline_svg(const char *path, const char *model, ps_strategy s, const ps_memory *m);
 
 #endif

@@ -16,6 +16,8 @@ static const struct {
 	{"grad", cmd_grad, "compute the loss and parameter gradients for one batch"},
 	{"check", cmd_check, "check gradients against finite differences"},
 	{"train", cmd_train, "train a model, with progress, evaluation and checkpoints"},
+	{"eval", cmd_eval, "report loss and accuracy on the test split"},
+	{"mem", cmd_mem, "plan a training step's memory and report peak bytes by category"},
 };
 
 static void help(FILE *out)

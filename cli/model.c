@@ -75,6 +75,8 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 {
 	ctx->momentum = m->spec.momentum;
 	ctx->weight_decay = m->spec.weight_decay;
+	if (!ctx->workspace)
+		ctx->workspace = rt_kernel_workspace;
 	ir_graph *g = fe_lower(&m->spec, dt, mode);
 	if (ps_run(g, ctx, opts) != 0) {
 		cli_model_report(m, &ctx->diags);

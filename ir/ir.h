@@ -212,7 +212,8 @@ struct ir_node {
 	                      just the IR text line the node was parsed from */
 	/* Annotations written by later passes; -1 when unset. */
 	int group;         /* fusion group (fuse) */
-	int64_t offset;    /* arena offset in bytes (plan) */
+	int64_t offset;    /* arena offset of the value in bytes (plan) */
+	int64_t ws_offset, ws_bytes; /* its kernel's workspace in the arena (plan) */
 	int live_begin, live_end; /* schedule interval of the value (liveness) */
 	int label;         /* N of the %N the node was parsed as, or -1: the
 	                      verifier names values as their source did */
@@ -290,6 +291,12 @@ ir_graph *ir_parse(const char *file, const char *text, size_t len, ir_diags *d);
 /* Checks every invariant a graph must hold and reports every violation, each
  * at its node.  Returns true when there was none. */
 bool ir_verify(const ir_graph *g, ir_diags *d);
+
+/* Checks an arena plan (mem, ws and live annotations, ir/verify_plan.c):
+ * every value is live when read, and no two buffers live at one step
+ * overlap, but for an in-place op sharing its operand 0's buffer.
+ * ir_verify runs it when a graph has a plan. */
+bool ir_verify_plan(const ir_graph *g, ir_diags *d);
 
 void ir_dot(FILE *out, const ir_graph *g);
 

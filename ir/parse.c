@@ -255,7 +255,8 @@ static bool parse_type(parser *p, ir_type *t)
 }
 
 /* The annotations after the type, each optional, in this order:
- * after(...) group(N) mem(OFFSET, SIZE) live(B, E) scope("s0.u1.g") loc("file":L:C) */
+ * after(...) group(N) mem(OFFSET, SIZE) ws(OFFSET, SIZE) live(B, E) scope("s0.u1.g")
+ * loc("file":L:C) */
 static bool parse_annotations(parser *p, ir_node *n)
 {
 	ir_pos kw = p->tok.pos;
@@ -288,6 +289,14 @@ static bool parse_annotations(parser *p, ir_node *n)
 		if (size != ir_type_bytes(&n->type))
 			return error_at(p, kw, "mem size %lld does not match the type's %lld bytes",
 				(long long)size, (long long)ir_type_bytes(&n->type));
+	}
+	if (accept_word(p, "ws")) {
+		if (!expect(p, TK_LPAREN, "'('") ||
+		    !parse_int(p, &n->ws_offset, 0, IR_MAX_BYTES, "a workspace offset") ||
+		    !expect(p, TK_COMMA, "','") ||
+		    !parse_int(p, &n->ws_bytes, 1, IR_MAX_BYTES, "a workspace size") ||
+		    !expect(p, TK_RPAREN, "')'"))
+			return false;
 	}
 	if (accept_word(p, "live")) {
 		int64_t b, e;

@@ -116,6 +116,8 @@ static void print_node(FILE *out, const ir_node *n)
 		fprintf(out, " group(%d)", n->group);
 	if (n->offset >= 0)
 		fprintf(out, " mem(%lld, %lld)", (long long)n->offset, (long long)ir_type_bytes(&n->type));
+	if (n->ws_offset >= 0)
+		fprintf(out, " ws(%lld, %lld)", (long long)n->ws_offset, (long long)n->ws_bytes);
 	if (n->live_begin >= 0)
 		fprintf(out, " live(%d, %d)", n->live_begin, n->live_end);
 	if (n->scope) {

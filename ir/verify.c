@@ -267,6 +267,11 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 			}
 		}
 		check_updates(&v);
+		bool planned = false;
+		for (int i = 0; i < g->n && !planned; i++)
+			planned = g->nodes[i]->offset >= 0 || g->nodes[i]->ws_offset >= 0;
+		if (planned && !ir_verify_plan(g, d))
+			v.errors++;
 	}
 	return v.errors == 0;
 }

@@ -22,6 +22,9 @@ typedef enum {
 const char *ps_strategy_name(ps_strategy s);
 bool ps_strategy_lookup(const char *name, ps_strategy *out);
 
+/* Bytes of scratch memory the backend's kernel for n needs. */
+typedef int64_t (*ps_workspace_fn)(const ir_node *n);
+
 /* What a pass may read besides the graph. */
 typedef struct {
 	ir_diags diags;       /* user-facing errors from passes */
@@ -30,6 +33,8 @@ typedef struct {
 	bool optimizer;       /* optim: add the SGD step (else gradients stay outputs) */
 	double momentum;      /* optim: SGD momentum (MODEL.md: 0.9) */
 	double weight_decay;  /* optim: on conv and dense weights (2e-4) */
+	ps_workspace_fn workspace; /* schedule, liveness: the backend's needs (NULL: none) */
+	const char *schedule; /* schedule: the heuristic it chose (set by the pass) */
 } ps_ctx;
 
 void ps_ctx_init(ps_ctx *ctx);
@@ -69,12 +74,98 @@ bool ps_options_check(const ps_options *opts, char *bad, size_t badlen);
 int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps_options *opts);
 int ps_run(ir_graph *g, ps_ctx *ctx, const ps_options *opts);
 
+/* ---- reversible units and recomputation (passes/units.c) ---------------- */
+
+/* One reversible unit of a lowered RevNet (scopes: frontend/lower.c). */
+typedef struct {
+	char scope[64];       /* "s1.u2" */
+	int stage, index;
+	ir_node *x1, *x2;     /* inputs */
+	ir_node *y1, *y2;     /* outputs: y1 = D(x1) + F(x2), y2 = D(x2) + G(y1) */
+	ir_node *f_out, *g_out;
+	bool invertible;      /* D is the identity */
+} ps_unit;
+
+/* The units of g in forward order (stage, then index), malloc'd. */
+int ps_units_find(const ir_graph *g, ps_unit **units);
+/* scope == unit + "." + part (or == unit when part is NULL). */
+bool ps_scope_is(const char *scope, const char *unit, const char *part);
+/* scope is unit or inside it. */
+bool ps_scope_within(const char *scope, const char *unit);
+/* The current list position of n. */
+int ps_index_of(const ir_graph *g, const ir_node *n);
+
+/* Forward values and their recomputed (or reconstructed) stand-ins. */
+typedef struct {
+	ir_graph *g;
+	ir_node **map;  /* by original id */
+	ir_node **orig; /* the node list when the map was made */
+	int n;
+} ps_recompute;
+
+void ps_recompute_init(ps_recompute *r, ir_graph *g);
+void ps_recompute_free(ps_recompute *r);
+/* n's stand-in, or n itself. */
+ir_node *ps_recompute_of(const ps_recompute *r, ir_node *n);
+void ps_recompute_set(ps_recompute *r, ir_node *fwd, ir_node *value);
+/* Inserts at list position `at` a copy of forward node n with role
+ * recompute, reading the stand-ins of n's operands. */
+ir_node *ps_recompute_clone(ps_recompute *r, ir_node *n, int at);
+/* Replaces n's operands by their stand-ins. */
+void ps_recompute_redirect(const ps_recompute *r, ir_node *n);
+
+/* ---- the memory model (passes/memory.c) --------------------------------- */
+
+typedef enum {
+	PS_MEM_PARAMS,    /* parameters and running statistics (persistent) */
+	PS_MEM_GRADS,     /* parameter gradients */
+	PS_MEM_OPTSTATE,  /* momentum buffers (persistent) */
+	PS_MEM_SAVED,     /* forward values the backward pass reads */
+	PS_MEM_TRANSIENT, /* other activations, recomputations, gradients */
+	PS_MEM_WORKSPACE, /* kernel scratch */
+	PS_MEM_CAT_COUNT
+} ps_mem_cat;
+
+const char *ps_mem_cat_name(ps_mem_cat c); /* "saved activations" */
+const char *ps_mem_cat_key(ps_mem_cat c);  /* "saved", for JSON */
+
+/* Buffers and live bytes of a graph run in a given order (rules: memory.c). */
+typedef struct {
+	int steps;
+	int nbuf;
+	int *buf_of;          /* by node id: its value's buffer, or -1 */
+	int64_t *bytes;       /* by buffer */
+	int *begin, *end;     /* by buffer: first and last step it is live */
+	ps_mem_cat *cat;      /* by buffer */
+	ir_node **first;      /* by buffer: the value it was made for */
+	int64_t *ws;          /* by step: workspace bytes */
+	int64_t *live;        /* [step * PS_MEM_CAT_COUNT + cat]: live bytes */
+	int64_t persistent[PS_MEM_CAT_COUNT]; /* PARAMS and OPTSTATE */
+	int64_t peak;         /* fragmentation-free peak: max live bytes at a step */
+	int peak_step;
+	int64_t saved_transient_peak; /* max over steps of saved + transient */
+} ps_memory;
+
+/* Computes the model for g run in `order` (a permutation of g's nodes). */
+bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn ws, ps_memory *m);
+void ps_memory_free(ps_memory *m);
+
 /* ---- passes (one file each) ------------------------------------------- */
 
 int ps_shape(ir_graph *g, ps_ctx *ctx);
 int ps_autodiff(ir_graph *g, ps_ctx *ctx);
+int ps_revbwd(ir_graph *g, ps_ctx *ctx);
+int ps_checkpoint(ir_graph *g, ps_ctx *ctx);
 int ps_optim(ir_graph *g, ps_ctx *ctx);
 int ps_dce(ir_graph *g, ps_ctx *ctx);
+int ps_schedule(ir_graph *g, ps_ctx *ctx);
+int ps_liveness(ir_graph *g, ps_ctx *ctx);
+int ps_plan(ir_graph *g, ps_ctx *ctx);
+
+/* Arena offsets are multiples of this. */
+#define PS_ALIGN 64
+/* The arena a planned graph needs: the top of its highest buffer. */
+int64_t ps_arena_bytes(const ir_graph *g);
 
 /* The output name under which autodiff leaves a parameter's gradient:
  * "grad:" followed by the parameter's name. */

@@ -7,8 +7,13 @@
 static const ps_pass pipeline[] = {
 	{"shape", ps_shape, NULL, "infer every value's type and check it against its op's rule"},
 	{"autodiff", ps_autodiff, "shape", "reverse mode: gradients of the loss for every parameter"},
+	{"revbwd", ps_revbwd, "autodiff", "strategy revnet: reconstruct unit inputs instead of storing them"},
+	{"checkpoint", ps_checkpoint, "autodiff", "strategy checkpoint: keep sqrt(n) unit outputs, recompute the rest"},
 	{"optim", ps_optim, "autodiff", "momentum SGD with weight decay consumes the gradients"},
 	{"dce", ps_dce, NULL, "remove nodes no output, update or ordering edge needs"},
+	{"schedule", ps_schedule, "dce", "ordering edges for reconstruction; the lowest-peak linear order"},
+	{"liveness", ps_liveness, "schedule", "live range of every buffer over the schedule"},
+	{"plan", ps_plan, "liveness", "arena offsets: greedy by size, best fit, in place where allowed"},
 };
 
 const ps_pass *ps_pipeline(int *count)

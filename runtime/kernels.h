@@ -34,8 +34,6 @@ typedef bool (*rt_kernel_fn)(const rt_kargs *a, rt_err *e);
  * no kernel: NULL.  `const` has one. */
 rt_kernel_fn rt_kernel_get(const ir_node *n);
 
-/* Bytes of workspace n's kernel needs (0 for most). */
-int64_t rt_kernel_workspace(const ir_node *n);
 
 #if defined(RT_REAL_F32)
 typedef float real;

@@ -201,6 +201,10 @@ bool rt_store_save(const rt_store *s, const char *dir, rt_err *e);
 
 /* ---- the interpreter (runtime/exec.c) ----------------------------------- */
 
+/* Bytes of workspace the reference kernel for n needs (0 for most): what
+ * the memory planner reserves for it (runtime/kernels.c). */
+int64_t rt_kernel_workspace(const ir_node *n);
+
 typedef struct rt_exec rt_exec;
 
 /* Prepares to run g (verified) with the tensors of store, which must hold

@@ -1,0 +1,112 @@
+/* cmd_eval.c: `revc eval` reports a model's loss and accuracy on the test
+ * split, normalising with the running statistics. */
+#include <string.h>
+
+#include "cli.h"
+#include "rt.h"
+
+static const char usage[] =
+	"revc eval SPEC --params DIR [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic]\n"
+	"                 [--split test|train] [--json] [--set KEY=VALUE ...]";
+static const char about[] =
+	"Loads the parameters and batch-norm running statistics in DIR (NAME.npy, e.g.\n"
+	"a checkpoint of revc train) and prints the mean cross-entropy and the accuracy\n"
+	"over the whole split, in batches of the spec's batch size.";
+
+static const cli_opt opts[] = {
+	{"params", 0, "DIR", "parameters and running statistics (required)"},
+	{"data", 0, "DATA", "fashion-mnist[:DIR], cifar10:DIR or synthetic (default: the spec's)"},
+	{"split", 0, "NAME", "test (default) or train"},
+	{"json", 0, NULL, "print one JSON object"},
+	{"threads", 0, "N", "threads to use (default 2)"},
+	CLI_SET_OPT,
+	{"help", 'h', NULL, "show this help"},
+	{NULL, 0, NULL, NULL},
+};
+enum { OPT_PARAMS, OPT_DATA, OPT_SPLIT, OPT_JSON, OPT_THREADS, OPT_SET, OPT_HELP };
+
+int cmd_eval(int argc, char **argv)
+{
+	cli_args a;
+	cli_args_init(&a, "revc eval", argc, argv);
+	const char *spec = NULL, *params = NULL, *data = NULL, *val;
+	bool json = false, train_split = false;
+	int64_t threads = 2;
+	cli_model m = {0};
+	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
+		switch (k) {
+		case CLI_ERROR:
+			return EXIT_USAGE;
+		case CLI_POSITIONAL:
+			if (spec)
+				return cli_usage_error(a.cmd, "unexpected argument '%s'", val);
+			spec = val;
+			break;
+		case OPT_PARAMS: params = val; break;
+		case OPT_DATA: data = val; break;
+		case OPT_SPLIT:
+			if (strcmp(val, "test") != 0 && strcmp(val, "train") != 0)
+				return cli_usage_error(a.cmd, "--split must be test or train, not '%s'", val);
+			train_split = strcmp(val, "train") == 0;
+			break;
+		case OPT_JSON: json = true; break;
+		case OPT_THREADS:
+			if (!cli_parse_int(a.cmd, "--threads", val, 1, 256, &threads))
+				return EXIT_USAGE;
+			break;
+		case OPT_SET:
+			if (!cli_model_add_set(&m, a.cmd, val))
+				return EXIT_USAGE;
+			break;
+		case OPT_HELP:
+			cli_print_help(stdout, usage, about, opts);
+			return EXIT_OK;
+		}
+	}
+	if (!spec)
+		return cli_usage_error(a.cmd, "missing SPEC");
+	if (!params)
+		return cli_usage_error(a.cmd, "missing --params DIR");
+	rt_set_threads((int)threads);
+
+	int status = EXIT_USER;
+	rt_dataset d = {0};
+	rt_store store;
+	rt_store_init(&store);
+	ir_graph *g = NULL;
+	rt_exec *x = NULL;
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ctx.optimizer = false;
+	rt_err e;
+	double loss, acc;
+	if (!cli_model_load(&m, spec))
+		goto done;
+	if (!data)
+		data = m.spec.dataset;
+	if (!cli_data_load(data, &m.spec, train_split, &d))
+		goto done;
+	g = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &ctx, &(ps_options){.stop_after = "shape"});
+	if (!g)
+		goto done;
+	if (!rt_store_load(&store, g, params, false, &e) || !(x = rt_exec_new(g, &store, &e)) ||
+	    !rt_evaluate(x, &d, &loss, &acc, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	if (json)
+		printf("{\"split\":\"%s\",\"images\":%lld,\"loss\":%.6g,\"accuracy\":%.6g}\n",
+			train_split ? "train" : "test", (long long)d.n, loss, acc);
+	else
+		printf("%s on %s %s (%lld images): loss %.4f, accuracy %.2f%%\n", m.spec.name, data,
+			train_split ? "train" : "test", (long long)d.n, loss, 100 * acc);
+	status = EXIT_OK;
+done:
+	rt_exec_free(x);
+	rt_store_free(&store);
+	ir_graph_free(g);
+	rt_dataset_free(&d);
+	ps_ctx_free(&ctx);
+	cli_model_free(&m);
+	return status;
+}

@@ -1,0 +1,125 @@
+/* plan.c: every buffer and workspace gets an offset in one arena.
+ *
+ * requires: liveness.
+ * guarantees: mem(OFFSET, SIZE) on every value with live(B, E), ws(OFFSET,
+ *   SIZE) on every node with workspace; no two buffers live at the same
+ *   step overlap (checked before the pass returns); offsets are multiples
+ *   of PS_ALIGN.
+ *
+ * Greedy by size, best fit (TensorFlow Lite's arena planner): buffers from
+ * the largest down; each goes into the smallest gap, among the buffers
+ * already placed that are live at the same time, that holds it, or above
+ * them all.  In-place reuse was decided by the memory model: values sharing
+ * a buffer share its offset. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct {
+	int64_t bytes, offset;
+	int begin, end;
+	int index;
+} slot;
+
+static int64_t aligned(int64_t n)
+{
+	return (n + PS_ALIGN - 1) / PS_ALIGN * PS_ALIGN;
+}
+
+static int by_size(const void *a, const void *b)
+{
+	const slot *x = a, *y = b;
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	if (x->begin != y->begin)
+		return x->begin - y->begin;
+	return x->index - y->index;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+	const slot *x = *(slot *const *)a, *y = *(slot *const *)b;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Places s[0..n) (sorted by size) and returns the arena size. */
+static int64_t place(slot *s, int n)
+{
+	slot **near = malloc(((size_t)n + 1) * sizeof *near);
+	if (!near)
+		IR_DIE("out of memory");
+	int64_t arena = 0;
+	for (int i = 0; i < n; i++) {
+		int k = 0;
+		for (int j = 0; j < i; j++)
+			if (s[j].begin <= s[i].end && s[i].begin <= s[j].end)
+				near[k++] = &s[j];
+		qsort(near, (size_t)k, sizeof *near, by_offset);
+		int64_t need = aligned(s[i].bytes), at = 0, best = -1, best_gap = 0;
+		for (int j = 0; j < k; j++) {
+			int64_t gap = near[j]->offset - at;
+			if (gap >= need && (best < 0 || gap < best_gap)) {
+				best = at;
+				best_gap = gap;
+			}
+			int64_t top = near[j]->offset + aligned(near[j]->bytes);
+			if (top > at)
+				at = top;
+		}
+		s[i].offset = best >= 0 ? best : at;
+		if (s[i].offset + need > arena)
+			arena = s[i].offset + need;
+	}
+	free(near);
+	return arena;
+}
+
+int ps_plan(ir_graph *g, ps_ctx *ctx)
+{
+	ps_memory m;
+	ps_memory_compute(g, g->nodes, ctx->workspace, &m);
+	int n = 0;
+	slot *s = malloc(((size_t)m.nbuf + g->n + 1) * sizeof *s);
+	if (!s)
+		IR_DIE("out of memory");
+	for (int b = 0; b < m.nbuf; b++)
+		s[n++] = (slot){m.bytes[b], 0, m.begin[b], m.end[b], b};
+	for (int t = 0; t < g->n; t++)
+		if (m.ws[t] > 0)
+			s[n++] = (slot){m.ws[t], 0, t, t, m.nbuf + t};
+	qsort(s, (size_t)n, sizeof *s, by_size);
+	place(s, n);
+	/* Back to the nodes. */
+	int64_t *offset = malloc(((size_t)m.nbuf + g->n + 1) * sizeof *offset);
+	if (!offset)
+		IR_DIE("out of memory");
+	for (int i = 0; i < n; i++)
+		offset[s[i].index] = s[i].offset;
+	for (int t = 0; t < g->n; t++) {
+		ir_node *v = g->nodes[t];
+		int b = m.buf_of[v->id];
+		v->offset = b >= 0 ? offset[b] : -1;
+		v->ws_bytes = m.ws[t];
+		v->ws_offset = m.ws[t] > 0 ? offset[m.nbuf + t] : -1;
+	}
+	free(offset);
+	free(s);
+	ps_memory_free(&m);
+	if (!ir_verify_plan(g, &ctx->diags))
+		IR_DIE("the arena plan of @%s overlaps live buffers", g->name);
+	return 0;
+}
+
+int64_t ps_arena_bytes(const ir_graph *g)
+{
+	int64_t top = 0;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *v = g->nodes[i];
+		if (v->offset >= 0 && v->offset + aligned(ir_type_bytes(&v->type)) > top)
+			top = v->offset + aligned(ir_type_bytes(&v->type));
+		if (v->ws_offset >= 0 && v->ws_offset + aligned(v->ws_bytes) > top)
+			top = v->ws_offset + aligned(v->ws_bytes);
+	}
+	return top;
+}

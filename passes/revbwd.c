@@ -1,0 +1,92 @@
+/* revbwd.c: the reversible backward rewrite.
+ *
+ * requires: autodiff.
+ * guarantees (strategy revnet; otherwise nothing changes): working from the
+ *   last unit back, each unit's backward reads forward values it recomputes
+ *   instead of stored ones.  For unit (x1, x2) -> (y1, y2), with y1, y2 the
+ *   values the next unit reconstructed (or the stored outputs of a stage's
+ *   last unit):
+ *       G(y1) recomputed;   x2 = y2 - G(y1)   (invertible units)
+ *       F(x2) recomputed;   x1 = y1 - F(x2)
+ *   Each recomputation serves both the reconstruction and the gradients;
+ *   all new nodes have role recompute and scope of the unit, and batch norms
+ *   among them use batch statistics and never touch running statistics.  A
+ *   unit whose downsample is not the identity (unit 0 of a stage that
+ *   strides or widens) cannot be inverted: it recomputes F from its stored
+ *   input, as the TensorFlow example's backward_grads_with_downsample does.
+ *   The ordering edges that make this pay are the schedule pass's job. */
+#include <stdlib.h>
+
+#include "passes.h"
+
+/* The first list position of a gradient node of the unit. */
+static int first_bwd(const ir_graph *g, const char *unit)
+{
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->role == IR_ROLE_BWD && ps_scope_within(g->nodes[i]->scope, unit))
+			return i;
+	return -1;
+}
+
+static bool recomputable(const ir_node *n)
+{
+	return n->role == IR_ROLE_FWD && !ir_op_has(n->op, IR_OPF_SRC) && !ir_op_has(n->op, IR_OPF_FX);
+}
+
+/* Clones the forward nodes of scope unit.part, in order, to position *at. */
+static void clone_part(ps_recompute *r, const char *unit, const char *part, int *at)
+{
+	for (int i = 0; i < r->n; i++) {
+		ir_node *n = r->orig[i];
+		if (recomputable(n) && ps_scope_is(n->scope, unit, part))
+			ps_recompute_set(r, n, ps_recompute_clone(r, n, (*at)++));
+	}
+}
+
+/* y - f, reconstructing an input of unit u. */
+static ir_node *reconstruct(ps_recompute *r, ir_node *y, ir_node *f, int at, const ir_node *like)
+{
+	ir_node *in[2] = {y, f};
+	ir_node *x = ir_node_insert(r->g, at, IR_OP_SUB, in, 2);
+	x->role = IR_ROLE_RECOMPUTE;
+	x->type = like->type;
+	x->scope = like->scope;
+	x->pos = like->pos;
+	x->pos_printed = like->pos_printed;
+	return x;
+}
+
+int ps_revbwd(ir_graph *g, ps_ctx *ctx)
+{
+	if (ctx->strategy != PS_REVNET)
+		return 0;
+	ps_unit *units;
+	int nu = ps_units_find(g, &units);
+	if (nu == 0) {
+		free(units);
+		ir_diag_add(&ctx->diags, (ir_pos){0}, "revbwd: graph @%s has no reversible units", g->name);
+		return 1;
+	}
+	ps_recompute r;
+	ps_recompute_init(&r, g);
+	for (int u = nu - 1; u >= 0; u--) {
+		const ps_unit *U = &units[u];
+		int at = first_bwd(g, U->scope);
+		if (at < 0)
+			continue; /* nothing of it is differentiated */
+		ir_node *y1 = ps_recompute_of(&r, U->y1), *y2 = ps_recompute_of(&r, U->y2);
+		clone_part(&r, U->scope, "g", &at);
+		if (U->invertible)
+			ps_recompute_set(&r, U->x2, reconstruct(&r, y2, ps_recompute_of(&r, U->g_out), at++, U->y2));
+		clone_part(&r, U->scope, "f", &at);
+		if (U->invertible)
+			ps_recompute_set(&r, U->x1, reconstruct(&r, y1, ps_recompute_of(&r, U->f_out), at++, U->y1));
+		for (int i = 0; i < g->n; i++)
+			if (g->nodes[i]->role == IR_ROLE_BWD && ps_scope_within(g->nodes[i]->scope, U->scope))
+				ps_recompute_redirect(&r, g->nodes[i]);
+	}
+	ps_recompute_free(&r);
+	free(units);
+	ir_graph_renumber(g);
+	return 0;
+}
