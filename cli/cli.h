@@ -103,6 +103,9 @@ void cli_model_report(const cli_model *m, const ir_diags *d);
 ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
 	const ps_options *opts);
 
+/* The passes an evaluation graph goes through: no autodiff, no optimiser. */
+extern const ps_options cli_eval_passes;
+
 bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out);
 bool cli_parse_strategy(const char *cmd, const char *val, ps_strategy *out);
 bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,

@@ -179,8 +179,8 @@ int cmd_check(int argc, char **argv)
 	fg = gg ? cli_model_graph(&m, IR_F64, FE_LOWER_TRAIN, &fctx, &fwd_only) : NULL;
 	if (!fg)
 		goto done;
-	if (!rt_store_init_from_graph(&store, gg, s, &e) || !(gx = rt_exec_new(gg, &store, &e)) ||
-	    !(fx = rt_exec_new(fg, &store, &e))) {
+	if (!rt_store_init_from_graph(&store, gg, s, &e) || !(gx = rt_exec_new(gg, &store, RT_EXEC_AUTO, &e)) ||
+	    !(fx = rt_exec_new(fg, &store, RT_EXEC_AUTO, &e))) {
 		cli_error("%s", e.msg);
 		goto done;
 	}

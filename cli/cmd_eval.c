@@ -86,10 +86,10 @@ int cmd_eval(int argc, char **argv)
 		data = m.spec.dataset;
 	if (!cli_data_load(data, &m.spec, train_split, &d))
 		goto done;
-	g = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &ctx, &(ps_options){.stop_after = "shape"});
+	g = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &ctx, &cli_eval_passes);
 	if (!g)
 		goto done;
-	if (!rt_store_load(&store, g, params, false, &e) || !(x = rt_exec_new(g, &store, &e)) ||
+	if (!rt_store_load(&store, g, params, false, &e) || !(x = rt_exec_new(g, &store, RT_EXEC_AUTO, &e)) ||
 	    !rt_evaluate(x, &d, &loss, &acc, &e)) {
 		cli_error("%s", e.msg);
 		goto done;

@@ -169,7 +169,7 @@ int cmd_grad(int argc, char **argv)
 	g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &popts);
 	if (!g)
 		goto done;
-	if (!rt_store_load(&store, g, params, true, &e) || !(ex = rt_exec_new(g, &store, &e))) {
+	if (!rt_store_load(&store, g, params, true, &e) || !(ex = rt_exec_new(g, &store, RT_EXEC_AUTO, &e))) {
 		cli_error("%s", e.msg);
 		goto done;
 	}

@@ -29,13 +29,14 @@ static const cli_opt opts[] = {
 	{"json", 0, NULL, "print JSON (schema: docs/mem.md)"},
 	{"timeline", 0, "FILE.svg", "draw live bytes per schedule step, by category"},
 	{"dtype", 0, "f32|f64", "precision (default f32)"},
+	{"measure", 0, NULL, "also run one step in tracking mode and report its real high-water mark"},
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_STRATEGY, OPT_NO_EDGES, OPT_BUDGET, OPT_JSON, OPT_TIMELINE, OPT_DTYPE, OPT_SET, OPT_HELP,
-	OPT_PASS0 };
+enum { OPT_STRATEGY, OPT_NO_EDGES, OPT_BUDGET, OPT_JSON, OPT_TIMELINE, OPT_DTYPE, OPT_MEASURE, OPT_SET,
+	OPT_HELP, OPT_PASS0 };
 
 /* One strategy's plan and its figures. */
 typedef struct {
@@ -44,6 +45,7 @@ typedef struct {
 	ps_memory m;
 	const char *schedule;
 	int64_t arena;
+	int64_t measured; /* tracking mode's high-water mark, or -1 */
 } report;
 
 #define TOP 5
@@ -119,15 +121,61 @@ static int largest(const report *r, int *idx)
 	return n;
 }
 
-static void describe(const report *r, int b, char *buf, size_t n)
+/* The value buffer b holds at the peak: of the values sharing it (an
+ * in-place chain), the last one made by then. */
+static const ir_node *holder(const report *r, int b)
 {
 	const ir_node *v = r->m.first[b];
+	for (int t = 0; t <= r->m.peak_step && t < r->g->n; t++)
+		if (r->m.buf_of[r->g->nodes[t]->id] == b)
+			v = r->g->nodes[t];
+	return v;
+}
+
+static void describe(const report *r, int b, char *buf, size_t n)
+{
+	const ir_node *v = holder(r, b);
 	char ref[80], type[128], scope[80] = "";
 	ir_type_str(&v->type, type, sizeof type);
 	if (v->scope)
 		snprintf(scope, sizeof scope, " in %s", v->scope);
 	snprintf(buf, n, "%s = %s %s : %s%s", ir_node_ref(v, ref, sizeof ref), ir_role_name(v->role),
 		ir_op_name(v->op), type, scope);
+}
+
+/* Runs one step of r's graph in tracking mode on random data from the
+ * spec's seed and records the real high-water mark. */
+static bool measure(report *r, const cli_model *m)
+{
+	rt_store store;
+	rt_store_init(&store);
+	rt_err e;
+	rt_exec *x = NULL;
+	bool ok = rt_store_init_from_graph(&store, r->g, (uint64_t)m->spec.seed, &e) &&
+		(x = rt_exec_new(r->g, &store, RT_EXEC_TRACK, &e));
+	if (ok) {
+		const ir_type *t;
+		void *in = rt_exec_input(x, "x", &t);
+		rt_rng rng;
+		rt_rng_derive(&rng, (uint64_t)m->spec.seed, RT_RNG_CHECK_BATCH, 0);
+		for (int64_t i = 0; in && i < ir_type_elems(t); i++) {
+			double v = rt_rng_uniform(&rng);
+			if (t->dtype == IR_F32)
+				((float *)in)[i] = (float)v;
+			else
+				((double *)in)[i] = v;
+		}
+		int32_t *labels = rt_exec_input(x, "labels", &t);
+		for (int64_t i = 0; labels && i < ir_type_elems(t); i++)
+			labels[i] = (int32_t)rt_rng_below(&rng, (uint64_t)m->spec.classes);
+		ok = rt_exec_run(x, &e);
+		r->measured = rt_exec_peak_bytes(x);
+	}
+	if (!ok)
+		cli_error("%s", e.msg);
+	rt_exec_free(x);
+	rt_store_free(&store);
+	return ok;
 }
 
 static void print_text(const report *r, int nr, const cli_model *m)
@@ -167,6 +215,17 @@ static void print_text(const report *r, int nr, const cli_model *m)
 	for (int i = 0; i < nr; i++)
 		printf("%22s", r[i].schedule);
 	printf("\n");
+	if (r[0].measured >= 0) {
+		printf("%-38s", "measured high-water mark (tracking)");
+		for (int i = 0; i < nr; i++) {
+			human(b1, sizeof b1, r[i].measured);
+			printf("%22s", b1);
+		}
+		printf("\n%-38s", "  equals the peak, to the byte");
+		for (int i = 0; i < nr; i++)
+			printf("%22s", r[i].measured == r[i].m.peak ? "yes" : "NO");
+		printf("\n");
+	}
 	for (int i = 0; i < nr; i++) {
 		int idx[TOP];
 		int n = largest(&r[i], idx);
@@ -190,9 +249,12 @@ static void print_json(const report *r, int nr, const cli_model *m)
 		printf("%s{\"strategy\":\"%s\",\"schedule\":\"%s\",\"steps\":%d,\"peak_step\":%d,", i ? "," : "",
 			ps_strategy_name(r[i].strategy), r[i].schedule, r[i].m.steps, r[i].m.peak_step);
 		printf("\"peak_bytes\":%lld,\"arena_bytes\":%lld,\"saved_transient_peak_bytes\":%lld,"
-		       "\"total_bytes\":%lld,\"at_peak\":{",
+		       "\"total_bytes\":%lld,",
 			(long long)r[i].m.peak, (long long)r[i].arena, (long long)r[i].m.saved_transient_peak,
 			(long long)total(&r[i]));
+		if (r[i].measured >= 0)
+			printf("\"measured_peak_bytes\":%lld,", (long long)r[i].measured);
+		printf("\"at_peak\":{");
 		for (int c = 0; c < PS_MEM_CAT_COUNT; c++)
 			printf("%s\"%s\":%lld", c ? "," : "", ps_mem_cat_key((ps_mem_cat)c),
 				(long long)at_peak(&r[i], (ps_mem_cat)c));
@@ -200,7 +262,7 @@ static void print_json(const report *r, int nr, const cli_model *m)
 		int idx[TOP];
 		int n = largest(&r[i], idx);
 		for (int k = 0; k < n; k++) {
-			const ir_node *v = r[i].m.first[idx[k]];
+			const ir_node *v = holder(&r[i], idx[k]);
 			char ref[80], type[128];
 			ir_type_str(&v->type, type, sizeof type);
 			printf("%s{\"value\":\"%s\",\"op\":\"%s\",\"role\":\"%s\",\"scope\":\"", k ? "," : "",
@@ -219,7 +281,7 @@ int cmd_mem(int argc, char **argv)
 	cli_args a;
 	cli_args_init(&a, "revc mem", argc, argv);
 	const char *spec = NULL, *timeline = NULL, *val;
-	bool json = false, all = false, no_edges = false;
+	bool json = false, all = false, no_edges = false, measuring = false;
 	int64_t budget = -1;
 	ir_dtype dt = IR_F32;
 	ps_strategy strategy = PS_REVNET;
@@ -246,6 +308,7 @@ int cmd_mem(int argc, char **argv)
 			break;
 		case OPT_JSON: json = true; break;
 		case OPT_TIMELINE: timeline = val; break;
+		case OPT_MEASURE: measuring = true; break;
 		case OPT_DTYPE:
 			if (!cli_parse_dtype(a.cmd, val, &dt))
 				return EXIT_USAGE;
@@ -294,7 +357,10 @@ int cmd_mem(int argc, char **argv)
 		x->schedule = ctx.schedule ? ctx.schedule : "given";
 		ps_memory_compute(x->g, x->g->nodes, ctx.workspace, &x->m);
 		x->arena = ps_arena_bytes(x->g);
+		x->measured = -1;
 		ps_ctx_free(&ctx);
+		if (measuring && !measure(x, &m))
+			goto done;
 	}
 	if (json)
 		print_json(r, nr, &m);

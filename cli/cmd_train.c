@@ -183,7 +183,7 @@ int cmd_train(int argc, char **argv)
 	if (!cli_data_load(data, &m.spec, true, &train) || !cli_data_load(data, &m.spec, false, &test))
 		goto done;
 	step_g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &all);
-	eval_g = step_g ? cli_model_graph(&m, dt, FE_LOWER_EVAL, &ectx, &(ps_options){.stop_after = "shape"}) : NULL;
+	eval_g = step_g ? cli_model_graph(&m, dt, FE_LOWER_EVAL, &ectx, &cli_eval_passes) : NULL;
 	if (!eval_g)
 		goto done;
 
@@ -211,7 +211,7 @@ int cmd_train(int argc, char **argv)
 		cli_error("%s", e.msg);
 		goto done;
 	}
-	if (!(step_x = rt_exec_new(step_g, &store, &e)) || !(eval_x = rt_exec_new(eval_g, &store, &e))) {
+	if (!(step_x = rt_exec_new(step_g, &store, RT_EXEC_AUTO, &e)) || !(eval_x = rt_exec_new(eval_g, &store, RT_EXEC_AUTO, &e))) {
 		cli_error("%s", e.msg);
 		goto done;
 	}

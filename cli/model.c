@@ -86,6 +86,8 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 	return g;
 }
 
+const ps_options cli_eval_passes = {.only = "shape,dce,schedule,liveness,plan"};
+
 bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out)
 {
 	if (strcmp(val, "f32") == 0)

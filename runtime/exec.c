@@ -1,87 +1,171 @@
 /* exec.c: the reference interpreter.  Runs a verified graph's nodes in list
- * order (the schedule) with the reference kernels.
+ * order (the schedule) with the reference kernels, in one of two memory
+ * modes.
  *
- * Memory, in tracking mode: every value gets its own allocation when its
- * node runs and is freed right after its last reader, so the recorded
- * high-water mark is the real peak of live bytes.  Sources are not
- * allocated per step: inputs are buffers the caller fills, params and state
- * live in the store, and an op that updates a tensor in place writes into
- * the store.  An output aliases its operand, which is then kept to the end
- * of the step.  Workspace is allocated around the kernel that needs it. */
+ * Arena (the plan pass has run): one allocation of the planned size; every
+ * value and workspace sits at its planned offset.
+ *
+ * Tracking: every buffer is its own allocation, made when its first value is
+ * computed and freed as soon as nothing more reads it, and the high-water
+ * mark of live bytes is recorded.  It decides everything at run time, with
+ * reference counts, independently of the memory model (passes/memory.c),
+ * following the same rules: param and state tensors live in the store, an
+ * in-place update writes there, an output aliases its operand and keeps it
+ * to the end of the step, inputs are copied in at the start, an op flagged
+ * in-place takes over operand 0's buffer when it is its last reader, and a
+ * kernel's workspace lives during its call.  Its high-water mark must equal
+ * the model's fragmentation-free peak to the byte.
+ *
+ * In both modes the caller fills inputs through rt_exec_input (staging
+ * buffers outside the step's memory) before each run. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
 #include "rt.h"
 
+/* A buffer in tracking mode. */
+typedef struct {
+	void *data;
+	int64_t bytes;
+	int remaining; /* reader nodes of its values still to run */
+	bool pinned;   /* an output shows it: kept to the end */
+} buffer;
+
 struct rt_exec {
 	const ir_graph *g;
 	rt_store *store;
+	rt_exec_mode mode;
 	void **val;          /* by node id: where the value is */
-	bool *owned;         /* by node id: val was allocated for this step */
-	int *last_use;       /* by node id: the last node reading the value */
 	rt_kernel_fn *kern;  /* by node id */
-	void **inputs;       /* by node id, for input nodes */
-	int64_t live, peak;  /* bytes of values and workspace */
+	void **staging;      /* by node id, for input nodes */
+	int *readers;        /* by node id: distinct nodes reading the value */
+	/* arena mode */
+	unsigned char *arena;
+	int64_t arena_bytes;
+	/* tracking mode */
+	buffer *bufs;        /* by node id of the value that created it */
+	int *buf_of;         /* by node id: its buffer (a node id), or -1 */
+	int64_t live, peak;
 };
 
-static void *xmalloc(size_t n)
+static void *xcalloc(size_t n, size_t size)
 {
-	void *p = malloc(n ? n : 1);
+	void *p = calloc(n ? n : 1, size);
 	if (!p)
-		IR_DIE("out of memory (%zu bytes)", n);
+		IR_DIE("out of memory");
 	return p;
+}
+
+static bool has_buffer(const ir_node *n)
+{
+	return n->op != IR_OP_PARAM && n->op != IR_OP_STATE && n->op != IR_OP_OUTPUT &&
+		!ir_op_has(n->op, IR_OPF_UPD);
+}
+
+/* Does n read v as an operand before operand k?  (Count readers once.) */
+static bool read_before(const ir_node *n, int k)
+{
+	for (int j = 0; j < k; j++)
+		if (n->in[j] == n->in[k])
+			return true;
+	return false;
+}
+
+static void release_buffers(rt_exec *x)
+{
+	if (x->mode != RT_EXEC_TRACK)
+		return;
+	for (int i = 0; i < x->g->n; i++) {
+		free(x->bufs[i].data);
+		x->bufs[i].data = NULL;
+	}
+	x->live = 0;
 }
 
 void rt_exec_free(rt_exec *x)
 {
 	if (!x)
 		return;
-	for (int i = 0; i < x->g->n; i++) {
-		if (x->owned[i])
-			free(x->val[i]);
-		free(x->inputs[i]);
-	}
+	release_buffers(x);
+	for (int i = 0; i < x->g->n; i++)
+		free(x->staging[i]);
 	free(x->val);
-	free(x->owned);
-	free(x->last_use);
 	free(x->kern);
-	free(x->inputs);
+	free(x->staging);
+	free(x->readers);
+	free(x->bufs);
+	free(x->buf_of);
+	free(x->arena);
 	free(x);
 }
 
-rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_err *e)
+/* Frees x; the message is already in e. */
+static rt_exec *fail(rt_exec *x)
+{
+	rt_exec_free(x);
+	return NULL;
+}
+
+/* Arena mode: checks the plan covers every buffer and workspace. */
+static bool setup_arena(rt_exec *x, rt_err *e)
+{
+	const ir_graph *g = x->g;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (has_buffer(n)) {
+			if (n->offset < 0)
+				return rt_errorf(e, "%s node %d has no arena offset: run the plan pass", ir_op_name(n->op), i);
+			int64_t top = n->offset + ir_type_bytes(&n->type);
+			if (top > x->arena_bytes)
+				x->arena_bytes = top;
+		}
+		int64_t ws = rt_kernel_workspace(n);
+		if (ws > 0 && (n->ws_offset < 0 || n->ws_bytes < ws))
+			return rt_errorf(e, "%s node %d needs %lld bytes of workspace, the plan gives %lld",
+				ir_op_name(n->op), i, (long long)ws, (long long)(n->ws_offset < 0 ? 0 : n->ws_bytes));
+		if (ws > 0 && n->ws_offset + ws > x->arena_bytes)
+			x->arena_bytes = n->ws_offset + ws;
+	}
+	x->arena = aligned_alloc(64, (size_t)((x->arena_bytes + 63) / 64 * 64 + 64));
+	if (!x->arena)
+		return rt_errorf(e, "cannot allocate an arena of %lld bytes", (long long)x->arena_bytes);
+	for (int i = 0; i < g->n; i++)
+		if (has_buffer(g->nodes[i]))
+			x->val[i] = x->arena + g->nodes[i]->offset;
+	return true;
+}
+
+rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_exec_mode mode, rt_err *e)
 {
 	int n = g->n;
-	rt_exec *x = calloc(1, sizeof *x);
-	if (!x)
-		IR_DIE("out of memory");
+	rt_exec *x = xcalloc(1, sizeof *x);
 	x->g = g;
 	x->store = store;
-	x->val = calloc((size_t)n + 1, sizeof *x->val);
-	x->owned = calloc((size_t)n + 1, sizeof *x->owned);
-	x->last_use = calloc((size_t)n + 1, sizeof *x->last_use);
-	x->kern = calloc((size_t)n + 1, sizeof *x->kern);
-	x->inputs = calloc((size_t)n + 1, sizeof *x->inputs);
-	if (!x->val || !x->owned || !x->last_use || !x->kern || !x->inputs)
-		IR_DIE("out of memory");
+	x->val = xcalloc((size_t)n + 1, sizeof *x->val);
+	x->kern = xcalloc((size_t)n + 1, sizeof *x->kern);
+	x->staging = xcalloc((size_t)n + 1, sizeof *x->staging);
+	x->readers = xcalloc((size_t)n + 1, sizeof *x->readers);
 	ir_graph_renumber((ir_graph *)g);
+	if (mode == RT_EXEC_AUTO) {
+		mode = RT_EXEC_ARENA;
+		for (int i = 0; i < n; i++)
+			if (has_buffer(g->nodes[i]) && g->nodes[i]->offset < 0)
+				mode = RT_EXEC_TRACK;
+	}
+	x->mode = mode;
 	for (int i = 0; i < n; i++) {
 		const ir_node *nd = g->nodes[i];
-		x->last_use[i] = i;
 		if (nd->nin > RT_MAX_OPERANDS) {
-			rt_errorf(e, "node %d has more operands than the interpreter takes", i);
-			rt_exec_free(x);
-			return NULL;
+			rt_errorf(e, "a %s node has more operands than the interpreter takes", ir_op_name(nd->op));
+			return fail(x);
 		}
 		for (int k = 0; k < nd->nin; k++)
-			if (x->last_use[nd->in[k]->id] < i)
-				x->last_use[nd->in[k]->id] = i;
+			if (!read_before(nd, k))
+				x->readers[nd->in[k]->id]++;
 		switch (nd->op) {
 		case IR_OP_INPUT:
-			x->inputs[i] = calloc(1, (size_t)ir_type_bytes(&nd->type) + 1);
-			if (!x->inputs[i])
-				IR_DIE("out of memory");
+			x->staging[i] = xcalloc(1, (size_t)ir_type_bytes(&nd->type) + 1);
 			break;
 		case IR_OP_PARAM:
 		case IR_OP_STATE: {
@@ -89,9 +173,9 @@ rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_err *e)
 			if (!t || !ir_type_eq(&t->type, &nd->type)) {
 				rt_errorf(e, "the parameter store has no %s '%s' of the model's type",
 					nd->op == IR_OP_PARAM ? "param" : "state", nd->name);
-				rt_exec_free(x);
-				return NULL;
+				return fail(x);
 			}
+			x->val[i] = t->data;
 			break;
 		}
 		case IR_OP_OUTPUT:
@@ -100,15 +184,17 @@ rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_err *e)
 			x->kern[i] = rt_kernel_get(nd);
 			if (!x->kern[i]) {
 				rt_errorf(e, "no %s kernel for %s", ir_dtype_name(nd->type.dtype), ir_op_name(nd->op));
-				rt_exec_free(x);
-				return NULL;
+				return fail(x);
 			}
 		}
 	}
-	/* Values an output shows live to the end of the step. */
-	for (int i = 0; i < n; i++)
-		if (g->nodes[i]->op == IR_OP_OUTPUT)
-			x->last_use[g->nodes[i]->in[0]->id] = n;
+	if (mode == RT_EXEC_ARENA) {
+		if (!setup_arena(x, e))
+			return fail(x);
+	} else {
+		x->bufs = xcalloc((size_t)n + 1, sizeof *x->bufs);
+		x->buf_of = xcalloc((size_t)n + 1, sizeof *x->buf_of);
+	}
 	return x;
 }
 
@@ -129,7 +215,7 @@ void *rt_exec_input(rt_exec *x, const char *name, const ir_type **type)
 		return NULL;
 	if (type)
 		*type = &n->type;
-	return x->inputs[n->id];
+	return x->staging[n->id];
 }
 
 const void *rt_exec_output(const rt_exec *x, const char *name, const ir_type **type)
@@ -142,35 +228,84 @@ const void *rt_exec_output(const rt_exec *x, const char *name, const ir_type **t
 	return x->val[n->id];
 }
 
-/* Frees what the previous step left (outputs' values). */
-static void release_all(rt_exec *x)
+/* ---- tracking mode ------------------------------------------------------- */
+
+static void track_alloc(rt_exec *x, int id, int64_t bytes)
 {
-	for (int i = 0; i < x->g->n; i++) {
-		if (x->owned[i])
-			free(x->val[i]);
-		x->owned[i] = false;
-		x->val[i] = NULL;
-	}
-	x->live = 0;
+	buffer *b = &x->bufs[id];
+	b->data = malloc((size_t)bytes + 1);
+	if (!b->data)
+		IR_DIE("out of memory (%lld bytes)", (long long)bytes);
+	b->bytes = bytes;
+	b->remaining = x->readers[id];
+	b->pinned = false;
+	x->buf_of[id] = id;
+	x->val[id] = b->data;
+	x->live += bytes;
 }
+
+static void track_release(rt_exec *x, int b)
+{
+	if (x->bufs[b].remaining == 0 && !x->bufs[b].pinned && x->bufs[b].data) {
+		free(x->bufs[b].data);
+		x->bufs[b].data = NULL;
+		x->live -= x->bufs[b].bytes;
+	}
+}
+
+/* Where node n's value goes, in tracking mode; reuses operand 0's buffer
+ * for an in-place op that is its last reader. */
+static void track_output(rt_exec *x, const ir_node *n, int i)
+{
+	int64_t bytes = ir_type_bytes(&n->type);
+	if (ir_op_has(n->op, IR_OPF_INPL) && n->nin > 0 && x->buf_of[n->in[0]->id] >= 0) {
+		buffer *b = &x->bufs[x->buf_of[n->in[0]->id]];
+		if (b->data && b->remaining == 1 && !b->pinned && b->bytes == bytes) {
+			x->buf_of[i] = x->buf_of[n->in[0]->id];
+			x->val[i] = b->data;
+			b->remaining += x->readers[i];
+			return;
+		}
+	}
+	track_alloc(x, i, bytes);
+}
+
+/* ---- running --------------------------------------------------------------- */
 
 bool rt_exec_run(rt_exec *x, rt_err *e)
 {
 	const ir_graph *g = x->g;
-	release_all(x);
+	bool track = x->mode == RT_EXEC_TRACK;
+	release_buffers(x);
 	x->peak = 0;
+	if (track) {
+		for (int i = 0; i < g->n; i++)
+			x->buf_of[i] = -1;
+		/* Inputs are live from the start: copy them in. */
+		for (int i = 0; i < g->n; i++)
+			if (g->nodes[i]->op == IR_OP_INPUT) {
+				track_alloc(x, i, ir_type_bytes(&g->nodes[i]->type));
+				memcpy(x->val[i], x->staging[i], (size_t)ir_type_bytes(&g->nodes[i]->type));
+			}
+		x->peak = x->live;
+	}
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
 		switch (n->op) {
 		case IR_OP_INPUT:
-			x->val[i] = x->inputs[i];
+			if (!track)
+				memcpy(x->val[i], x->staging[i], (size_t)ir_type_bytes(&n->type));
 			continue;
 		case IR_OP_PARAM:
 		case IR_OP_STATE:
-			x->val[i] = rt_store_find(x->store, n->name)->data;
 			continue;
 		case IR_OP_OUTPUT:
 			x->val[i] = x->val[n->in[0]->id];
+			if (track && x->buf_of[n->in[0]->id] >= 0) {
+				buffer *b = &x->bufs[x->buf_of[n->in[0]->id]];
+				b->pinned = true;
+				b->remaining--;
+			}
 			continue;
 		default:
 			break;
@@ -178,42 +313,46 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 		rt_kargs a = {.n = n};
 		for (int k = 0; k < n->nin; k++)
 			a.in[k] = x->val[n->in[k]->id];
-		int64_t bytes = ir_type_bytes(&n->type);
-		if (ir_op_has(n->op, IR_OPF_UPD)) {
-			a.out = x->val[n->in[0]->id];
-		} else {
-			a.out = xmalloc((size_t)bytes);
-			x->owned[i] = true;
-			x->live += bytes;
-		}
 		int64_t ws = rt_kernel_workspace(n);
-		if (ws > 0)
-			a.ws = xmalloc((size_t)ws);
-		x->live += ws;
-		if (x->live > x->peak)
-			x->peak = x->live;
+		if (ir_op_has(n->op, IR_OPF_UPD))
+			x->val[i] = x->val[n->in[0]->id];
+		else if (track)
+			track_output(x, n, i);
+		a.out = x->val[i];
+		if (track) {
+			a.ws = ws > 0 ? malloc((size_t)ws) : NULL;
+			if (ws > 0 && !a.ws)
+				IR_DIE("out of memory");
+			if (x->live + ws > x->peak)
+				x->peak = x->live + ws;
+		} else {
+			a.ws = ws > 0 ? x->arena + n->ws_offset : NULL;
+		}
 		bool ok = x->kern[i](&a, e);
-		free(a.ws);
-		x->live -= ws;
-		x->val[i] = a.out;
+		if (track) {
+			free(a.ws);
+			for (int k = 0; k < n->nin; k++) {
+				int b = x->buf_of[n->in[k]->id];
+				if (b >= 0 && !read_before(n, k)) {
+					x->bufs[b].remaining--;
+					track_release(x, b);
+				}
+			}
+			if (x->buf_of[i] == i)
+				track_release(x, i); /* read by nothing */
+		}
 		if (!ok)
 			return false;
-		/* Free operands (and this value, if nothing reads it) after their
-		 * last reader. */
-		for (int k = -1; k < n->nin; k++) {
-			int v = k < 0 ? i : n->in[k]->id;
-			if (x->last_use[v] == i && x->owned[v]) {
-				free(x->val[v]);
-				x->owned[v] = false;
-				x->val[v] = NULL;
-				x->live -= ir_type_bytes(&g->nodes[v]->type);
-			}
-		}
 	}
 	return true;
 }
 
 int64_t rt_exec_peak_bytes(const rt_exec *x)
 {
-	return x->peak;
+	return x->mode == RT_EXEC_TRACK ? x->peak : x->arena_bytes;
+}
+
+rt_exec_mode rt_exec_mode_of(const rt_exec *x)
+{
+	return x->mode;
 }

@@ -207,9 +207,16 @@ int64_t rt_kernel_workspace(const ir_node *n);
 
 typedef struct rt_exec rt_exec;
 
-/* Prepares to run g (verified) with the tensors of store, which must hold
- * every param and state of g. */
-rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_err *e);
+typedef enum {
+	RT_EXEC_AUTO,  /* arena when the graph is planned, else tracking */
+	RT_EXEC_ARENA, /* one allocation at the planned offsets */
+	RT_EXEC_TRACK, /* one allocation per buffer; records the high-water mark */
+} rt_exec_mode;
+
+/* Prepares to run g (verified, scheduled) with the tensors of store, which
+ * must hold every param and state of g. */
+rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_exec_mode mode, rt_err *e);
+rt_exec_mode rt_exec_mode_of(const rt_exec *x);
 void rt_exec_free(rt_exec *x);
 /* The buffer of the input named name, to fill before a run, or NULL. */
 void *rt_exec_input(rt_exec *x, const char *name, const ir_type **type);
@@ -217,7 +224,8 @@ void *rt_exec_input(rt_exec *x, const char *name, const ir_type **type);
 bool rt_exec_run(rt_exec *x, rt_err *e);
 /* The value of the output named name after a run, or NULL. */
 const void *rt_exec_output(const rt_exec *x, const char *name, const ir_type **type);
-/* The high-water mark of value and workspace bytes in the last run. */
+/* Tracking mode: the high-water mark of buffer and workspace bytes in the
+ * last run.  Arena mode: the arena's size. */
 int64_t rt_exec_peak_bytes(const rt_exec *x);
 
 /* ---- training (runtime/train.c) ------------------------------------------ */
