@@ -23,11 +23,13 @@ static const cli_opt opts[] = {
 	{"out", 'o', "DIR", "directory to write (required; replaced whole)"},
 	{"dtype", 0, "f32|f64", "precision of the computation (default f32)"},
 	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
+	{"state-out", 0, "DIR", "also write the batch-norm running statistics after the step"},
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_SET, OPT_HELP };
+enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_STATE_OUT, OPT_SET,
+	OPT_HELP };
 
 /* Copies an .npy array into a graph input, converting the element type. */
 static bool fill_input(rt_exec *x, const char *name, const rt_npy *a, const char *path)
@@ -108,11 +110,37 @@ static bool write_grads(const ir_graph *g, const rt_exec *x, const char *dir, rt
 	return true;
 }
 
+/* Writes the store's state tensors but momentum buffers (the running
+ * statistics) into dir, replacing it whole. */
+static bool write_state(const rt_store *s, const char *dir, rt_err *e)
+{
+	rt_store st;
+	rt_store_init(&st);
+	for (int i = 0; i < s->n; i++)
+		if (!s->t[i].trainable) {
+			size_t len = strlen(s->t[i].name);
+			if (len > 4 && strcmp(s->t[i].name + len - 4, ".mom") == 0)
+				continue;
+			rt_store_add_copy(&st, &s->t[i]);
+		}
+	char *tmp;
+	bool ok = rt_dir_begin(dir, &tmp, e);
+	if (ok && !rt_store_save(&st, tmp, e)) {
+		rt_dir_abort(tmp);
+		ok = false;
+	} else if (ok) {
+		ok = rt_dir_commit(tmp, dir, e);
+	}
+	rt_store_free(&st);
+	return ok;
+}
+
 int cmd_grad(int argc, char **argv)
 {
 	cli_args a;
 	cli_args_init(&a, "revc grad", argc, argv);
-	const char *spec = NULL, *params = NULL, *xpath = NULL, *ypath = NULL, *out = NULL, *val;
+	const char *spec = NULL, *params = NULL, *xpath = NULL, *ypath = NULL, *out = NULL, *state_out = NULL;
+	const char *val;
 	ir_dtype dt = IR_F32;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
@@ -131,6 +159,7 @@ int cmd_grad(int argc, char **argv)
 		case OPT_INPUT: xpath = val; break;
 		case OPT_LABELS: ypath = val; break;
 		case OPT_OUT: out = val; break;
+		case OPT_STATE_OUT: state_out = val; break;
 		case OPT_DTYPE:
 			if (!cli_parse_dtype(a.cmd, val, &dt))
 				return EXIT_USAGE;
@@ -185,6 +214,10 @@ int cmd_grad(int argc, char **argv)
 		goto done;
 	}
 	if (!rt_dir_commit(tmp, out, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	if (state_out && !write_state(&store, state_out, &e)) {
 		cli_error("%s", e.msg);
 		goto done;
 	}

@@ -187,6 +187,8 @@ typedef struct {
 void rt_store_init(rt_store *s);
 void rt_store_free(rt_store *s);
 rt_tensor *rt_store_find(const rt_store *s, const char *name);
+/* Adds a copy of t. */
+void rt_store_add_copy(rt_store *s, const rt_tensor *t);
 /* Adds every param and state of g that s lacks, initialised per MODEL.md
  * from seed: weights (".w") Glorot-uniform, ".gamma" 1, ".beta" and ".b" 0,
  * ".mean" 0, ".var" 1, momentum buffers (".mom") 0.  A tensor already there

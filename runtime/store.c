@@ -52,6 +52,12 @@ static rt_tensor *store_add(rt_store *s, const char *name, const ir_type *type, 
 	return t;
 }
 
+void rt_store_add_copy(rt_store *s, const rt_tensor *t)
+{
+	rt_tensor *c = store_add(s, t->name, &t->type, t->trainable);
+	memcpy(c->data, t->data, (size_t)ir_type_bytes(&t->type));
+}
+
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), m = strlen(suffix);
