@@ -182,7 +182,7 @@ START_TEST(test_fashion_test_set)
 	ck_assert_int_eq(y[3], 1);
 	ck_assert_mem_eq(y, y64, sizeof y);
 
-	char *npy = join(source_root(), "tests/data/npy/x.npy");
+	char *npy = join(source_root(), "tests/data/fashion-b4/x.npy");
 	size_t len;
 	uint8_t *raw = slurp(npy, &len);
 	ck_assert_uint_eq(len, 128 + sizeof x);

@@ -1,0 +1,429 @@
+/* test_model.c: whole models against oracles that are not revc's own
+ * arithmetic.
+ *
+ * - The fashion-b4 fixture, computed by an independent PyTorch
+ *   implementation of MODEL.md: loss, gradients, running statistics, and one
+ *   momentum-SGD step, in f64 within 1e-9 and in f32 within 1 degree.
+ * - Ordinary backprop for the rewrites: gradients under revnet and
+ *   checkpoint equal those under store, for every preset.
+ * - The memory model against the interpreter's tracking mode, which counts
+ *   real allocations: equal to the byte, for every preset and strategy.
+ * - Depth scaling: under revnet the activation peak does not grow with
+ *   depth; under store, and under revnet without ordering edges, it does. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe.h"
+#include "passes.h"
+#include "rt.h"
+
+static const char *root(void)
+{
+	const char *r = getenv("REVC_SOURCE_ROOT");
+	return r ? r : ".";
+}
+
+/* Builds a preset's training step (sets: "KEY=VALUE" overrides). */
+static ir_graph *build(const char *preset, const char *const *sets, int nsets, ir_dtype dt,
+	ps_strategy strategy, bool optimizer, bool edges)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/models/%s.rev", root(), preset);
+	char *text;
+	size_t len;
+	rt_err e;
+	ck_assert_msg(rt_file_read(path, 1 << 20, &text, &len, &e), "%s", e.msg);
+	ir_diags d;
+	ir_diags_init(&d);
+	fe_spec s;
+	bool ok = fe_spec_parse(&s, path, text, len, &d);
+	for (int i = 0; ok && i < nsets; i++)
+		ok = fe_spec_set(&s, sets[i], i + 1, &d);
+	ok = ok && fe_spec_check(&s, &d);
+	ck_assert_msg(ok, "%s: %s", preset, d.n ? d.items[0].msg : "");
+	ir_graph *g = fe_lower(&s, dt, FE_LOWER_TRAIN);
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ctx.strategy = strategy;
+	ctx.optimizer = optimizer;
+	ctx.no_order_edges = !edges;
+	ctx.momentum = s.momentum;
+	ctx.weight_decay = s.weight_decay;
+	ctx.workspace = rt_kernel_workspace;
+	ps_options opts = {.verify_each = true};
+	ok = ps_run(g, &ctx, &opts) == 0;
+	ck_assert_msg(ok, "%s: %s", preset, ctx.diags.n ? ctx.diags.items[0].msg : "");
+	ps_ctx_free(&ctx);
+	ir_diags_free(&d);
+	free(text);
+	return g;
+}
+
+/* ---- comparing tensors ---------------------------------------------------- */
+
+static double value(const void *p, ir_dtype dt, int64_t i)
+{
+	return dt == IR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+
+/* max|a-b| / max|b| */
+static double rel_err(const void *a, ir_dtype dta, const void *b, ir_dtype dtb, int64_t n)
+{
+	double diff = 0, scale = 1e-300;
+	for (int64_t i = 0; i < n; i++) {
+		diff = fmax(diff, fabs(value(a, dta, i) - value(b, dtb, i)));
+		scale = fmax(scale, fabs(value(b, dtb, i)));
+	}
+	return diff / scale;
+}
+
+/* The angle between two tensors, in degrees. */
+static double angle(const void *a, ir_dtype dta, const void *b, ir_dtype dtb, int64_t n)
+{
+	double dot = 0, na = 0, nb = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double x = value(a, dta, i), y = value(b, dtb, i);
+		dot += x * y;
+		na += x * x;
+		nb += y * y;
+	}
+	if (na == 0 && nb == 0)
+		return 0;
+	double c = dot / sqrt(na * nb);
+	return acos(c > 1 ? 1 : c < -1 ? -1 : c) * 180 / M_PI;
+}
+
+static rt_npy read_npy(const char *dir, const char *name)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/tests/data/fashion-b4/%s/%s.npy", root(), dir, name);
+	rt_npy a;
+	rt_err e;
+	ck_assert_msg(rt_npy_read(path, &a, &e), "%s", e.msg);
+	return a;
+}
+
+/* Fills the batch inputs from the fixture's x.npy and y.npy. */
+static void fixture_batch(rt_exec *x)
+{
+	rt_npy xs = read_npy(".", "x"), ys = read_npy(".", "y");
+	const ir_type *t;
+	void *in = rt_exec_input(x, "x", &t);
+	if (t->dtype == IR_F32)
+		rt_npy_to_f32(&xs, in);
+	else
+		rt_npy_to_f64(&xs, in);
+	int32_t *labels = rt_exec_input(x, "labels", NULL);
+	for (int i = 0; i < 4; i++)
+		labels[i] = (int32_t)((int64_t *)ys.data)[i];
+	rt_npy_free(&xs);
+	rt_npy_free(&ys);
+}
+
+static rt_exec *fixture_run(ir_graph *g, rt_store *store)
+{
+	char dir[1024];
+	snprintf(dir, sizeof dir, "%s/tests/data/fashion-b4/params", root());
+	rt_err e;
+	rt_store_init(store);
+	ck_assert_msg(rt_store_load(store, g, dir, true, &e), "%s", e.msg);
+	rt_exec *x = rt_exec_new(g, store, RT_EXEC_AUTO, &e);
+	ck_assert_msg(x, "%s", e.msg);
+	fixture_batch(x);
+	const ir_type *lt;
+	void *lr = rt_exec_input(x, "lr", &lt);
+	if (lr && lt->dtype == IR_F32)
+		*(float *)lr = 0.1f;
+	else if (lr)
+		*(double *)lr = 0.1;
+	ck_assert_msg(rt_exec_run(x, &e), "%s", e.msg);
+	return x;
+}
+
+static const char *const fixture_sets[] = {"batch=4"};
+
+/* ---- the fixture ----------------------------------------------------------- */
+
+START_TEST(test_fixture_gradients_f64)
+{
+	static const ps_strategy strategies[] = {PS_STORE, PS_REVNET, PS_CHECKPOINT};
+	ps_strategy st = strategies[_i];
+	ir_graph *g = build("fashion", fixture_sets, 1, IR_F64, st, false, true);
+	rt_store store;
+	rt_exec *x = fixture_run(g, &store);
+	const ir_type *t;
+	rt_npy loss = read_npy("grad_f64", "loss");
+	const double *l = rt_exec_output(x, "loss", &t);
+	ck_assert_msg(fabs(*l - *(double *)loss.data) <= 1e-12 * fabs(*(double *)loss.data),
+		"loss %.17g vs %.17g", *l, *(double *)loss.data);
+	rt_npy_free(&loss);
+	int checked = 0;
+	for (int i = 0; i < store.n; i++) {
+		if (!store.t[i].trainable)
+			continue;
+		char name[300];
+		snprintf(name, sizeof name, "grad:%s", store.t[i].name);
+		const void *grad = rt_exec_output(x, name, &t);
+		rt_npy want = read_npy("grad_f64", store.t[i].name);
+		ck_assert_int_eq(want.count, ir_type_elems(t));
+		double err = rel_err(grad, IR_F64, want.data, IR_F64, want.count);
+		ck_assert_msg(err <= 1e-9, "%s %s: error %g", ps_strategy_name(st), store.t[i].name, err);
+		rt_npy_free(&want);
+		checked++;
+	}
+	ck_assert_int_eq(checked, 77);
+	rt_exec_free(x);
+	rt_store_free(&store);
+	ir_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_fixture_gradients_f32)
+{
+	ir_graph *g = build("fashion", fixture_sets, 1, IR_F32, PS_REVNET, false, true);
+	rt_store store;
+	rt_exec *x = fixture_run(g, &store);
+	double worst = 0;
+	for (int i = 0; i < store.n; i++) {
+		if (!store.t[i].trainable)
+			continue;
+		char name[300];
+		snprintf(name, sizeof name, "grad:%s", store.t[i].name);
+		const ir_type *t;
+		const void *grad = rt_exec_output(x, name, &t);
+		rt_npy want = read_npy("grad_f64", store.t[i].name);
+		double a = angle(grad, IR_F32, want.data, IR_F64, want.count);
+		worst = fmax(worst, a);
+		ck_assert_msg(a <= 1.0, "%s: %g degrees", store.t[i].name, a);
+		rt_npy_free(&want);
+	}
+	if (getenv("MODEL_VERBOSE"))
+		fprintf(stderr, "f32 vs fixture: worst angle %g degrees\n", worst);
+	rt_exec_free(x);
+	rt_store_free(&store);
+	ir_graph_free(g);
+}
+END_TEST
+
+/* One momentum-SGD step in f64: parameters, momentum buffers and running
+ * statistics after it. */
+START_TEST(test_fixture_sgd_step)
+{
+	ir_graph *g = build("fashion", fixture_sets, 1, IR_F64, PS_REVNET, true, true);
+	rt_store store;
+	rt_exec *x = fixture_run(g, &store);
+	int checked = 0;
+	for (int i = 0; i < store.n; i++) {
+		const rt_tensor *t = &store.t[i];
+		size_t len = strlen(t->name);
+		bool mom = len > 4 && strcmp(t->name + len - 4, ".mom") == 0;
+		char base[300];
+		snprintf(base, sizeof base, "%.*s", (int)(mom ? len - 4 : len), t->name);
+		rt_npy want = read_npy(mom ? "momentum_f64" : "step_f64", base);
+		double err = rel_err(t->data, IR_F64, want.data, IR_F64, want.count);
+		ck_assert_msg(err <= 1e-9, "%s: error %g", t->name, err);
+		rt_npy_free(&want);
+		checked++;
+	}
+	ck_assert_int_eq(checked, 127 + 77);
+	rt_exec_free(x);
+	rt_store_free(&store);
+	ir_graph_free(g);
+}
+END_TEST
+
+/* ---- strategies against ordinary backprop ----------------------------------- */
+
+static const char *const presets[] = {"fashion", "revnet-38", "revnet-110", "revnet-164"};
+
+/* Gradients of a preset at batch 2 from random parameters and data. */
+static rt_exec *run_random(ir_graph *g, rt_store *store)
+{
+	rt_err e;
+	rt_store_init(store);
+	ck_assert_msg(rt_store_init_from_graph(store, g, 5, &e), "%s", e.msg);
+	rt_exec *x = rt_exec_new(g, store, RT_EXEC_AUTO, &e);
+	ck_assert_msg(x, "%s", e.msg);
+	const ir_type *t;
+	void *in = rt_exec_input(x, "x", &t);
+	rt_rng r;
+	rt_rng_seed(&r, 9);
+	for (int64_t i = 0; i < ir_type_elems(t); i++) {
+		if (t->dtype == IR_F32)
+			((float *)in)[i] = (float)rt_rng_uniform(&r);
+		else
+			((double *)in)[i] = rt_rng_uniform(&r);
+	}
+	int32_t *labels = rt_exec_input(x, "labels", &t);
+	for (int64_t i = 0; i < ir_type_elems(t); i++)
+		labels[i] = (int32_t)rt_rng_below(&r, 10);
+	ck_assert_msg(rt_exec_run(x, &e), "%s", e.msg);
+	return x;
+}
+
+/* f64 at batch 2 (exactness does not depend on it); f32 at batch 8, the
+ * configuration revc check --drift reports, since the angle is a property
+ * of the batch statistics too. */
+static void compare_strategies(const char *preset, ir_dtype dt)
+{
+	const char *sets[] = {dt == IR_F64 ? "batch=2" : "batch=8"};
+	ir_graph *gs = build(preset, sets, 1, dt, PS_STORE, false, true);
+	rt_store ss;
+	rt_exec *xs = run_random(gs, &ss);
+	for (int st = PS_REVNET; st <= PS_CHECKPOINT; st++) {
+		ir_graph *g = build(preset, sets, 1, dt, (ps_strategy)st, false, true);
+		rt_store s;
+		rt_exec *x = run_random(g, &s);
+		double worst = 0;
+		for (int i = 0; i < ss.n; i++) {
+			if (!ss.t[i].trainable)
+				continue;
+			char name[300];
+			snprintf(name, sizeof name, "grad:%s", ss.t[i].name);
+			const ir_type *t;
+			const void *want = rt_exec_output(xs, name, &t);
+			const void *got = rt_exec_output(x, name, NULL);
+			ck_assert_ptr_nonnull(got);
+			double err = dt == IR_F64 ? rel_err(got, dt, want, dt, ir_type_elems(t))
+			                          : angle(got, dt, want, dt, ir_type_elems(t));
+			worst = fmax(worst, err);
+			ck_assert_msg(dt == IR_F64 ? err <= 1e-9 : err <= 1.0, "%s %s %s %s: %g", preset,
+				ps_strategy_name((ps_strategy)st), ir_dtype_name(dt), ss.t[i].name, err);
+		}
+		if (getenv("MODEL_VERBOSE"))
+			fprintf(stderr, "%s %s %s vs store: worst %s %g\n", preset, ps_strategy_name((ps_strategy)st),
+				ir_dtype_name(dt), dt == IR_F64 ? "relative error" : "angle (degrees)", worst);
+		rt_exec_free(x);
+		rt_store_free(&s);
+		ir_graph_free(g);
+	}
+	rt_exec_free(xs);
+	rt_store_free(&ss);
+	ir_graph_free(gs);
+}
+
+START_TEST(test_strategies_f64)
+{
+	compare_strategies(presets[_i], IR_F64);
+}
+END_TEST
+
+START_TEST(test_strategies_f32)
+{
+	compare_strategies(presets[_i], IR_F32);
+}
+END_TEST
+
+/* ---- memory -------------------------------------------------------------------- */
+
+START_TEST(test_tracking_equals_plan)
+{
+	static const char *const sets[] = {"batch=2"};
+	for (int st = 0; st < PS_STRATEGY_COUNT; st++) {
+		ir_graph *g = build(presets[_i], sets, 1, IR_F32, (ps_strategy)st, true, true);
+		ps_memory m;
+		ps_memory_compute(g, g->nodes, rt_kernel_workspace, &m);
+		rt_store s;
+		rt_err e;
+		rt_store_init(&s);
+		ck_assert(rt_store_init_from_graph(&s, g, 1, &e));
+		rt_exec *x = rt_exec_new(g, &s, RT_EXEC_TRACK, &e);
+		ck_assert_msg(x, "%s", e.msg);
+		ck_assert(rt_exec_run(x, &e));
+		ck_assert_msg(rt_exec_peak_bytes(x) == m.peak, "%s %s: tracked %lld, planned %lld", presets[_i],
+			ps_strategy_name((ps_strategy)st), (long long)rt_exec_peak_bytes(x), (long long)m.peak);
+		/* The plan fits in its arena and is at least the peak. */
+		ck_assert_int_ge(ps_arena_bytes(g), m.peak);
+		rt_exec_free(x);
+		rt_store_free(&s);
+		ps_memory_free(&m);
+		ir_graph_free(g);
+	}
+}
+END_TEST
+
+static int64_t activations(int units, ps_strategy st, bool edges)
+{
+	char u[64];
+	snprintf(u, sizeof u, "units=%d,%d,%d", units, units, units);
+	const char *sets[] = {u, "batch=4"};
+	ir_graph *g = build("revnet-110", sets, 2, IR_F32, st, true, edges);
+	ps_memory m;
+	ps_memory_compute(g, g->nodes, rt_kernel_workspace, &m);
+	int64_t peak = m.saved_transient_peak;
+	ps_memory_free(&m);
+	ir_graph_free(g);
+	return peak;
+}
+
+START_TEST(test_depth_scaling)
+{
+	int64_t rev3 = activations(3, PS_REVNET, true), rev9 = activations(9, PS_REVNET, true);
+	int64_t st3 = activations(3, PS_STORE, true), st9 = activations(9, PS_STORE, true);
+	int64_t ne3 = activations(3, PS_REVNET, false), ne9 = activations(9, PS_REVNET, false);
+	/* revnet: flat within 2%; store: about linear in depth (3x units, over
+	 * 2.5x bytes); without ordering edges revnet grows too. */
+	ck_assert_msg(rev9 <= rev3 + rev3 / 50, "revnet grows: %lld -> %lld", (long long)rev3, (long long)rev9);
+	ck_assert_msg(st9 * 2 > st3 * 5, "store: %lld -> %lld", (long long)st3, (long long)st9);
+	ck_assert_msg(ne9 * 2 > ne3 * 3, "revnet without edges: %lld -> %lld", (long long)ne3, (long long)ne9);
+	ck_assert_msg(rev9 * 4 < st9, "revnet %lld vs store %lld", (long long)rev9, (long long)st9);
+}
+END_TEST
+
+/* Every invertible unit's two reconstructions wait on ordering edges. */
+START_TEST(test_reconstructions_have_edges)
+{
+	ir_graph *g = build("fashion", NULL, 0, IR_F32, PS_REVNET, true, true);
+	int recon = 0;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op == IR_OP_SUB && n->role == IR_ROLE_RECOMPUTE) {
+			recon++;
+			ck_assert_int_ge(n->nafter, 2);
+		}
+	}
+	/* 6 units, all invertible but units 0 of stages 1 and 2; the very
+	 * first x1 is never needed and DCE removes it: 2*4 - 1. */
+	ck_assert_int_eq(recon, 7);
+	ir_graph_free(g);
+	g = build("fashion", NULL, 0, IR_F32, PS_REVNET, true, false);
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->op == IR_OP_SUB && g->nodes[i]->role == IR_ROLE_RECOMPUTE)
+			ck_assert_int_eq(g->nodes[i]->nafter, 0);
+	ir_graph_free(g);
+}
+END_TEST
+
+static Suite *model_suite(void)
+{
+	Suite *s = suite_create("model");
+	TCase *tc = tcase_create("fixture");
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_fixture_gradients_f64, 0, 3);
+	tcase_add_test(tc, test_fixture_gradients_f32);
+	tcase_add_test(tc, test_fixture_sgd_step);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("strategies");
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_strategies_f64, 0, 4);
+	tcase_add_loop_test(tc, test_strategies_f32, 0, 4);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("memory");
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_tracking_equals_plan, 0, 4);
+	tcase_add_test(tc, test_depth_scaling);
+	tcase_add_test(tc, test_reconstructions_have_edges);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(model_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
