@@ -178,6 +178,14 @@ int cmd_train(int argc, char **argv)
 	ps_options all = {0};
 	if (!cli_model_load(&m, spec))
 		goto done;
+	if (save) { /* fail now, not after an hour of training */
+		char *probe;
+		if (!rt_dir_begin(save, &probe, &e)) {
+			cli_error("--save: %s", e.msg);
+			goto done;
+		}
+		rt_dir_abort(probe);
+	}
 	if (!data)
 		data = m.spec.dataset;
 	if (!cli_data_load(data, &m.spec, true, &train) || !cli_data_load(data, &m.spec, false, &test))

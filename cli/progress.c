@@ -51,8 +51,8 @@ void cli_progress_step(void *user, const rt_train_progress *s)
 	bool window = s->window_loss != 0 || s->window_accuracy != 0;
 	if (p->json) {
 		if (window)
-			printf("{\"event\":\"step\",\"step\":%lld,\"total\":%lld,\"epoch\":%lld,\"loss\":%.6g,"
-			       "\"window_loss\":%.6g,\"window_accuracy\":%.6g,\"lr\":%.6g,"
+			printf("{\"event\":\"step\",\"step\":%lld,\"total\":%lld,\"epoch\":%lld,\"loss\":%.9g,"
+			       "\"window_loss\":%.9g,\"window_accuracy\":%.6g,\"lr\":%.6g,"
 			       "\"images_per_sec\":%.1f,\"elapsed\":%.3f,\"eta\":%.1f}\n",
 				(long long)s->step, (long long)s->total, (long long)s->epoch, s->loss,
 				s->window_loss, s->window_accuracy, s->lr, rate, s->elapsed, isfinite(eta) ? eta : -1.0);

@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # Golden IR tests: for every tests/ir/PASS/CASE.ir, `revc dump --passes=PASS`
-# must print exactly CASE.expected.  With REVC_REGEN=1 the expected files are
-# rewritten instead (the only way they change).
+# must print exactly CASE.expected; for every CASE.rev (a model spec),
+# `revc dump CASE.rev --after PASS`.  A line "# revc-args: ..." in the input
+# adds arguments.  With REVC_REGEN=1 the expected files are rewritten
+# instead (the only way they change).
 # Usage: run-golden.sh REVC DIR
 set -u
-revc=$1 dir=$2 fail=0 n=0
+revc=$(realpath "$1") dir=$2 fail=0 n=0
 for passdir in "$dir"/*/; do
   pass=$(basename "$passdir")
   [ "$pass" = bad ] && continue
-  for in in "$passdir"*.ir; do
+  for in in "$passdir"*.ir "$passdir"*.rev; do
     [ -e "$in" ] || continue
     n=$((n + 1))
-    exp=${in%.ir}.expected
-    got=$("$revc" dump "$in" --passes="$pass" 2>&1; echo "exit=$?")
+    exp=${in%.*}.expected
+    read -r -a extra <<<"$(sed -n 's/^# revc-args: *//p' "$in")"
+    case "$in" in
+      *.rev) args=(--after "$pass") ;;
+      *) args=(--passes="$pass") ;;
+    esac
+    got=$(cd "$dir" && "$revc" dump "${in#"$dir"/}" "${args[@]}" "${extra[@]}" 2>&1; echo "exit=$?")
     if [ "${REVC_REGEN:-0}" = 1 ]; then
       printf '%s\n' "$got" | sed '$d' > "$exp"
       echo "regenerated $exp"
