@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "cg.h"
 #include "fe.h"
 #include "ir.h"
 #include "passes.h"
@@ -130,6 +131,33 @@ void cli_progress_save(void *p, int64_t step, const char *dir);
 /* Writes s escaped for the inside of a JSON string. */
 void cli_json_string(FILE *out, const char *s);
 
+/* ---- engines (cli/engine.c) ----------------------------------------------- */
+
+typedef enum { CLI_ENGINE_INTERP, CLI_ENGINE_JIT } cli_engine_kind;
+
+#define CLI_MAX_JITS 4
+#define CLI_ENGINE_OPT {"engine", 0, "interp|jit", "run with the reference interpreter or native code (default jit)"}
+
+typedef struct {
+	cli_engine_kind kind;
+	int threads;
+	cg_options cg;
+	cg_stats stats;
+	rt_pool *pool;
+	cg_jit *jit[CLI_MAX_JITS];
+	int njit;
+} cli_engine;
+
+bool cli_engine_parse(const char *cmd, const char *val, cli_engine_kind *out);
+/* Sets BLAS threads and, for the JIT, starts the thread pool. */
+void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads);
+/* The workspace the engine's kernels need, for the planner. */
+void cli_engine_plan(cli_engine *e, ps_ctx *ctx);
+/* Prepares to run planned g (compiling it for the JIT); reports errors. */
+rt_exec *cli_engine_exec(cli_engine *e, const ir_graph *g, rt_store *store);
+void cli_engine_free(cli_engine *e);
+const char *cli_engine_name(const cli_engine *e);
+
 /* ---- subcommands ------------------------------------------------------ */
 
 int cmd_dump(int argc, char **argv);
@@ -139,6 +167,7 @@ int cmd_check(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_mem(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* "512MiB", "1.5GB", "2e9": bytes (cmd_mem.c). */
 bool cli_parse_size(const char *s, int64_t *out);

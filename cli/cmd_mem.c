@@ -355,7 +355,7 @@ int cmd_mem(int argc, char **argv)
 		}
 		nr++;
 		x->schedule = ctx.schedule ? ctx.schedule : "given";
-		ps_memory_compute(x->g, x->g->nodes, ctx.workspace, &x->m);
+		ps_memory_compute(x->g, x->g->nodes, ctx.workspace, ctx.workspace_user, &x->m);
 		x->arena = ps_arena_bytes(x->g);
 		x->measured = -1;
 		ps_ctx_free(&ctx);

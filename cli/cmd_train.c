@@ -10,7 +10,8 @@
 static const char usage[] =
 	"revc train SPEC [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic] [--epochs E | --steps N]\n"
 	"                  [--set KEY=VALUE ...] [--threads N] [--save DIR] [--save-every N]\n"
-	"                  [--resume DIR] [--eval-every N] [--json] [--strategy NAME] [--dtype f32|f64]";
+	"                  [--resume DIR] [--eval-every N] [--json] [--strategy NAME] [--dtype f32|f64]\n"
+	"                  [--engine interp|jit]";
 static const char about[] =
 	"Trains SPEC with momentum SGD (MODEL.md) on the spec's dataset or --data, then\n"
 	"evaluates on the test split with the running statistics.  Progress goes to\n"
@@ -31,12 +32,13 @@ static const cli_opt opts[] = {
 	{"json", 0, NULL, "print JSON lines on stdout instead of text"},
 	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
 	{"dtype", 0, "f32|f64", "precision (default f32)"},
+	CLI_ENGINE_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_DATA, OPT_EPOCHS, OPT_STEPS, OPT_THREADS, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME,
-	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_SET, OPT_HELP };
+	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_ENGINE, OPT_SET, OPT_HELP };
 
 static double lr_at(void *user, int64_t step)
 {
@@ -66,25 +68,25 @@ static double rss_mib(void)
 }
 
 static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_result *r,
-	int64_t batch, int64_t peak, bool json, const char *strategy)
+	int64_t batch, int64_t peak, bool json, const char *strategy, const char *engine)
 {
 	double ips = r->seconds > 0 ? (double)(r->steps * batch) / r->seconds : 0;
 	double step_s = r->steps ? r->seconds / (double)r->steps : 0;
 	if (json) {
 		printf("{\"event\":\"summary\",\"model\":\"");
 		cli_json_string(stdout, m->spec.name);
-		printf("\",\"steps\":%lld,\"total_steps\":%lld,\"batch\":%lld,\"strategy\":\"%s\","
+		printf("\",\"engine\":\"%s\",\"steps\":%lld,\"total_steps\":%lld,\"batch\":%lld,\"strategy\":\"%s\","
 		       "\"train_loss\":%.6g,\"train_accuracy\":%.6g,\"test_loss\":%.6g,\"test_accuracy\":%.6g,"
 		       "\"images_per_sec\":%.1f,\"step_seconds\":%.6f,\"peak_bytes\":%lld,\"rss_mib\":%.1f,"
 		       "\"wall_seconds\":%.3f}\n",
-			(long long)r->steps, (long long)c->total_steps, (long long)batch, strategy, r->train_loss,
+			engine, (long long)r->steps, (long long)c->total_steps, (long long)batch, strategy, r->train_loss,
 			r->train_accuracy, r->test_loss, r->test_accuracy, ips, step_s, (long long)peak, rss_mib(),
 			r->seconds);
 		return;
 	}
-	printf("revc train: %s, steps %lld..%lld of %lld, batch %lld, strategy %s\n", m->spec.name,
+	printf("revc train: %s, steps %lld..%lld of %lld, batch %lld, strategy %s, engine %s\n", m->spec.name,
 		(long long)c->start_step + 1, (long long)c->total_steps, (long long)c->total_steps,
-		(long long)batch, strategy);
+		(long long)batch, strategy, engine);
 	printf("  train loss      %.4f (mean of the last window), train accuracy %.2f%%\n", r->train_loss,
 		100 * r->train_accuracy);
 	if (r->evaluated)
@@ -104,6 +106,7 @@ int cmd_train(int argc, char **argv)
 	int64_t epochs = -1, steps = -1, threads = 2, save_every = 0, eval_every = 0;
 	bool json = false;
 	ir_dtype dt = IR_F32;
+	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	cli_model m = {0};
@@ -148,6 +151,10 @@ int cmd_train(int argc, char **argv)
 			if (!cli_parse_dtype(a.cmd, val, &dt))
 				return EXIT_USAGE;
 			break;
+		case OPT_ENGINE:
+			if (!cli_engine_parse(a.cmd, val, &engine_kind))
+				return EXIT_USAGE;
+			break;
 		case OPT_SET:
 			if (!cli_model_add_set(&m, a.cmd, val))
 				return EXIT_USAGE;
@@ -163,7 +170,8 @@ int cmd_train(int argc, char **argv)
 		return cli_usage_error(a.cmd, "give --epochs or --steps, not both");
 	if (save_every && !save)
 		return cli_usage_error(a.cmd, "--save-every needs --save DIR");
-	rt_set_threads((int)threads);
+	cli_engine engine;
+	cli_engine_init(&engine, engine_kind, (int)threads);
 
 	int status = EXIT_USER;
 	rt_dataset train = {0}, test = {0};
@@ -174,6 +182,8 @@ int cmd_train(int argc, char **argv)
 	ps_ctx ectx;
 	ps_ctx_init(&ectx);
 	ectx.optimizer = false;
+	cli_engine_plan(&engine, &ctx);
+	cli_engine_plan(&engine, &ectx);
 	rt_err e;
 	ps_options all = {0};
 	if (!cli_model_load(&m, spec))
@@ -219,10 +229,8 @@ int cmd_train(int argc, char **argv)
 		cli_error("%s", e.msg);
 		goto done;
 	}
-	if (!(step_x = rt_exec_new(step_g, &store, RT_EXEC_AUTO, &e)) || !(eval_x = rt_exec_new(eval_g, &store, RT_EXEC_AUTO, &e))) {
-		cli_error("%s", e.msg);
+	if (!(step_x = cli_engine_exec(&engine, step_g, &store)) || !(eval_x = cli_engine_exec(&engine, eval_g, &store)))
 		goto done;
-	}
 	c.step = step_x;
 	c.eval = eval_x;
 	int64_t window = c.total_steps / 20;
@@ -242,7 +250,8 @@ int cmd_train(int argc, char **argv)
 		cli_error("%s", e.msg);
 		goto done;
 	}
-	summary(&m, &c, &r, m.spec.batch, rt_exec_peak_bytes(step_x), json, ps_strategy_name(ctx.strategy));
+	summary(&m, &c, &r, m.spec.batch, rt_exec_peak_bytes(step_x), json, ps_strategy_name(ctx.strategy),
+		cli_engine_name(&engine));
 	status = EXIT_OK;
 done:
 	rt_exec_free(step_x);
@@ -255,5 +264,6 @@ done:
 	ps_ctx_free(&ctx);
 	ps_ctx_free(&ectx);
 	cli_model_free(&m);
+	cli_engine_free(&engine);
 	return status;
 }

@@ -18,6 +18,7 @@ static const struct {
 	{"train", cmd_train, "train a model, with progress, evaluation and checkpoints"},
 	{"eval", cmd_eval, "report loss and accuracy on the test split"},
 	{"mem", cmd_mem, "plan a training step's memory and report peak bytes by category"},
+	{"bench", cmd_bench, "time training steps: step time, images/s, GFLOP/s, memory"},
 };
 
 static void help(FILE *out)

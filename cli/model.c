@@ -76,7 +76,7 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 	ctx->momentum = m->spec.momentum;
 	ctx->weight_decay = m->spec.weight_decay;
 	if (!ctx->workspace)
-		ctx->workspace = rt_kernel_workspace;
+		ctx->workspace = rt_workspace_fn;
 	ir_graph *g = fe_lower(&m->spec, dt, mode);
 	if (ps_run(g, ctx, opts) != 0) {
 		cli_model_report(m, &ctx->diags);
@@ -86,7 +86,7 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 	return g;
 }
 
-const ps_options cli_eval_passes = {.only = "shape,dce,schedule,liveness,plan"};
+const ps_options cli_eval_passes = {.only = "shape,dce,schedule,fuse,liveness,plan"};
 
 bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out)
 {

@@ -1,8 +1,62 @@
-/* cg.h: the public interface of revc's LLVM code generator. */
+/* cg.h: the public interface of revc's LLVM code generator.
+ *
+ * It compiles a planned graph (the pipeline through `plan`; `fuse` groups
+ * are honoured) into one LLVM module: a kernel per fusion group or node,
+ * deduplicated by signature, and a step function that runs the schedule over
+ * the planned arena.  The module is JIT-compiled with ORC LLJIT, or written
+ * as an object file (codegen/object.c). */
 #ifndef REVC_CG_H
 #define REVC_CG_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir.h"
+
 /* "19.1.7": the LLVM revc is linked against. */
 const char *cg_llvm_version(void);
+
+typedef struct {
+	int threads;           /* threads kernels are divided among (>= 1) */
+	bool optimize;         /* run LLVM's default<O3> pipeline for the host CPU */
+	const char *dump_llvm; /* write NAME.ll before and NAME.opt.ll after optimisation here */
+	const char *name;      /* symbol prefix (default "revc") */
+} cg_options;
+
+typedef struct {
+	int kernels;      /* distinct kernels in the module */
+	int calls;        /* kernel calls in the step */
+	int gemms;        /* BLAS calls per step (convolutions count per image) */
+	double flops;     /* floating-point operations per step (GEMMs dominate) */
+	double seconds_emit, seconds_optimize, seconds_jit;
+} cg_stats;
+
+/* The kernel ABI and the parallel dispatcher the step hands kernels to
+ * (runtime/pool.c provides one; a serial one runs fn(args, 0, n, 0)). */
+typedef void (*cg_kernel_fn)(void **args, int64_t lo, int64_t hi, int64_t tid);
+typedef void (*cg_parallel_fn)(void *ctx, cg_kernel_fn fn, void **args, int64_t n);
+
+/* The step: persist[i] is the data of the graph's i-th param or state node
+ * (in list order), inputs[i] that of its i-th input node; outputs are left
+ * in the arena at their planned offsets. */
+typedef void (*cg_step_fn)(uint8_t *arena, void **persist, void **inputs, cg_parallel_fn par,
+	void *par_ctx);
+
+/* Workspace bytes the generated kernel for n needs, for all threads: the
+ * memory planner reserves it.  user is a cg_options. */
+int64_t cg_workspace(const ir_node *n, void *user);
+
+typedef struct cg_jit cg_jit;
+
+/* JIT-compiles g (planned).  On failure returns NULL with diagnostics. */
+cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d);
+cg_step_fn cg_jit_step(const cg_jit *j);
+void cg_jit_free(cg_jit *j);
+
+/* Ahead of time: writes g's step (and the evaluation graph's forward, when
+ * eval is given) as an object file for the host, with the C API in header
+ * (codegen/object.c says what it holds). */
+bool cg_emit_object(const ir_graph *step, const ir_graph *eval, const cg_options *o,
+	const char *path, ir_diags *d);
 
 #endif

@@ -160,6 +160,7 @@ enum {
 	IR_OPF_INPL = 1u << 4, /* result may reuse operand 0's buffer */
 	IR_OPF_DIFF = 1u << 5, /* autodiff knows its gradient */
 	IR_OPF_RED = 1u << 6,  /* a reduction */
+	IR_OPF_FUSE = 1u << 7, /* computable element by element in a fusion group */
 };
 
 typedef struct ir_node ir_node;

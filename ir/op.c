@@ -13,6 +13,7 @@
 #define INPL IR_OPF_INPL
 #define DIFF IR_OPF_DIFF
 #define RED IR_OPF_RED
+#define FUSE IR_OPF_FUSE
 
 static const ir_op_info ops[] = {
 #define IR_OP(nm, ENUM, mn, mx, req, opt, rl, fl) \

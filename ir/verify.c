@@ -267,6 +267,17 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 			}
 		}
 		check_updates(&v);
+		/* Fusion groups are contiguous runs of the schedule. */
+		for (int i = 1; i < g->n; i++) {
+			const ir_node *n = g->nodes[i];
+			if (n->group < 0 || n->group == g->nodes[i - 1]->group)
+				continue;
+			for (int j = 0; j < i - 1; j++)
+				if (g->nodes[j]->group == n->group) {
+					report(&v, n, "group %d is not contiguous in the schedule", n->group);
+					break;
+				}
+		}
 		bool planned = false;
 		for (int i = 0; i < g->n && !planned; i++)
 			planned = g->nodes[i]->offset >= 0 || g->nodes[i]->ws_offset >= 0;

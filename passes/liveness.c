@@ -11,7 +11,7 @@
 int ps_liveness(ir_graph *g, ps_ctx *ctx)
 {
 	ps_memory m;
-	ps_memory_compute(g, g->nodes, ctx->workspace, &m);
+	ps_memory_compute(g, g->nodes, ctx->workspace, ctx->workspace_user, &m);
 	for (int i = 0; i < g->n; i++) {
 		ir_node *n = g->nodes[i];
 		int b = m.buf_of[n->id];

@@ -56,7 +56,7 @@ void ps_memory_free(ps_memory *m)
 	memset(m, 0, sizeof *m);
 }
 
-bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn ws_fn,
+bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn ws_fn, void *ws_user,
 	ps_memory *m)
 {
 	int n = g->n;
@@ -181,7 +181,7 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 	int64_t run[PS_MEM_CAT_COUNT] = {0};
 	m->peak = -1;
 	for (int t = 0; t < n; t++) {
-		m->ws[t] = ws_fn ? ws_fn(order[t]) : 0;
+		m->ws[t] = ws_fn ? ws_fn(order[t], ws_user) : 0;
 		int64_t total = 0, act = 0;
 		for (int c = 0; c < PS_MEM_CAT_COUNT; c++) {
 			run[c] += delta[(size_t)t * PS_MEM_CAT_COUNT + c];

@@ -23,7 +23,7 @@ const char *ps_strategy_name(ps_strategy s);
 bool ps_strategy_lookup(const char *name, ps_strategy *out);
 
 /* Bytes of scratch memory the backend's kernel for n needs. */
-typedef int64_t (*ps_workspace_fn)(const ir_node *n);
+typedef int64_t (*ps_workspace_fn)(const ir_node *n, void *user);
 
 /* What a pass may read besides the graph. */
 typedef struct {
@@ -33,7 +33,8 @@ typedef struct {
 	bool optimizer;       /* optim: add the SGD step (else gradients stay outputs) */
 	double momentum;      /* optim: SGD momentum (MODEL.md: 0.9) */
 	double weight_decay;  /* optim: on conv and dense weights (2e-4) */
-	ps_workspace_fn workspace; /* schedule, liveness: the backend's needs (NULL: none) */
+	ps_workspace_fn workspace; /* schedule, liveness, plan: the backend's needs (NULL: none) */
+	void *workspace_user;      /* passed to workspace */
 	const char *schedule; /* schedule: the heuristic it chose (set by the pass) */
 } ps_ctx;
 
@@ -147,7 +148,8 @@ typedef struct {
 } ps_memory;
 
 /* Computes the model for g run in `order` (a permutation of g's nodes). */
-bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn ws, ps_memory *m);
+bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn ws, void *ws_user,
+	ps_memory *m);
 void ps_memory_free(ps_memory *m);
 
 /* ---- passes (one file each) ------------------------------------------- */
@@ -159,6 +161,7 @@ int ps_checkpoint(ir_graph *g, ps_ctx *ctx);
 int ps_optim(ir_graph *g, ps_ctx *ctx);
 int ps_dce(ir_graph *g, ps_ctx *ctx);
 int ps_schedule(ir_graph *g, ps_ctx *ctx);
+int ps_fuse(ir_graph *g, ps_ctx *ctx);
 int ps_liveness(ir_graph *g, ps_ctx *ctx);
 int ps_plan(ir_graph *g, ps_ctx *ctx);
 

@@ -12,6 +12,7 @@ static const ps_pass pipeline[] = {
 	{"optim", ps_optim, "autodiff", "momentum SGD with weight decay consumes the gradients"},
 	{"dce", ps_dce, NULL, "remove nodes no output, update or ordering edge needs"},
 	{"schedule", ps_schedule, "dce", "ordering edges for reconstruction; the lowest-peak linear order"},
+	{"fuse", ps_fuse, "schedule", "group elementwise chains into one kernel each, never across an edge"},
 	{"liveness", ps_liveness, "schedule", "live range of every buffer over the schedule"},
 	{"plan", ps_plan, "liveness", "arena offsets: greedy by size, best fit, in place where allowed"},
 };

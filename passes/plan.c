@@ -78,7 +78,7 @@ static int64_t place(slot *s, int n)
 int ps_plan(ir_graph *g, ps_ctx *ctx)
 {
 	ps_memory m;
-	ps_memory_compute(g, g->nodes, ctx->workspace, &m);
+	ps_memory_compute(g, g->nodes, ctx->workspace, ctx->workspace_user, &m);
 	int n = 0;
 	slot *s = malloc(((size_t)m.nbuf + g->n + 1) * sizeof *s);
 	if (!s)

@@ -327,7 +327,7 @@ int ps_schedule(ir_graph *g, ps_ctx *ctx)
 			else
 				order_dfs(g, &d, cand);
 			ps_memory m;
-			ps_memory_compute(g, cand, ctx->workspace, &m);
+			ps_memory_compute(g, cand, ctx->workspace, ctx->workspace_user, &m);
 			if (best_peak < 0 || m.peak < best_peak) {
 				best_peak = m.peak;
 				memcpy(best, cand, (size_t)n * sizeof *best);

@@ -43,6 +43,11 @@ struct rt_exec {
 	/* arena mode */
 	unsigned char *arena;
 	int64_t arena_bytes;
+	/* native mode */
+	rt_step_abi step;
+	rt_pool *pool;
+	void **persist;      /* param and state data, in list order */
+	void **inputs;       /* staging buffers, in list order */
 	/* tracking mode */
 	buffer *bufs;        /* by node id of the value that created it */
 	int *buf_of;         /* by node id: its buffer (a node id), or -1 */
@@ -97,6 +102,8 @@ void rt_exec_free(rt_exec *x)
 	free(x->bufs);
 	free(x->buf_of);
 	free(x->arena);
+	free(x->persist);
+	free(x->inputs);
 	free(x);
 }
 
@@ -120,7 +127,7 @@ static bool setup_arena(rt_exec *x, rt_err *e)
 			if (top > x->arena_bytes)
 				x->arena_bytes = top;
 		}
-		int64_t ws = rt_kernel_workspace(n);
+		int64_t ws = x->mode == RT_EXEC_NATIVE ? n->ws_bytes : rt_kernel_workspace(n);
 		if (ws > 0 && (n->ws_offset < 0 || n->ws_bytes < ws))
 			return rt_errorf(e, "%s node %d needs %lld bytes of workspace, the plan gives %lld",
 				ir_op_name(n->op), i, (long long)ws, (long long)(n->ws_offset < 0 ? 0 : n->ws_bytes));
@@ -188,9 +195,15 @@ rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_exec_mode mode, rt_e
 			}
 		}
 	}
-	if (mode == RT_EXEC_ARENA) {
+	if (mode == RT_EXEC_ARENA || mode == RT_EXEC_NATIVE) {
 		if (!setup_arena(x, e))
 			return fail(x);
+		/* Aliases are fixed: an output or in-place update is its operand's. */
+		for (int i = 0; i < n; i++) {
+			const ir_node *nd = g->nodes[i];
+			if (nd->op == IR_OP_OUTPUT || ir_op_has(nd->op, IR_OPF_UPD))
+				x->val[i] = x->val[nd->in[0]->id];
+		}
 	} else {
 		x->bufs = xcalloc((size_t)n + 1, sizeof *x->bufs);
 		x->buf_of = xcalloc((size_t)n + 1, sizeof *x->buf_of);
@@ -272,8 +285,57 @@ static void track_output(rt_exec *x, const ir_node *n, int i)
 
 /* ---- running --------------------------------------------------------------- */
 
+/* Every label input read by a softmax op is within its classes. */
+static bool check_labels(const rt_exec *x, rt_err *e)
+{
+	const ir_graph *g = x->g;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op != IR_OP_SOFTMAX_XENT && n->op != IR_OP_SOFTMAX_XENT_GRAD)
+			continue;
+		const ir_node *lab = n->in[1];
+		if (lab->op != IR_OP_INPUT)
+			continue;
+		const int32_t *y = x->staging[lab->id];
+		int64_t k = n->in[0]->type.dim[1];
+		for (int64_t j = 0; j < lab->type.dim[0]; j++)
+			if (y[j] < 0 || y[j] >= k)
+				return rt_errorf(e, "label %d out of range 0..%lld at example %lld", y[j],
+					(long long)k - 1, (long long)j);
+	}
+	return true;
+}
+
+rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, rt_step_abi step, rt_pool *pool,
+	rt_err *e)
+{
+	rt_exec *x = rt_exec_new(g, store, RT_EXEC_NATIVE, e);
+	if (!x)
+		return NULL;
+	x->step = step;
+	x->pool = pool;
+	x->persist = xcalloc((size_t)g->n + 1, sizeof *x->persist);
+	x->inputs = xcalloc((size_t)g->n + 1, sizeof *x->inputs);
+	int np = 0, ni = 0;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE)
+			x->persist[np++] = x->val[i];
+		else if (n->op == IR_OP_INPUT)
+			x->inputs[ni++] = x->staging[i];
+	}
+	return x;
+}
+
 bool rt_exec_run(rt_exec *x, rt_err *e)
 {
+	if (x->mode == RT_EXEC_NATIVE) {
+		/* Compiled kernels cannot report a bad label: check them first. */
+		if (!check_labels(x, e))
+			return false;
+		x->step(x->arena, x->persist, x->inputs, rt_parallel, x->pool);
+		return true;
+	}
 	const ir_graph *g = x->g;
 	bool track = x->mode == RT_EXEC_TRACK;
 	release_buffers(x);

@@ -100,3 +100,9 @@ int64_t rt_kernel_workspace(const ir_node *n)
 		return 0;
 	}
 }
+
+int64_t rt_workspace_fn(const ir_node *n, void *user)
+{
+	(void)user;
+	return rt_kernel_workspace(n);
+}

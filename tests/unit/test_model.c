@@ -51,7 +51,7 @@ static ir_graph *build(const char *preset, const char *const *sets, int nsets, i
 	ctx.no_order_edges = !edges;
 	ctx.momentum = s.momentum;
 	ctx.weight_decay = s.weight_decay;
-	ctx.workspace = rt_kernel_workspace;
+	ctx.workspace = rt_workspace_fn;
 	ps_options opts = {.verify_each = true};
 	ok = ps_run(g, &ctx, &opts) == 0;
 	ck_assert_msg(ok, "%s: %s", preset, ctx.diags.n ? ctx.diags.items[0].msg : "");
@@ -324,7 +324,7 @@ START_TEST(test_tracking_equals_plan)
 	for (int st = 0; st < PS_STRATEGY_COUNT; st++) {
 		ir_graph *g = build(presets[_i], sets, 1, IR_F32, (ps_strategy)st, true, true);
 		ps_memory m;
-		ps_memory_compute(g, g->nodes, rt_kernel_workspace, &m);
+		ps_memory_compute(g, g->nodes, rt_workspace_fn, NULL, &m);
 		rt_store s;
 		rt_err e;
 		rt_store_init(&s);
@@ -351,7 +351,7 @@ static int64_t activations(int units, ps_strategy st, bool edges)
 	const char *sets[] = {u, "batch=4"};
 	ir_graph *g = build("revnet-110", sets, 2, IR_F32, st, true, edges);
 	ps_memory m;
-	ps_memory_compute(g, g->nodes, rt_kernel_workspace, &m);
+	ps_memory_compute(g, g->nodes, rt_workspace_fn, NULL, &m);
 	int64_t peak = m.saved_transient_peak;
 	ps_memory_free(&m);
 	ir_graph_free(g);

@@ -98,6 +98,60 @@ START_TEST(test_dce_keeps_updates)
 }
 END_TEST
 
+/* ---- fusion ------------------------------------------------------------- */
+
+#define FUSE_SRC(after)                                    \
+	"graph @g passes(dce, schedule) {\n"                     \
+	"  %0 = input {name=\"x\"} : f32[8]\n"                   \
+	"  %1 = relu(%0) : f32[8]\n"                              \
+	"  %2 = scale(%0) {factor=2} : f32[8]\n"                  \
+	"  %3 = scale(%1) {factor=3} : f32[8]" after "\n"         \
+	"  %4 = output(%3) {name=\"y\"} : f32[8]\n"              \
+	"  %5 = output(%2) {name=\"z\"} : f32[8]\n"              \
+	"}\n"
+
+/* Without an edge the reader of relu moves up beside it and joins it. */
+START_TEST(test_fuse_groups_chain)
+{
+	ir_graph *g = parse_ok(FUSE_SRC(""));
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ck_assert_int_eq(ps_fuse(g, &ctx), 0);
+	ck_assert_int_eq(g->nodes[1]->op, IR_OP_RELU);
+	ck_assert_int_eq(g->nodes[2]->op, IR_OP_SCALE);
+	ck_assert(ir_node_float(g->nodes[2], IR_ATTR_FACTOR) == 3);
+	ck_assert_int_ge(g->nodes[1]->group, 0);
+	ck_assert_int_eq(g->nodes[1]->group, g->nodes[2]->group);
+	ck_assert_int_eq(g->nodes[3]->group, -1);
+	ir_diags d;
+	ir_diags_init(&d);
+	ck_assert(ir_verify(g, &d));
+	ir_diags_free(&d);
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+/* With an ordering edge from the reader to the node in between, fusion may
+ * not move it ahead of that node: nothing moves and nothing fuses. */
+START_TEST(test_fuse_respects_ordering_edges)
+{
+	ir_graph *g = parse_ok(FUSE_SRC(" after(%2)"));
+	char *before = ir_print_str(g);
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ck_assert_int_eq(ps_fuse(g, &ctx), 0);
+	for (int i = 0; i < g->n; i++)
+		ck_assert_int_eq(g->nodes[i]->group, -1);
+	char *after = ir_print_str(g);
+	ck_assert_str_eq(before, after);
+	free(before);
+	free(after);
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
 /* ---- the manager ------------------------------------------------------ */
 
 static int calls_a, calls_b;
@@ -279,6 +333,11 @@ static Suite *passes_suite(void)
 	tcase_add_test(tc, test_dce_removes_dead_chain);
 	tcase_add_test(tc, test_dce_keeps_ordering_targets);
 	tcase_add_test(tc, test_dce_keeps_updates);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("fuse");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_fuse_groups_chain);
+	tcase_add_test(tc, test_fuse_respects_ordering_edges);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("manager");
 	tcase_set_timeout(tc, 30);

@@ -1,0 +1,196 @@
+/* internal.h: internal to codegen/.  The module being built, the kernel
+ * builder (a thin layer over the LLVM C API for the loops kernels are made
+ * of), and the table of op emitters.
+ *
+ * Kernel ABI.  Every generated kernel is
+ *     void kernel(void **args, int64_t lo, int64_t hi, int64_t tid)
+ * and computes the part [lo, hi) of its parallel extent (images, rows,
+ * channels or element chunks, as its emitter says) as thread tid.  args
+ * holds the buffers: for one node, args[0] is the result, args[1..nin] the
+ * operands, args[nin+1] the workspace (each thread uses its own slice of
+ * it).  The step function fills args and hands the kernel to the parallel
+ * dispatcher.
+ *
+ * LLVM ownership: a cg_module owns its LLVMContext (through an ORC
+ * thread-safe context), its LLVMModule until cg_module_take hands the module
+ * over (to the JIT, which consumes it even on failure, or to the object
+ * emitter), and its builder; cg_module_free disposes of what it still owns. */
+#ifndef REVC_CG_INTERNAL_H
+#define REVC_CG_INTERNAL_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "cg.h"
+
+/* ---- the host, optimisation, the step (module.c, jit.c, step.c) ---------- */
+
+void cg_init_native(void);
+/* A target machine for the host CPU and its features (caller disposes). */
+LLVMTargetMachineRef cg_host_machine(LLVMCodeGenOptLevel level, LLVMRelocMode reloc, char **err);
+/* default<O3> for tm; on failure *err (LLVMDisposeErrorMessage it). */
+bool cg_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, char **err);
+bool cg_dump_module(LLVMModuleRef mod, const char *dir, const char *name, ir_diags *d);
+
+/* A kernel in the module, found by its signature. */
+typedef struct {
+	char *key;
+	LLVMValueRef fn;
+} cg_cached;
+
+typedef struct cg_module {
+	LLVMOrcThreadSafeContextRef tsctx; /* owns ctx */
+	LLVMContextRef ctx;
+	LLVMModuleRef mod;                 /* NULL once taken */
+	LLVMBuilderRef b;                  /* owned; disposed by cg_module_free */
+	LLVMTypeRef ptr, i1, i32, i64, f32, f64, vd;
+	LLVMTypeRef kernel_ty;             /* void (ptr, i64, i64, i64) */
+	LLVMTypeRef par_ty;                /* void (ptr ctx, ptr kernel, ptr args, i64 n) */
+	cg_cached *cache;
+	int ncache, capcache;
+	int threads;                       /* workspace slices per kernel */
+	cg_stats *stats;
+} cg_module;
+
+void cg_module_init(cg_module *m, const char *name, int threads, cg_stats *stats);
+void cg_module_free(cg_module *m);
+/* Hands over the module (the caller now owns it). */
+LLVMModuleRef cg_module_take(cg_module *m);
+/* An external function declared in the module (e.g. cblas_sgemm). */
+LLVMValueRef cg_extern(cg_module *m, const char *name, LLVMTypeRef ty);
+
+/* Emits NAME_step for planned g into m (kernels as needed). */
+LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_diags *d);
+/* Emits the step, verifies the module, dumps and optimises it as o says. */
+bool cg_build_module(cg_module *m, const ir_graph *g, const cg_options *o, ir_diags *d);
+
+/* ---- the kernel builder --------------------------------------------------- */
+
+typedef struct {
+	cg_module *m;
+	LLVMBuilderRef b;
+	LLVMValueRef fn, args, lo, hi, tid;
+	ir_dtype dt;
+	LLVMTypeRef real; /* float or double */
+} cg_kb;
+
+/* The kernel whose signature is key: *fresh says whether it is new and its
+ * body must be emitted (with cg_kb_begin ... cg_kb_end). */
+LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh);
+void cg_kb_begin(cg_kb *k, cg_module *m, LLVMValueRef fn, ir_dtype dt);
+void cg_kb_end(cg_kb *k);
+
+LLVMValueRef cg_i64(cg_kb *k, int64_t v);
+LLVMValueRef cg_real(cg_kb *k, double v);
+LLVMValueRef cg_f64(cg_kb *k, double v);
+/* args[i], a pointer. */
+LLVMValueRef cg_arg(cg_kb *k, int i);
+/* &base[i] for elements of type ty (real when ty is NULL). */
+LLVMValueRef cg_gep(cg_kb *k, LLVMTypeRef ty, LLVMValueRef base, LLVMValueRef i);
+LLVMValueRef cg_ld(cg_kb *k, LLVMValueRef base, LLVMValueRef i);
+void cg_st(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v);
+LLVMValueRef cg_ld_i32(cg_kb *k, LLVMValueRef base, LLVMValueRef i);
+/* Integer arithmetic on i64. */
+LLVMValueRef cg_iadd(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_isub(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_imul(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_idiv(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_irem(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+/* Real arithmetic (in the kernel's type, or f64 for accumulators). */
+LLVMValueRef cg_fadd(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_fsub(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_fmul(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_fdiv(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_fmax(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+/* a > 0 ? b : 0 */
+LLVMValueRef cg_pos_select(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_to_f64(cg_kb *k, LLVMValueRef v);
+LLVMValueRef cg_to_real(cg_kb *k, LLVMValueRef v);
+/* A unary math intrinsic ("llvm.exp", "llvm.log", "llvm.sqrt") on v's type. */
+LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v);
+void cg_memset0(cg_kb *k, LLVMValueRef ptr, LLVMValueRef bytes);
+void cg_memcpy(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes);
+
+/* for (i = lo; i < hi; i++): cg_for positions the builder in the body and
+ * returns i; up to CG_MAX_CARRY values can be carried around the loop
+ * (cg_carry right after cg_for gives each one's value in the body;
+ * cg_end_for takes their next values and leaves their final values in
+ * l->out). */
+#define CG_MAX_CARRY 4
+typedef struct {
+	LLVMBasicBlockRef head, exit;
+	LLVMValueRef i;
+	LLVMValueRef phi[CG_MAX_CARRY];
+	LLVMValueRef out[CG_MAX_CARRY];
+	int ncarry;
+} cg_loop;
+
+LLVMValueRef cg_for(cg_kb *k, cg_loop *l, LLVMValueRef lo, LLVMValueRef hi);
+LLVMValueRef cg_carry(cg_kb *k, cg_loop *l, LLVMValueRef init);
+void cg_end_for(cg_kb *k, cg_loop *l, const LLVMValueRef *next);
+
+/* if (cond) { ... } */
+typedef struct {
+	LLVMBasicBlockRef join;
+} cg_if;
+void cg_if_begin(cg_kb *k, cg_if *c, LLVMValueRef cond);
+void cg_if_end(cg_kb *k, cg_if *c);
+
+/* ---- op emitters ------------------------------------------------------------ */
+
+/* How one op is compiled: the extent the step divides among threads, the
+ * workspace per thread, a signature of everything the body depends on (for
+ * the kernel cache), and the body itself. */
+typedef struct {
+	int64_t (*extent)(const ir_node *n);
+	int64_t (*workspace)(const ir_node *n); /* bytes per thread, or NULL */
+	void (*emit)(cg_kb *k, const ir_node *n);
+	bool serial; /* run on one thread (tiny kernels, or whole-tensor ones) */
+	/* A serial kernel run right after the parallel one, over extent
+	 * `threads` (e.g. summing per-thread partial results); or NULL.  The
+	 * dispatcher calls every thread, with an empty range if need be, so
+	 * each thread's workspace slice is always initialised. */
+	void (*finish)(cg_kb *k, const ir_node *n, int threads);
+} cg_op_impl;
+
+/* The emitter for n's op, or NULL (sources, outputs, and ops handled by
+ * fusion groups). */
+const cg_op_impl *cg_op_impl_get(const ir_node *n);
+/* "conv2d f32[100,16,28,28] f32[16,16,3,3] -> f32[...] stride=1 pad=[...]" */
+void cg_node_signature(const ir_node *n, char *buf, size_t len);
+
+/* Families (codegen/k_*.c). */
+extern const cg_op_impl cg_impl_conv2d, cg_impl_conv2d_dx, cg_impl_conv2d_dw;
+extern const cg_op_impl cg_impl_matmul;
+extern const cg_op_impl cg_impl_bn_stats, cg_impl_bn_dgamma, cg_impl_reduce_sum;
+extern const cg_op_impl cg_impl_bn_running_mean, cg_impl_bn_running_var;
+extern const cg_op_impl cg_impl_avgpool, cg_impl_avgpool_grad, cg_impl_maxpool, cg_impl_maxpool_grad;
+extern const cg_op_impl cg_impl_global_avgpool;
+extern const cg_op_impl cg_impl_split, cg_impl_concat, cg_impl_channel_pad, cg_impl_channel_slice;
+extern const cg_op_impl cg_impl_softmax_xent, cg_impl_softmax_xent_grad;
+
+/* ---- elementwise groups (codegen/k_elementwise.c) --------------------------- */
+
+/* A fusion group (or one elementwise node): its members in schedule order,
+ * and the buffers its kernel reads and writes, in args order. */
+#define CG_MAX_GROUP 64
+#define CG_MAX_GROUP_ARGS 96
+typedef struct {
+	const ir_node *member[CG_MAX_GROUP];
+	int n;
+	const ir_node *buf[CG_MAX_GROUP_ARGS]; /* each arg's node (its value's buffer) */
+	int nbuf;
+	bool stored[CG_MAX_GROUP];             /* member's value is written out */
+} cg_group;
+
+/* Can n be computed element by element inside a group? */
+bool cg_elementwise(const ir_node *n);
+/* Fills in buf and stored for g's members; `needed_outside(member)` says
+ * whether a member's value is read after the group. */
+void cg_group_bind(cg_group *g, bool (*needed_outside)(const ir_node *, void *), void *user);
+int64_t cg_group_extent(const cg_group *g);
+/* Emits (or finds) the group's kernel. */
+LLVMValueRef cg_group_kernel(cg_module *m, const cg_group *g);
+
+#endif

@@ -1,0 +1,314 @@
+/* k_elementwise.c: kernels for fusion groups: chains of ops computed element
+ * by element in one loop, values passed between members in registers and
+ * written out only when something after the group reads them.
+ *
+ * Members: const, add, sub, scale, relu, relu_grad, bias_add, bn_norm,
+ * bn_infer, bn_dx, global_avgpool_grad, momentum, sgd.  All have the same
+ * number of elements.  An operand is either an element of a tensor of that
+ * size (a member's value or a buffer), or broadcast: one per channel ([C]),
+ * batch statistics ([2,C]: mean at c, variance at C + c), one per (n, c)
+ * row ([N,C], global_avgpool_grad's incoming gradient), or a scalar.
+ *
+ * Loops: a group with broadcast operands runs over rows r = n·C + c of its
+ * [N,C,H,W] (or [N,C]) space, loading per-channel values once per row, with
+ * an inner loop over the H·W elements of the row; others run over chunks of
+ * the flat element range.  The extent divided among threads is rows or
+ * chunks.  Arithmetic follows the reference kernels: batch norm in double,
+ * rounded once; the rest in the tensor's type. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define CHUNK 4096
+
+bool cg_elementwise(const ir_node *n)
+{
+	return ir_op_has(n->op, IR_OPF_FUSE) && ir_dtype_is_float(n->type.dtype);
+}
+
+/* How an operand is read. */
+typedef enum { RD_ELEM, RD_CHANNEL, RD_STATS_MEAN, RD_STATS_VAR, RD_ROW, RD_SCALAR } rd_kind;
+
+/* The kind of operand k of member n: bn ops know their operands. */
+static rd_kind operand_kind(const ir_node *n, int k)
+{
+	switch (n->op) {
+	case IR_OP_BIAS_ADD:
+		return k == 0 ? RD_ELEM : RD_CHANNEL;
+	case IR_OP_BN_NORM:    /* x, stats, gamma, beta */
+	case IR_OP_BN_DX:      /* dy, x, stats, gamma, dgamma, dbeta */
+		if (n->in[k]->type.rank == 2 && n->in[k]->type.dim[0] == 2 && k == (n->op == IR_OP_BN_NORM ? 1 : 2))
+			return RD_STATS_MEAN; /* and RD_STATS_VAR, both read */
+		return n->in[k]->type.rank == 1 ? RD_CHANNEL : RD_ELEM;
+	case IR_OP_BN_INFER:   /* x, mean, var, gamma, beta */
+		return k == 0 ? RD_ELEM : RD_CHANNEL;
+	case IR_OP_GLOBAL_AVGPOOL_GRAD:
+		return RD_ROW;
+	case IR_OP_SGD:
+		return k == 2 ? RD_SCALAR : RD_ELEM;
+	default:
+		return RD_ELEM;
+	}
+}
+
+static bool broadcasts(const cg_group *g)
+{
+	for (int i = 0; i < g->n; i++)
+		for (int k = 0; k < g->member[i]->nin; k++)
+			if (operand_kind(g->member[i], k) != RD_ELEM && operand_kind(g->member[i], k) != RD_SCALAR)
+				return true;
+	return false;
+}
+
+/* The iteration space: rows x inner for channel groups, else flat. */
+static void space(const cg_group *g, int64_t *rows, int64_t *inner, int64_t *channels)
+{
+	const ir_type *t = &g->member[g->n - 1]->type;
+	if (broadcasts(g)) {
+		*rows = t->dim[0] * t->dim[1];
+		*inner = t->rank == 4 ? t->dim[2] * t->dim[3] : 1;
+		*channels = t->dim[1];
+	} else {
+		*rows = (ir_type_elems(t) + CHUNK - 1) / CHUNK;
+		*inner = CHUNK;
+		*channels = 0;
+	}
+}
+
+int64_t cg_group_extent(const cg_group *g)
+{
+	int64_t rows, inner, c;
+	space(g, &rows, &inner, &c);
+	return rows;
+}
+
+static int member_index(const cg_group *g, const ir_node *n)
+{
+	for (int i = 0; i < g->n; i++)
+		if (g->member[i] == n)
+			return i;
+	return -1;
+}
+
+static int buf_index(const cg_group *g, const ir_node *n)
+{
+	for (int i = 0; i < g->nbuf; i++)
+		if (g->buf[i] == n)
+			return i;
+	return -1;
+}
+
+static void add_buf(cg_group *g, const ir_node *n)
+{
+	if (buf_index(g, n) < 0) {
+		IR_ASSERT(g->nbuf < CG_MAX_GROUP_ARGS);
+		g->buf[g->nbuf++] = n;
+	}
+}
+
+void cg_group_bind(cg_group *g, bool (*needed_outside)(const ir_node *, void *), void *user)
+{
+	g->nbuf = 0;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->member[i];
+		for (int k = 0; k < n->nin; k++)
+			if (member_index(g, n->in[k]) < 0)
+				add_buf(g, n->in[k]);
+	}
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->member[i];
+		g->stored[i] = ir_op_has(n->op, IR_OPF_UPD) || needed_outside(n, user);
+		if (g->stored[i])
+			add_buf(g, n);
+	}
+}
+
+/* ---- emission ------------------------------------------------------------ */
+
+typedef struct {
+	cg_kb *k;
+	const cg_group *g;
+	LLVMValueRef base[CG_MAX_GROUP_ARGS]; /* each buffer's pointer */
+	LLVMValueRef val[CG_MAX_GROUP];       /* members' values at this element */
+	LLVMValueRef pre[CG_MAX_GROUP][8];    /* broadcast operands, per row */
+	LLVMValueRef pre_var[CG_MAX_GROUP];   /* batch-statistics variance, per row */
+} emitter;
+
+/* A broadcast operand's value for this row (c: channel, r: row). */
+static void preload(emitter *e, LLVMValueRef r, LLVMValueRef c)
+{
+	cg_kb *k = e->k;
+	const cg_group *g = e->g;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->member[i];
+		for (int j = 0; j < n->nin; j++) {
+			rd_kind kind = operand_kind(n, j);
+			LLVMValueRef base = e->base[buf_index(g, n->in[j])];
+			if (kind == RD_CHANNEL)
+				e->pre[i][j] = cg_ld(k, base, c);
+			else if (kind == RD_STATS_MEAN) {
+				e->pre[i][j] = cg_ld(k, base, c);
+				e->pre_var[i] = cg_ld(k, base, cg_iadd(k, c, cg_i64(k, n->in[j]->type.dim[1])));
+			} else if (kind == RD_ROW) {
+				e->pre[i][j] = cg_ld(k, base, r);
+			} else if (kind == RD_SCALAR) {
+				e->pre[i][j] = cg_ld(k, base, cg_i64(k, 0));
+			}
+		}
+	}
+}
+
+/* Operand j of member i at element idx. */
+static LLVMValueRef operand(emitter *e, int i, int j, LLVMValueRef idx)
+{
+	const ir_node *n = e->g->member[i];
+	if (operand_kind(n, j) != RD_ELEM)
+		return e->pre[i][j];
+	int m = member_index(e->g, n->in[j]);
+	if (m >= 0)
+		return e->val[m];
+	return cg_ld(e->k, e->base[buf_index(e->g, n->in[j])], idx);
+}
+
+static LLVMValueRef f64v(emitter *e, int i, int j, LLVMValueRef idx)
+{
+	return cg_to_f64(e->k, operand(e, i, j, idx));
+}
+
+/* Member i's value at element idx. */
+static LLVMValueRef compute(emitter *e, int i, LLVMValueRef idx)
+{
+	cg_kb *k = e->k;
+	const ir_node *n = e->g->member[i];
+	switch (n->op) {
+	case IR_OP_CONST:
+		return cg_real(k, ir_node_float(n, IR_ATTR_VALUE));
+	case IR_OP_ADD:
+		return cg_fadd(k, operand(e, i, 0, idx), operand(e, i, 1, idx));
+	case IR_OP_SUB:
+		return cg_fsub(k, operand(e, i, 0, idx), operand(e, i, 1, idx));
+	case IR_OP_SCALE:
+		/* the factor in the tensor's type, as the reference rounds it */
+		return cg_fmul(k, cg_real(k, ir_node_float(n, IR_ATTR_FACTOR)), operand(e, i, 0, idx));
+	case IR_OP_RELU: {
+		LLVMValueRef x = operand(e, i, 0, idx);
+		return cg_pos_select(k, x, x);
+	}
+	case IR_OP_RELU_GRAD:
+		return cg_pos_select(k, operand(e, i, 1, idx), operand(e, i, 0, idx));
+	case IR_OP_BIAS_ADD:
+		return cg_fadd(k, operand(e, i, 0, idx), operand(e, i, 1, idx));
+	case IR_OP_BN_NORM:
+	case IR_OP_BN_INFER: {
+		/* (x - mean) * gamma/sqrt(var + eps) + beta, in double */
+		bool norm = n->op == IR_OP_BN_NORM;
+		LLVMValueRef mean = cg_to_f64(k, e->pre[i][1]);
+		LLVMValueRef var = cg_to_f64(k, norm ? e->pre_var[i] : e->pre[i][2]);
+		LLVMValueRef gamma = cg_to_f64(k, e->pre[i][norm ? 2 : 3]);
+		LLVMValueRef beta = cg_to_f64(k, e->pre[i][norm ? 3 : 4]);
+		LLVMValueRef sc = cg_fdiv(k, gamma, cg_math(k, "llvm.sqrt", cg_fadd(k, var, cg_f64(k, ir_node_float(n, IR_ATTR_EPS)))));
+		LLVMValueRef x = f64v(e, i, 0, idx);
+		return cg_to_real(k, cg_fadd(k, cg_fmul(k, cg_fsub(k, x, mean), sc), beta));
+	}
+	case IR_OP_BN_DX: {
+		/* gamma/sqrt(var+eps) * (dy - dbeta/m - xhat * dgamma/m), in double */
+		const ir_type *t = &n->type;
+		double m = (double)(t->dim[0] * (t->rank == 4 ? t->dim[2] * t->dim[3] : 1));
+		LLVMValueRef mean = cg_to_f64(k, e->pre[i][2]), var = cg_to_f64(k, e->pre_var[i]);
+		LLVMValueRef inv = cg_fdiv(k, cg_f64(k, 1), cg_math(k, "llvm.sqrt",
+			cg_fadd(k, var, cg_f64(k, ir_node_float(n, IR_ATTR_EPS)))));
+		LLVMValueRef sc = cg_fmul(k, cg_to_f64(k, e->pre[i][3]), inv);
+		LLVMValueRef dgm = cg_fdiv(k, cg_to_f64(k, e->pre[i][4]), cg_f64(k, m));
+		LLVMValueRef dbm = cg_fdiv(k, cg_to_f64(k, e->pre[i][5]), cg_f64(k, m));
+		LLVMValueRef xhat = cg_fmul(k, cg_fsub(k, f64v(e, i, 1, idx), mean), inv);
+		LLVMValueRef d = cg_fsub(k, cg_fsub(k, f64v(e, i, 0, idx), dbm), cg_fmul(k, xhat, dgm));
+		return cg_to_real(k, cg_fmul(k, sc, d));
+	}
+	case IR_OP_GLOBAL_AVGPOOL_GRAD: {
+		const ir_type *t = &n->type;
+		double hw = (double)(t->dim[2] * t->dim[3]);
+		return cg_to_real(k, cg_fdiv(k, cg_to_f64(k, e->pre[i][0]), cg_f64(k, hw)));
+	}
+	case IR_OP_MOMENTUM: {
+		/* m*v + (g + wd*w) */
+		LLVMValueRef mv = cg_fmul(k, cg_real(k, ir_node_float(n, IR_ATTR_MOMENTUM)), operand(e, i, 0, idx));
+		LLVMValueRef g = operand(e, i, 1, idx);
+		if (n->nin == 3)
+			g = cg_fadd(k, g, cg_fmul(k, cg_real(k, ir_node_float(n, IR_ATTR_WD)), operand(e, i, 2, idx)));
+		return cg_fadd(k, mv, g);
+	}
+	case IR_OP_SGD:
+		return cg_fsub(k, operand(e, i, 0, idx), cg_fmul(k, e->pre[i][2], operand(e, i, 1, idx)));
+	default:
+		IR_DIE("%s is not elementwise", ir_op_name(n->op));
+	}
+}
+
+/* Computes every member at element idx, storing those needed outside. */
+static void element(emitter *e, LLVMValueRef idx)
+{
+	for (int i = 0; i < e->g->n; i++) {
+		e->val[i] = compute(e, i, idx);
+		/* (An in-place update's buffer is its operand 0's storage: the step
+		 * passes that for it.) */
+		if (e->g->stored[i])
+			cg_st(e->k, e->base[buf_index(e->g, e->g->member[i])], idx, e->val[i]);
+	}
+}
+
+/* The kernel signature: members, how operands connect, what is stored. */
+static void group_key(const cg_group *g, char *key, size_t len)
+{
+	size_t at = (size_t)snprintf(key, len, "group");
+	for (int i = 0; i < g->n && at < len; i++) {
+		char sig[512];
+		cg_node_signature(g->member[i], sig, sizeof sig);
+		at += (size_t)snprintf(key + at, len - at, "|%s%s:", sig, g->stored[i] ? " st" : "");
+		for (int j = 0; j < g->member[i]->nin && at < len; j++) {
+			int m = member_index(g, g->member[i]->in[j]);
+			at += (size_t)snprintf(key + at, len - at, m >= 0 ? " m%d" : " b%d",
+				m >= 0 ? m : buf_index(g, g->member[i]->in[j]));
+		}
+		if (g->stored[i] && at < len)
+			at += (size_t)snprintf(key + at, len - at, " ->b%d", buf_index(g, g->member[i]));
+	}
+	IR_ASSERT(at < len);
+}
+
+LLVMValueRef cg_group_kernel(cg_module *m, const cg_group *g)
+{
+	char key[16384];
+	group_key(g, key, sizeof key);
+	bool fresh;
+	LLVMValueRef fn = cg_kernel(m, key, &fresh);
+	if (!fresh)
+		return fn;
+	cg_kb k;
+	cg_kb_begin(&k, m, fn, g->member[g->n - 1]->type.dtype);
+	emitter e = {.k = &k, .g = g};
+	for (int b = 0; b < g->nbuf; b++)
+		e.base[b] = cg_arg(&k, b);
+	int64_t rows, inner, channels;
+	space(g, &rows, &inner, &channels);
+	cg_loop outer, in;
+	LLVMValueRef r = cg_for(&k, &outer, k.lo, k.hi);
+	if (channels > 0) {
+		preload(&e, r, cg_irem(&k, r, cg_i64(&k, channels)));
+		LLVMValueRef p = cg_for(&k, &in, cg_i64(&k, 0), cg_i64(&k, inner));
+		element(&e, cg_iadd(&k, cg_imul(&k, r, cg_i64(&k, inner)), p));
+	} else {
+		preload(&e, r, NULL);
+		int64_t total = ir_type_elems(&g->member[g->n - 1]->type);
+		LLVMValueRef start = cg_imul(&k, r, cg_i64(&k, CHUNK));
+		LLVMValueRef end = cg_iadd(&k, start, cg_i64(&k, CHUNK));
+		LLVMValueRef over = LLVMBuildICmp(k.b, LLVMIntSGT, end, cg_i64(&k, total), "");
+		end = LLVMBuildSelect(k.b, over, cg_i64(&k, total), end, "");
+		LLVMValueRef i = cg_for(&k, &in, start, end);
+		element(&e, i);
+	}
+	cg_end_for(&k, &in, NULL);
+	cg_end_for(&k, &outer, NULL);
+	cg_kb_end(&k);
+	return fn;
+}

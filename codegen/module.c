@@ -1,0 +1,155 @@
+/* module.c: the LLVM module being built, its kernel cache, and the host
+ * target machine and optimisation pipeline.
+ *
+ * Ownership (LLVM C API): the module's context belongs to an ORC
+ * thread-safe context, which cg_module holds one reference to and disposes
+ * of in cg_module_free (a JIT that took the module holds its own).  The
+ * module itself is cg_module's until cg_module_take; the builder always is.
+ * Target machines made by cg_host_machine belong to the caller. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "internal.h"
+
+void cg_module_init(cg_module *m, const char *name, int threads, cg_stats *stats)
+{
+	memset(m, 0, sizeof *m);
+	m->tsctx = LLVMOrcCreateNewThreadSafeContext();
+	m->ctx = LLVMOrcThreadSafeContextGetContext(m->tsctx);
+	m->mod = LLVMModuleCreateWithNameInContext(name, m->ctx);
+	m->b = LLVMCreateBuilderInContext(m->ctx);
+	m->ptr = LLVMPointerTypeInContext(m->ctx, 0);
+	m->i1 = LLVMInt1TypeInContext(m->ctx);
+	m->i32 = LLVMInt32TypeInContext(m->ctx);
+	m->i64 = LLVMInt64TypeInContext(m->ctx);
+	m->f32 = LLVMFloatTypeInContext(m->ctx);
+	m->f64 = LLVMDoubleTypeInContext(m->ctx);
+	m->vd = LLVMVoidTypeInContext(m->ctx);
+	LLVMTypeRef kp[4] = {m->ptr, m->i64, m->i64, m->i64};
+	m->kernel_ty = LLVMFunctionType(m->vd, kp, 4, 0);
+	LLVMTypeRef pp[4] = {m->ptr, m->ptr, m->ptr, m->i64};
+	m->par_ty = LLVMFunctionType(m->vd, pp, 4, 0);
+	m->threads = threads > 0 ? threads : 1;
+	m->stats = stats;
+}
+
+void cg_module_free(cg_module *m)
+{
+	for (int i = 0; i < m->ncache; i++)
+		free(m->cache[i].key);
+	free(m->cache);
+	if (m->b)
+		LLVMDisposeBuilder(m->b);
+	if (m->mod)
+		LLVMDisposeModule(m->mod);
+	if (m->tsctx)
+		LLVMOrcDisposeThreadSafeContext(m->tsctx);
+	memset(m, 0, sizeof *m);
+}
+
+LLVMModuleRef cg_module_take(cg_module *m)
+{
+	LLVMModuleRef mod = m->mod;
+	m->mod = NULL;
+	return mod;
+}
+
+LLVMValueRef cg_extern(cg_module *m, const char *name, LLVMTypeRef ty)
+{
+	LLVMValueRef f = LLVMGetNamedFunction(m->mod, name);
+	return f ? f : LLVMAddFunction(m->mod, name, ty);
+}
+
+LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh)
+{
+	for (int i = 0; i < m->ncache; i++)
+		if (strcmp(m->cache[i].key, key) == 0) {
+			*fresh = false;
+			return m->cache[i].fn;
+		}
+	if (m->ncache == m->capcache) {
+		m->capcache = m->capcache ? 2 * m->capcache : 64;
+		m->cache = realloc(m->cache, (size_t)m->capcache * sizeof *m->cache);
+		if (!m->cache)
+			IR_DIE("out of memory");
+	}
+	char name[32];
+	snprintf(name, sizeof name, "k%d", m->ncache);
+	LLVMValueRef fn = LLVMAddFunction(m->mod, name, m->kernel_ty);
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	m->cache[m->ncache].key = strdup(key);
+	m->cache[m->ncache].fn = fn;
+	if (!m->cache[m->ncache].key)
+		IR_DIE("out of memory");
+	m->ncache++;
+	if (m->stats)
+		m->stats->kernels++;
+	*fresh = true;
+	return fn;
+}
+
+/* ---- the host ----------------------------------------------------------- */
+
+void cg_init_native(void)
+{
+	static bool done;
+	if (done)
+		return;
+	LLVMInitializeNativeTarget();
+	LLVMInitializeNativeAsmPrinter();
+	done = true;
+}
+
+LLVMTargetMachineRef cg_host_machine(LLVMCodeGenOptLevel level, LLVMRelocMode reloc, char **err)
+{
+	cg_init_native();
+	char *triple = LLVMGetDefaultTargetTriple();
+	LLVMTargetRef target;
+	if (LLVMGetTargetFromTriple(triple, &target, err)) {
+		LLVMDisposeMessage(triple);
+		return NULL;
+	}
+	char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
+	LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, cpu, features, level, reloc,
+		LLVMCodeModelDefault);
+	LLVMDisposeMessage(triple);
+	LLVMDisposeMessage(cpu);
+	LLVMDisposeMessage(features);
+	return tm;
+}
+
+bool cg_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, char **err)
+{
+	/* The target machine matters: without it the vectorisers do nothing. */
+	char *triple = LLVMGetTargetMachineTriple(tm);
+	LLVMSetTarget(mod, triple);
+	LLVMDisposeMessage(triple);
+	LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(tm);
+	LLVMSetModuleDataLayout(mod, layout);
+	LLVMDisposeTargetData(layout);
+	LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+	LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
+	LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
+	LLVMErrorRef e = LLVMRunPasses(mod, "default<O3>", tm, opts);
+	LLVMDisposePassBuilderOptions(opts);
+	if (e) {
+		*err = LLVMGetErrorMessage(e);
+		return false;
+	}
+	return true;
+}
+
+bool cg_dump_module(LLVMModuleRef mod, const char *dir, const char *name, ir_diags *d)
+{
+	char path[4096], *err = NULL;
+	snprintf(path, sizeof path, "%s/%s.ll", dir, name);
+	if (LLVMPrintModuleToFile(mod, path, &err)) {
+		ir_diag_add(d, (ir_pos){0}, "cannot write '%s': %s", path, err ? err : "?");
+		LLVMDisposeMessage(err);
+		return false;
+	}
+	return true;
+}

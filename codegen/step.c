@@ -1,0 +1,225 @@
+/* step.c: the step function, generated over the schedule.
+ *
+ *     void NAME_step(uint8_t *arena, void **persist, void **inputs,
+ *                    cg_parallel_fn par, void *par_ctx)
+ *
+ * runs the graph's nodes in list order: an input is copied into its arena
+ * slot; a fusion group (nodes sharing a group number, contiguous in the
+ * schedule) or a lone elementwise node becomes one elementwise kernel; any
+ * other node its op's kernel.  Each kernel gets its buffers in an args array
+ * (arena slots at planned offsets, param and state storage from persist, an
+ * in-place update's and an output's storage being its operand 0's) and is
+ * handed to the parallel dispatcher with its extent, or called directly when
+ * it is serial.  Sources and outputs need no code. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct {
+	cg_module *m;
+	const ir_graph *g;
+	LLVMBuilderRef b;
+	LLVMValueRef fn, arena, persist, inputs, par, par_ctx, args;
+	int *persist_index; /* by node id */
+	int *input_index;   /* by node id */
+	int *readers_out;   /* scratch */
+	int nargs;
+} stepper;
+
+/* Where value v lives at run time. */
+static LLVMValueRef value_ptr(stepper *s, const ir_node *v)
+{
+	while (v->op == IR_OP_OUTPUT || ir_op_has(v->op, IR_OPF_UPD))
+		v = v->in[0];
+	LLVMValueRef idx;
+	if (v->op == IR_OP_PARAM || v->op == IR_OP_STATE) {
+		idx = LLVMConstInt(s->m->i64, (unsigned)s->persist_index[v->id], 0);
+		LLVMValueRef slot = LLVMBuildGEP2(s->b, s->m->ptr, s->persist, &idx, 1, "");
+		return LLVMBuildLoad2(s->b, s->m->ptr, slot, v->name);
+	}
+	IR_ASSERT(v->offset >= 0);
+	idx = LLVMConstInt(s->m->i64, (unsigned long long)v->offset, 0);
+	return LLVMBuildGEP2(s->b, LLVMInt8TypeInContext(s->m->ctx), s->arena, &idx, 1, "");
+}
+
+static void set_arg(stepper *s, int i, LLVMValueRef p)
+{
+	IR_ASSERT(i < s->nargs);
+	LLVMValueRef idx = LLVMConstInt(s->m->i64, (unsigned)i, 0);
+	LLVMBuildStore(s->b, p, LLVMBuildGEP2(s->b, s->m->ptr, s->args, &idx, 1, ""));
+}
+
+static void call_kernel(stepper *s, LLVMValueRef fn, int64_t extent, bool serial)
+{
+	cg_module *m = s->m;
+	if (serial || m->threads == 1 || extent <= 1) {
+		LLVMValueRef a[4] = {s->args, LLVMConstInt(m->i64, 0, 0),
+			LLVMConstInt(m->i64, (unsigned long long)extent, 0), LLVMConstInt(m->i64, 0, 0)};
+		LLVMBuildCall2(s->b, m->kernel_ty, fn, a, 4, "");
+	} else {
+		LLVMValueRef a[4] = {s->par_ctx, fn, s->args, LLVMConstInt(m->i64, (unsigned long long)extent, 0)};
+		LLVMBuildCall2(s->b, m->par_ty, s->par, a, 4, "");
+	}
+	if (m->stats)
+		m->stats->calls++;
+}
+
+/* The workspace slot of node n: its planned place. */
+static LLVMValueRef workspace_ptr(stepper *s, const ir_node *n)
+{
+	IR_ASSERT(n->ws_offset >= 0);
+	LLVMValueRef idx = LLVMConstInt(s->m->i64, (unsigned long long)n->ws_offset, 0);
+	return LLVMBuildGEP2(s->b, LLVMInt8TypeInContext(s->m->ctx), s->arena, &idx, 1, "");
+}
+
+static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
+{
+	char key[1024];
+	cg_node_signature(n, key, sizeof key);
+	bool fresh;
+	LLVMValueRef fn = cg_kernel(s->m, key, &fresh);
+	if (fresh) {
+		LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
+		cg_kb k;
+		cg_kb_begin(&k, s->m, fn, n->op == IR_OP_SOFTMAX_XENT ? n->in[0]->type.dtype : n->type.dtype);
+		impl->emit(&k, n);
+		cg_kb_end(&k);
+		LLVMPositionBuilderAtEnd(s->b, at);
+	}
+	set_arg(s, 0, value_ptr(s, n));
+	for (int k = 0; k < n->nin; k++)
+		set_arg(s, k + 1, value_ptr(s, n->in[k]));
+	if (impl->workspace && impl->workspace(n) > 0)
+		set_arg(s, n->nin + 1, workspace_ptr(s, n));
+	call_kernel(s, fn, impl->extent(n), impl->serial);
+	if (!impl->finish)
+		return;
+	char fkey[1100];
+	snprintf(fkey, sizeof fkey, "%s finish/%d", key, s->m->threads);
+	LLVMValueRef fin = cg_kernel(s->m, fkey, &fresh);
+	if (fresh) {
+		LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
+		cg_kb k;
+		cg_kb_begin(&k, s->m, fin, n->type.dtype);
+		impl->finish(&k, n, s->m->threads);
+		cg_kb_end(&k);
+		LLVMPositionBuilderAtEnd(s->b, at);
+	}
+	call_kernel(s, fin, 1, true);
+}
+
+/* Is member n of the group read by a node outside it (or an output)? */
+typedef struct {
+	const ir_graph *g;
+	int first, last; /* the group's list positions */
+} group_span;
+
+static bool needed_outside(const ir_node *n, void *user)
+{
+	const group_span *gs = user;
+	for (int i = 0; i < gs->g->n; i++) {
+		if (i >= gs->first && i <= gs->last)
+			continue;
+		const ir_node *r = gs->g->nodes[i];
+		for (int k = 0; k < r->nin; k++)
+			if (r->in[k] == n)
+				return true;
+	}
+	return false;
+}
+
+static void emit_group(stepper *s, int first, int last)
+{
+	cg_group grp = {0};
+	for (int i = first; i <= last; i++) {
+		IR_ASSERT(grp.n < CG_MAX_GROUP);
+		grp.member[grp.n++] = s->g->nodes[i];
+	}
+	group_span gs = {s->g, first, last};
+	cg_group_bind(&grp, needed_outside, &gs);
+	LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
+	LLVMValueRef fn = cg_group_kernel(s->m, &grp);
+	LLVMPositionBuilderAtEnd(s->b, at);
+	for (int b = 0; b < grp.nbuf; b++)
+		set_arg(s, b, value_ptr(s, grp.buf[b]));
+	call_kernel(s, fn, cg_group_extent(&grp), false);
+}
+
+static void emit_input(stepper *s, const ir_node *n)
+{
+	LLVMValueRef idx = LLVMConstInt(s->m->i64, (unsigned)s->input_index[n->id], 0);
+	LLVMValueRef src = LLVMBuildLoad2(s->b, s->m->ptr, LLVMBuildGEP2(s->b, s->m->ptr, s->inputs, &idx, 1, ""), "");
+	LLVMBuildMemCpy(s->b, value_ptr(s, n), 1, src, 1,
+		LLVMConstInt(s->m->i64, (unsigned long long)ir_type_bytes(&n->type), 0));
+}
+
+LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_diags *d)
+{
+	stepper s = {.m = m, .g = g, .b = m->b};
+	ir_graph_renumber((ir_graph *)g);
+	s.persist_index = calloc((size_t)g->n + 1, sizeof(int));
+	s.input_index = calloc((size_t)g->n + 1, sizeof(int));
+	if (!s.persist_index || !s.input_index)
+		IR_DIE("out of memory");
+	int np = 0, ni = 0;
+	s.nargs = 8;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE)
+			s.persist_index[i] = np++;
+		if (n->op == IR_OP_INPUT)
+			s.input_index[i] = ni++;
+		if (n->nin + 2 > s.nargs)
+			s.nargs = n->nin + 2;
+	}
+	s.nargs = s.nargs < CG_MAX_GROUP_ARGS ? CG_MAX_GROUP_ARGS : s.nargs;
+
+	LLVMTypeRef pt[5] = {m->ptr, m->ptr, m->ptr, m->ptr, m->ptr};
+	LLVMTypeRef fty = LLVMFunctionType(m->vd, pt, 5, 0);
+	char fname[128];
+	snprintf(fname, sizeof fname, "%s_step", name);
+	s.fn = LLVMAddFunction(m->mod, fname, fty);
+	s.arena = LLVMGetParam(s.fn, 0);
+	s.persist = LLVMGetParam(s.fn, 1);
+	s.inputs = LLVMGetParam(s.fn, 2);
+	s.par = LLVMGetParam(s.fn, 3);
+	s.par_ctx = LLVMGetParam(s.fn, 4);
+	LLVMPositionBuilderAtEnd(s.b, LLVMAppendBasicBlockInContext(m->ctx, s.fn, "entry"));
+	s.args = LLVMBuildArrayAlloca(s.b, m->ptr, LLVMConstInt(m->i64, (unsigned)s.nargs, 0), "args");
+
+	bool ok = true;
+	for (int i = 0; i < g->n && ok; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op == IR_OP_INPUT) {
+			emit_input(&s, n);
+			continue;
+		}
+		if (ir_op_has(n->op, IR_OPF_SRC) && n->op != IR_OP_CONST)
+			continue;
+		if (n->op == IR_OP_OUTPUT)
+			continue;
+		if (n->group >= 0 || cg_elementwise(n)) {
+			int last = i;
+			while (n->group >= 0 && last + 1 < g->n && g->nodes[last + 1]->group == n->group)
+				last++;
+			emit_group(&s, i, last);
+			i = last;
+			continue;
+		}
+		const cg_op_impl *impl = cg_op_impl_get(n);
+		if (!impl) {
+			char ref[80];
+			ir_diag_add(d, n->pos, "codegen: %s (%s) has no native kernel", ir_node_ref(n, ref, sizeof ref),
+				ir_op_name(n->op));
+			ok = false;
+			break;
+		}
+		emit_node(&s, n, impl);
+	}
+	LLVMBuildRetVoid(s.b);
+	free(s.persist_index);
+	free(s.input_index);
+	return ok ? s.fn : NULL;
+}

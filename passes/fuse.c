@@ -1,0 +1,94 @@
+/* fuse.c: fusion groups for code generation.
+ *
+ * requires: schedule.
+ * guarantees: nodes sharing a group(N) annotation are contiguous in the
+ *   schedule, all flagged FUSE (computable element by element), all of one
+ *   result shape, and each after the first reads an earlier member: a chain
+ *   one kernel computes in one loop (codegen/k_elementwise.c).  Typical
+ *   groups: batch-norm apply + ReLU, the reconstruction subtraction with what
+ *   follows it, batch-norm backward + gradient accumulation, the optimiser's
+ *   momentum + SGD update.
+ *
+ * A group grows from a FUSE node by pulling a reader of its members up to
+ * just after the group, and only when everything that reader depends on
+ * (operands and ordering edges) already runs by then.  So fusion never
+ * moves a node ahead of anything it must run after, ordering edges
+ * included, and never moves anything else at all. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+/* Members per group at most (the code generator's limit is above it). */
+#define MAX_GROUP 32
+
+static bool fusable(const ir_node *n)
+{
+	return ir_op_has(n->op, IR_OPF_FUSE) && ir_dtype_is_float(n->type.dtype);
+}
+
+/* Does every dependency of c run at or before position `last`? */
+static bool deps_before(const ir_node *c, int last)
+{
+	for (int k = 0; k < c->nin; k++)
+		if (c->in[k]->id > last)
+			return false;
+	for (int k = 0; k < c->nafter; k++)
+		if (c->after[k]->id > last)
+			return false;
+	return true;
+}
+
+/* Moves the node at `from` to position `to` (to < from), shifting the rest. */
+static void move_up(ir_graph *g, int from, int to)
+{
+	ir_node *c = g->nodes[from];
+	memmove(g->nodes + to + 1, g->nodes + to, (size_t)(from - to) * sizeof *g->nodes);
+	g->nodes[to] = c;
+	for (int i = to; i <= from; i++)
+		g->nodes[i]->id = i;
+}
+
+/* The earliest node after `last` that reads a member of the group
+ * [first, last], can join it, and can move up to last + 1; or -1. */
+static int next_member(const ir_graph *g, int first, int last)
+{
+	const ir_type *shape = &g->nodes[first]->type;
+	for (int j = last + 1; j < g->n; j++) {
+		const ir_node *c = g->nodes[j];
+		if (!fusable(c) || c->group >= 0 || !ir_type_eq(&c->type, shape))
+			continue;
+		bool reads = false;
+		for (int k = 0; k < c->nin && !reads; k++)
+			reads = c->in[k]->id >= first && c->in[k]->id <= last;
+		if (reads && deps_before(c, last))
+			return j;
+	}
+	return -1;
+}
+
+int ps_fuse(ir_graph *g, ps_ctx *ctx)
+{
+	(void)ctx;
+	ir_graph_renumber(g);
+	for (int i = 0; i < g->n; i++)
+		g->nodes[i]->group = -1;
+	int groups = 0;
+	for (int i = 0; i < g->n; i++) {
+		if (!fusable(g->nodes[i]) || g->nodes[i]->op == IR_OP_CONST)
+			continue;
+		int last = i;
+		for (int j; last - i + 1 < MAX_GROUP && (j = next_member(g, i, last)) >= 0;) {
+			move_up(g, j, last + 1);
+			last++;
+		}
+		if (last > i) {
+			for (int k = i; k <= last; k++)
+				g->nodes[k]->group = groups;
+			groups++;
+		}
+		i = last;
+	}
+	ir_graph_renumber(g);
+	return 0;
+}

@@ -1,0 +1,22 @@
+/* codegen_suites.h: the Check suites of the codegen module and the harness
+ * they share (tests/unit/test_codegen.c). */
+#ifndef REVC_CODEGEN_SUITES_H
+#define REVC_CODEGEN_SUITES_H
+
+#include <check.h>
+
+#include "ir.h"
+
+/* Plans a hand-built graph (dce, schedule, fuse, liveness, plan) with the
+ * generated kernels' workspace for `threads` threads. */
+void cgt_plan(ir_graph *g, int threads);
+/* Runs planned g `steps` times with the JIT (`threads` threads) and with the
+ * interpreter in tracking mode, on the same random parameters and inputs
+ * from seed, and returns the worst max|a-b|/max|b| over every output and
+ * every parameter and state tensor. */
+double cgt_compare(ir_graph *g, int threads, uint64_t seed, int steps);
+double cgt_rel_err(const void *a, const void *b, ir_dtype dt, int64_t n);
+
+Suite *cg_ops_suite(void);
+
+#endif

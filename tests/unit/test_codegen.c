@@ -1,0 +1,365 @@
+/* test_codegen.c: native code against the reference interpreter, the
+ * oracle: every output (and every parameter and state tensor the step
+ * updates) of a JIT-compiled graph must match the interpreter's run of the
+ * same graph on the same data, within 1e-5 relative in f32 and 1e-12 in
+ * f64 (max|a-b| / max|b| per tensor).  Also: identical kernels compile once,
+ * and whole training steps of the presets agree.
+ *
+ * The harness (cgt_*) is shared with test_cg_ops.c. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg.h"
+#include "codegen_suites.h"
+#include "fe.h"
+#include "passes.h"
+#include "rt.h"
+
+/* ---- the harness ------------------------------------------------------------ */
+
+static double value(const void *p, ir_dtype dt, int64_t i)
+{
+	return dt == IR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+
+double cgt_rel_err(const void *a, const void *b, ir_dtype dt, int64_t n)
+{
+	double diff = 0, scale = 1e-300;
+	for (int64_t i = 0; i < n; i++) {
+		double x = value(a, dt, i), y = value(b, dt, i);
+		diff = isnan(x) != isnan(y) ? (double)INFINITY : fmax(diff, fabs(x - y));
+		scale = fmax(scale, fabs(y));
+	}
+	return diff / scale;
+}
+
+void cgt_plan(ir_graph *g, int threads)
+{
+	cg_options o = {.threads = threads};
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ctx.workspace = cg_workspace;
+	ctx.workspace_user = &o;
+	ps_options opts = {.only = "dce,schedule,fuse,liveness,plan", .verify_each = true};
+	int rc = ps_run(g, &ctx, &opts);
+	ck_assert_msg(rc == 0, "planning failed: %s", ctx.diags.n ? ctx.diags.items[0].msg : "");
+	ps_ctx_free(&ctx);
+}
+
+/* Random inputs from seed: floats in [-1, 1), labels in range. */
+static void fill(rt_exec *x, const ir_graph *g, uint64_t seed)
+{
+	rt_rng r;
+	rt_rng_seed(&r, seed);
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op != IR_OP_INPUT)
+			continue;
+		const ir_type *t;
+		void *p = rt_exec_input(x, ir_node_str(n, IR_ATTR_NAME), &t);
+		int64_t classes = 2;
+		for (int j = 0; j < g->n; j++)
+			if ((g->nodes[j]->op == IR_OP_SOFTMAX_XENT || g->nodes[j]->op == IR_OP_SOFTMAX_XENT_GRAD) &&
+			    g->nodes[j]->in[1] == n)
+				classes = g->nodes[j]->in[0]->type.dim[1];
+		for (int64_t k = 0; k < ir_type_elems(t); k++) {
+			if (t->dtype == IR_I32)
+				((int32_t *)p)[k] = (int32_t)rt_rng_below(&r, (uint64_t)classes);
+			else if (t->dtype == IR_F32)
+				((float *)p)[k] = (float)(2 * rt_rng_uniform(&r) - 1);
+			else
+				((double *)p)[k] = 2 * rt_rng_uniform(&r) - 1;
+		}
+		/* A scalar input is a learning rate: keep it small. */
+		if (t->rank == 0 && t->dtype == IR_F32)
+			*(float *)p = 0.05f;
+		else if (t->rank == 0 && t->dtype == IR_F64)
+			*(double *)p = 0.05;
+	}
+}
+
+double cgt_compare(ir_graph *g, int threads, uint64_t seed, int steps)
+{
+	rt_err e;
+	rt_store sj, si;
+	rt_store_init(&sj);
+	rt_store_init(&si);
+	ck_assert_msg(rt_store_init_from_graph(&sj, g, seed, &e), "%s", e.msg);
+	ck_assert(rt_store_init_from_graph(&si, g, seed, &e));
+	/* Random parameters and state, so that every path is exercised. */
+	rt_rng r;
+	rt_rng_seed(&r, seed + 7);
+	for (int i = 0; i < sj.n; i++) {
+		int64_t n = ir_type_elems(&sj.t[i].type);
+		for (int64_t k = 0; k < n; k++) {
+			double v = rt_rng_uniform(&r) + (strstr(sj.t[i].name, "var") ? 0.5 : -0.5);
+			if (sj.t[i].type.dtype == IR_F32)
+				((float *)sj.t[i].data)[k] = ((float *)si.t[i].data)[k] = (float)v;
+			else
+				((double *)sj.t[i].data)[k] = ((double *)si.t[i].data)[k] = v;
+		}
+	}
+	cg_options o = {.threads = threads, .optimize = true};
+	cg_stats stats = {0};
+	ir_diags d;
+	ir_diags_init(&d);
+	cg_jit *j = cg_jit_compile(g, &o, &stats, &d);
+	ck_assert_msg(j, "compile: %s", d.n ? d.items[0].msg : "");
+	ir_diags_free(&d);
+	rt_pool *pool = rt_pool_new(threads);
+	rt_exec *xj = rt_exec_new_native(g, &sj, (rt_step_abi)cg_jit_step(j), pool, &e);
+	ck_assert_msg(xj, "%s", e.msg);
+	rt_exec *xi = rt_exec_new(g, &si, RT_EXEC_TRACK, &e);
+	ck_assert_msg(xi, "%s", e.msg);
+	double worst = 0;
+	for (int s = 0; s < steps; s++) {
+		fill(xj, g, seed + (uint64_t)s);
+		fill(xi, g, seed + (uint64_t)s);
+		ck_assert_msg(rt_exec_run(xj, &e), "%s", e.msg);
+		ck_assert_msg(rt_exec_run(xi, &e), "%s", e.msg);
+		for (int i = 0; i < g->n; i++) {
+			const ir_node *n = g->nodes[i];
+			if (n->op != IR_OP_OUTPUT)
+				continue;
+			const char *name = ir_node_str(n, IR_ATTR_NAME);
+			const ir_type *t;
+			const void *a = rt_exec_output(xj, name, &t), *b = rt_exec_output(xi, name, NULL);
+			double err = cgt_rel_err(a, b, t->dtype, ir_type_elems(t));
+			if (getenv("CG_VERBOSE") && err > 1e-7)
+				fprintf(stderr, "  output %s: %g\n", name, err);
+			worst = fmax(worst, err);
+		}
+	}
+	for (int i = 0; i < sj.n; i++) {
+		double err = cgt_rel_err(sj.t[i].data, si.t[i].data, sj.t[i].type.dtype, ir_type_elems(&sj.t[i].type));
+		if (getenv("CG_VERBOSE") && err > 1e-7)
+			fprintf(stderr, "  tensor %s: %g\n", sj.t[i].name, err);
+		worst = fmax(worst, err);
+	}
+	rt_exec_free(xj);
+	rt_exec_free(xi);
+	rt_pool_free(pool);
+	cg_jit_free(j);
+	rt_store_free(&sj);
+	rt_store_free(&si);
+	return worst;
+}
+
+/* ---- graphs ----------------------------------------------------------------- */
+
+static ir_node *input(ir_graph *g, const char *name, ir_dtype dt, int rank, const int64_t *dims)
+{
+	ir_node *n = ir_node_new(g, IR_OP_INPUT, NULL, 0);
+	ir_node_set_str(g, n, IR_ATTR_NAME, name);
+	n->type = ir_type_make(dt, rank, dims);
+	return n;
+}
+
+static ir_node *output(ir_graph *g, ir_node *v, const char *name)
+{
+	ir_node *n = ir_node_new(g, IR_OP_OUTPUT, &v, 1);
+	ir_node_set_str(g, n, IR_ATTR_NAME, name);
+	n->type = v->type;
+	return n;
+}
+
+static ir_node *typed(ir_node *n)
+{
+	ir_diags d;
+	ir_diags_init(&d);
+	bool ok = ir_node_infer(n, &d);
+	ck_assert_msg(ok, "%s", ok ? "" : d.items[0].msg);
+	ir_diags_free(&d);
+	return n;
+}
+
+static ir_node *op2(ir_graph *g, ir_op op, ir_node *a, ir_node *b)
+{
+	ir_node *in[2] = {a, b};
+	return ir_node_new(g, op, in, b ? 2 : 1);
+}
+
+typedef struct {
+	int64_t n, c, h, w, o, k, s, pad[4];
+} conv_case;
+
+static const conv_case conv_cases[] = {
+	{3, 4, 9, 9, 6, 3, 1, {1, 1, 1, 1}},
+	{2, 3, 8, 8, 5, 3, 2, {0, 1, 0, 1}},   /* TF SAME at stride 2 */
+	{3, 4, 7, 7, 2, 3, 2, {1, 1, 1, 1}},
+	{2, 6, 5, 5, 4, 1, 1, {0, 0, 0, 0}},   /* 1x1: no im2col */
+	{2, 6, 6, 6, 4, 1, 2, {0, 0, 0, 0}},   /* 1x1 stride 2 */
+};
+
+/* conv2d, conv2d_dx and conv2d_dw of one case, as outputs. */
+START_TEST(test_conv)
+{
+	const conv_case *c = &conv_cases[_i % 5];
+	ir_dtype dt = _i / 5 % 2 ? IR_F64 : IR_F32;
+	int threads = _i / 10 ? 2 : 1;
+	ir_graph *g = ir_graph_new("conv");
+	int64_t xd[4] = {c->n, c->c, c->h, c->w}, wd[4] = {c->o, c->c, c->k, c->k};
+	ir_node *x = input(g, "x", dt, 4, xd), *w = input(g, "w", dt, 4, wd);
+	ir_node *y = op2(g, IR_OP_CONV2D, x, w);
+	ir_node_set_int(g, y, IR_ATTR_STRIDE, c->s);
+	ir_node_set_ints(g, y, IR_ATTR_PAD, c->pad, 4);
+	typed(y);
+	ir_node *dy = input(g, "dy", dt, 4, y->type.dim);
+	ir_node *dx = op2(g, IR_OP_CONV2D_DX, dy, w);
+	ir_node *dw = op2(g, IR_OP_CONV2D_DW, dy, x);
+	for (int k = 0; k < 2; k++) {
+		ir_node *n = k ? dw : dx;
+		ir_node_set_int(g, n, IR_ATTR_STRIDE, c->s);
+		ir_node_set_ints(g, n, IR_ATTR_PAD, c->pad, 4);
+		n->type = k ? w->type : x->type;
+		typed(n);
+	}
+	output(g, y, "y");
+	output(g, dx, "dx");
+	output(g, dw, "dw");
+	cgt_plan(g, threads);
+	double err = cgt_compare(g, threads, 3, 1);
+	ck_assert_msg(err <= (dt == IR_F32 ? 1e-5 : 1e-12), "case %d: %g", _i, err);
+	ir_graph_free(g);
+}
+END_TEST
+
+#define CHAIN(t) \
+	"graph @chain {\n" \
+	"  %0 = input {name=\"x\"} : " t "[3,4,5,5]\n" \
+	"  %1 = input {name=\"dy\"} : " t "[3,4,5,5]\n" \
+	"  %2 = input {name=\"lr\"} : " t "[]\n" \
+	"  $gamma.gamma = param : " t "[4]\n" \
+	"  $gamma.beta = param : " t "[4]\n" \
+	"  $gamma.gamma.mom = state : " t "[4]\n" \
+	"  %6 = bn_stats(%0) : " t "[2,4]\n" \
+	"  %7 = bn_norm(%0, %6, $gamma.gamma, $gamma.beta) {eps=0.001} : " t "[3,4,5,5]\n" \
+	"  %8 = relu(%7) : " t "[3,4,5,5]\n" \
+	"  %9 = output(%8) {name=\"y\"} : " t "[3,4,5,5]\n" \
+	"  %10 = relu_grad(%1, %8) : " t "[3,4,5,5]\n" \
+	"  %11 = reduce_sum(%10) {axes=[0,2,3]} : " t "[4]\n" \
+	"  %12 = bn_dgamma(%10, %0, %6) {eps=0.001} : " t "[4]\n" \
+	"  %13 = bn_dx(%10, %0, %6, $gamma.gamma, %12, %11) {eps=0.001} : " t "[3,4,5,5]\n" \
+	"  %14 = add(%13, %1) : " t "[3,4,5,5]\n" \
+	"  %15 = scale(%14) {factor=0.5} : " t "[3,4,5,5]\n" \
+	"  %16 = output(%15) {name=\"dx\"} : " t "[3,4,5,5]\n" \
+	"  %17 = momentum($gamma.gamma.mom, %12) {momentum=0.9} : " t "[4] after(%7)\n" \
+	"  %18 = sgd($gamma.gamma, %17, %2) : " t "[4] after(%7, %13)\n" \
+	"}\n"
+
+/* A training-shaped chain that fuses: BN apply + ReLU, ReLU backward into
+ * BN backward + accumulation, and a momentum + SGD update. */
+START_TEST(test_fusion_chain)
+{
+	ir_dtype dt = _i % 2 ? IR_F64 : IR_F32;
+	int threads = _i / 2 ? 2 : 1;
+	const char *text = dt == IR_F32 ? CHAIN("f32") : CHAIN("f64");
+	ir_diags d;
+	ir_diags_init(&d);
+	ir_graph *g = ir_parse("chain.ir", text, strlen(text), &d);
+	ck_assert_msg(g && ir_verify(g, &d), "%s", d.n ? d.items[0].msg : "");
+	ir_diags_free(&d);
+	cgt_plan(g, threads);
+	int grouped = 0;
+	for (int i = 0; i < g->n; i++)
+		grouped += g->nodes[i]->group >= 0;
+	ck_assert_int_ge(grouped, 6);
+	double err = cgt_compare(g, threads, 11, 2);
+	ck_assert_msg(err <= (dt == IR_F32 ? 1e-5 : 1e-12), "case %d: %g", _i, err);
+	ir_graph_free(g);
+}
+END_TEST
+
+/* ---- whole training steps ---------------------------------------------------- */
+
+static ir_graph *preset(const char *name, const char *const *sets, int nsets, ps_strategy st,
+	ir_dtype dt, int threads)
+{
+	char path[1024];
+	const char *root = getenv("REVC_SOURCE_ROOT");
+	snprintf(path, sizeof path, "%s/models/%s.rev", root ? root : ".", name);
+	char *text;
+	size_t len;
+	rt_err e;
+	ck_assert_msg(rt_file_read(path, 1 << 20, &text, &len, &e), "%s", e.msg);
+	ir_diags d;
+	ir_diags_init(&d);
+	fe_spec s;
+	bool ok = fe_spec_parse(&s, path, text, len, &d);
+	for (int i = 0; ok && i < nsets; i++)
+		ok = fe_spec_set(&s, sets[i], i + 1, &d);
+	ck_assert(ok && fe_spec_check(&s, &d));
+	ir_graph *g = fe_lower(&s, dt, FE_LOWER_TRAIN);
+	cg_options o = {.threads = threads};
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ctx.strategy = st;
+	ctx.workspace = cg_workspace;
+	ctx.workspace_user = &o;
+	ps_options opts = {0};
+	ck_assert_msg(ps_run(g, &ctx, &opts) == 0, "%s", ctx.diags.n ? ctx.diags.items[0].msg : "");
+	ps_ctx_free(&ctx);
+	ir_diags_free(&d);
+	free(text);
+	return g;
+}
+
+/* Two training steps of a small fashion model, every strategy and thread
+ * count: parameters, state, momentum and outputs agree. */
+START_TEST(test_training_step)
+{
+	static const char *const sets[] = {"units=1,1,1", "batch=4"};
+	ps_strategy st = (ps_strategy)(_i % 3);
+	int threads = _i / 3 ? 2 : 1;
+	ir_graph *g = preset("fashion", sets, 2, st, IR_F32, threads);
+	double err = cgt_compare(g, threads, 5, 2);
+	ck_assert_msg(err <= 1e-5, "%s, %d threads: %g", ps_strategy_name(st), threads, err);
+	ir_graph_free(g);
+}
+END_TEST
+
+/* The kernel cache: revnet-110's many identical units compile once. */
+START_TEST(test_kernel_cache)
+{
+	static const char *const sets[] = {"batch=2"};
+	ir_graph *g = preset("revnet-110", sets, 1, PS_REVNET, IR_F32, 2);
+	cg_options o = {.threads = 2, .optimize = false};
+	cg_stats stats = {0};
+	ir_diags d;
+	ir_diags_init(&d);
+	cg_jit *j = cg_jit_compile(g, &o, &stats, &d);
+	ck_assert_msg(j, "%s", d.n ? d.items[0].msg : "");
+	ck_assert_int_gt(stats.calls, 5 * stats.kernels);
+	cg_jit_free(j);
+	ir_diags_free(&d);
+	ir_graph_free(g);
+}
+END_TEST
+
+static Suite *codegen_suite(void)
+{
+	Suite *s = suite_create("codegen");
+	TCase *tc = tcase_create("kernels");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_conv, 0, 20);
+	tcase_add_loop_test(tc, test_fusion_chain, 0, 4);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("steps");
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_training_step, 0, 6);
+	tcase_add_test(tc, test_kernel_cache);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(codegen_suite());
+	srunner_add_suite(sr, cg_ops_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
