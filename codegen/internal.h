@@ -33,13 +33,28 @@ LLVMTargetMachineRef cg_host_machine(LLVMCodeGenOptLevel level, LLVMRelocMode re
 bool cg_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, char **err);
 bool cg_dump_module(LLVMModuleRef mod, const char *dir, const char *name, ir_diags *d);
 
-/* A kernel in the module, found by its signature. */
+typedef struct cg_module cg_module;
+
+/* Where a kernel's body is: the module it is emitted into. */
+typedef struct {
+	cg_module *m;
+	LLVMValueRef fn;
+} cg_home;
+
+/* A kernel, found by its signature: fn is callable from the step's module,
+ * home where its body lives. */
 typedef struct {
 	char *key;
 	LLVMValueRef fn;
+	cg_home home;
 } cg_cached;
 
-typedef struct cg_module {
+/* The modules of one compilation: the step's, and optionally `parts`
+ * modules, each with its own context, that kernels are spread over so they
+ * can be optimised and compiled in parallel. */
+#define CG_MAX_PARTS 8
+
+struct cg_module {
 	LLVMOrcThreadSafeContextRef tsctx; /* owns ctx */
 	LLVMContextRef ctx;
 	LLVMModuleRef mod;                 /* NULL once taken */
@@ -51,9 +66,14 @@ typedef struct cg_module {
 	int ncache, capcache;
 	int threads;                       /* workspace slices per kernel */
 	cg_stats *stats;
-} cg_module;
+	cg_module *part[CG_MAX_PARTS];     /* kernel modules (the step module only) */
+	int nparts, next_part;
+	char prefix[64];                   /* of external kernel names */
+};
 
 void cg_module_init(cg_module *m, const char *name, int threads, cg_stats *stats);
+/* Spreads kernels over n more modules (n <= CG_MAX_PARTS). */
+void cg_module_add_parts(cg_module *m, int n);
 void cg_module_free(cg_module *m);
 /* Hands over the module (the caller now owns it). */
 LLVMModuleRef cg_module_take(cg_module *m);
@@ -62,8 +82,6 @@ LLVMValueRef cg_extern(cg_module *m, const char *name, LLVMTypeRef ty);
 
 /* Emits NAME_step for planned g into m (kernels as needed). */
 LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_diags *d);
-/* Emits the step, verifies the module, dumps and optimises it as o says. */
-bool cg_build_module(cg_module *m, const ir_graph *g, const cg_options *o, ir_diags *d);
 
 /* ---- the kernel builder --------------------------------------------------- */
 
@@ -75,9 +93,10 @@ typedef struct {
 	LLVMTypeRef real; /* float or double */
 } cg_kb;
 
-/* The kernel whose signature is key: *fresh says whether it is new and its
- * body must be emitted (with cg_kb_begin ... cg_kb_end). */
-LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh);
+/* The kernel whose signature is key, callable from m's step: *fresh says
+ * whether it is new, and then its body must be emitted into home (with
+ * cg_kb_begin(home.m, home.fn) ... cg_kb_end). */
+LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh, cg_home *home);
 void cg_kb_begin(cg_kb *k, cg_module *m, LLVMValueRef fn, ir_dtype dt);
 void cg_kb_end(cg_kb *k);
 

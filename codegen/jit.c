@@ -4,16 +4,21 @@
  * - LLVMOrcCreateLLJIT consumes the builder, even on failure.
  * - The process-symbol generator (so kernels can call cblas_sgemm and libm)
  *   is consumed by LLVMOrcJITDylibAddGenerator.
- * - LLVMOrcCreateNewThreadSafeModule takes the module; the thread-safe module
- *   is consumed by LLVMOrcLLJITAddLLVMIRModule even when that fails, so it
- *   is never disposed of here after the call.  The thread-safe context is
- *   reference-counted: cg_module_free drops ours, the JIT keeps its own.
- * - The target machine for optimisation is ours and disposed of here.
+ * - Modules are compiled to objects here (LLVMTargetMachineEmitToMemoryBuffer
+ *   does not take the module; cg_module_free disposes of every module and
+ *   context); LLVMOrcLLJITAddObjectFile takes the object buffer, even on
+ *   failure, so a buffer is disposed of here only when it was never added.
+ * - Each compile thread makes and disposes of its own target machine: they
+ *   are not shared between threads.  Each module has its own context, so
+ *   optimising two modules at once is safe.
  * - The LLJIT owns the compiled code; disposing of it (cg_jit_free) frees the
  *   step function, so the step must not be called after that.
  * - Error messages from LLVMGetErrorMessage are disposed of with
  *   LLVMDisposeErrorMessage. */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <llvm-c/Analysis.h>
@@ -41,96 +46,200 @@ static bool llvm_error(ir_diags *d, const char *what, LLVMErrorRef e)
 	return false;
 }
 
-/* Emits, verifies, dumps and optimises g's module; the module stays in m. */
-bool cg_build_module(cg_module *m, const ir_graph *g, const cg_options *o, ir_diags *d)
+/* Verifies a module, writing its text to dump_dir first when asked. */
+static bool check_module(LLVMModuleRef mod, const char *dump_dir, const char *name, ir_diags *d)
 {
-	double t0 = now();
-	const char *name = o->name ? o->name : "revc";
-	if (!cg_emit_step(m, g, name, d))
+	if (dump_dir && !cg_dump_module(mod, dump_dir, name, d))
 		return false;
 	char *err = NULL;
-	if (LLVMVerifyModule(m->mod, LLVMReturnStatusAction, &err)) {
-		ir_diag_add(d, (ir_pos){0}, "codegen: the generated module is invalid: %s", err);
+	if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &err)) {
+		ir_diag_add(d, (ir_pos){0}, "codegen: the generated module %s is invalid: %s", name, err);
 		LLVMDisposeMessage(err);
 		return false;
 	}
 	LLVMDisposeMessage(err);
-	if (o->dump_llvm && !cg_dump_module(m->mod, o->dump_llvm, name, d))
-		return false;
-	double t1 = now();
-	if (m->stats)
-		m->stats->seconds_emit += t1 - t0;
-	if (o->optimize) {
-		LLVMTargetMachineRef tm = cg_host_machine(LLVMCodeGenLevelAggressive, LLVMRelocDefault, &err);
-		if (!tm) {
-			ir_diag_add(d, (ir_pos){0}, "codegen: no target for this host: %s", err ? err : "?");
-			LLVMDisposeMessage(err);
-			return false;
-		}
-		bool ok = cg_optimize(m->mod, tm, &err);
-		LLVMDisposeTargetMachine(tm);
-		if (!ok) {
-			ir_diag_add(d, (ir_pos){0}, "codegen: optimisation failed: %s", err);
-			LLVMDisposeErrorMessage(err);
-			return false;
-		}
-		char opt[256];
-		snprintf(opt, sizeof opt, "%s.opt", name);
-		if (o->dump_llvm && !cg_dump_module(m->mod, o->dump_llvm, opt, d))
-			return false;
-	}
-	if (m->stats)
-		m->stats->seconds_optimize += now() - t1;
 	return true;
+}
+
+/* One module to optimise and turn into an object file. */
+typedef struct {
+	LLVMModuleRef mod;
+	char name[96];
+	bool optimize;
+	const char *dump_dir;
+	LLVMMemoryBufferRef obj; /* the result, or NULL */
+	char *err;               /* else why (malloc'd) */
+} job;
+
+typedef struct {
+	job *jobs;
+	int n;
+	int next;
+	pthread_mutex_t mu;
+} queue;
+
+static void compile(job *j)
+{
+	char *err = NULL;
+	LLVMTargetMachineRef tm = cg_host_machine(LLVMCodeGenLevelAggressive, LLVMRelocDefault, &err);
+	if (!tm) {
+		j->err = strdup(err ? err : "no target for this host");
+		LLVMDisposeMessage(err);
+		return;
+	}
+	if (j->optimize) {
+		if (!cg_optimize(j->mod, tm, &err)) {
+			j->err = strdup(err);
+			LLVMDisposeErrorMessage(err);
+			LLVMDisposeTargetMachine(tm);
+			return;
+		}
+		if (j->dump_dir) {
+			char path[4200];
+			snprintf(path, sizeof path, "%s/%s.opt.ll", j->dump_dir, j->name);
+			if (LLVMPrintModuleToFile(j->mod, path, &err)) {
+				j->err = strdup(err ? err : path);
+				LLVMDisposeMessage(err);
+				LLVMDisposeTargetMachine(tm);
+				return;
+			}
+		}
+	} else {
+		/* Not optimised, but for this host all the same. */
+		char *triple = LLVMGetTargetMachineTriple(tm);
+		LLVMSetTarget(j->mod, triple);
+		LLVMDisposeMessage(triple);
+		LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(tm);
+		LLVMSetModuleDataLayout(j->mod, layout);
+		LLVMDisposeTargetData(layout);
+	}
+	if (LLVMTargetMachineEmitToMemoryBuffer(tm, j->mod, LLVMObjectFile, &err, &j->obj)) {
+		j->err = strdup(err ? err : "cannot emit an object");
+		LLVMDisposeMessage(err);
+		j->obj = NULL;
+	}
+	LLVMDisposeTargetMachine(tm);
+}
+
+static void *worker(void *arg)
+{
+	queue *q = arg;
+	for (;;) {
+		pthread_mutex_lock(&q->mu);
+		int i = q->next++;
+		pthread_mutex_unlock(&q->mu);
+		if (i >= q->n)
+			return NULL;
+		compile(&q->jobs[i]);
+	}
+}
+
+/* Optimises and compiles the jobs on `threads` threads (each module in its
+ * own context, each thread with its own target machine). */
+static void compile_all(job *jobs, int n, int threads)
+{
+	queue q = {jobs, n, 0, PTHREAD_MUTEX_INITIALIZER};
+	pthread_t tid[CG_MAX_PARTS];
+	int started = 0;
+	for (int t = 1; t < threads && t < CG_MAX_PARTS; t++)
+		if (pthread_create(&tid[started], NULL, worker, &q) == 0)
+			started++;
+	worker(&q);
+	for (int t = 0; t < started; t++)
+		pthread_join(tid[t], NULL);
 }
 
 cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d)
 {
 	cg_init_native();
+	const char *name = o->name ? o->name : "revc";
+	double t0 = now();
 	cg_module m;
-	cg_module_init(&m, o->name ? o->name : "revc", o->threads, stats);
-	if (!cg_build_module(&m, g, o, d)) {
+	cg_module_init(&m, name, o->threads, stats);
+	/* Kernels go to one module per compile thread; the step stays alone. */
+	int threads = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
+	cg_module_add_parts(&m, threads);
+	if (!cg_emit_step(&m, g, name, d)) {
 		cg_module_free(&m);
 		return NULL;
 	}
-	double t0 = now();
+	job jobs[CG_MAX_PARTS + 1] = {0};
+	int nj = 0;
+	jobs[nj++] = (job){.mod = m.mod, .optimize = false, .dump_dir = o->dump_llvm};
+	snprintf(jobs[0].name, sizeof jobs[0].name, "%s", name);
+	for (int i = 0; i < m.nparts; i++) {
+		jobs[nj] = (job){.mod = m.part[i]->mod, .optimize = o->optimize, .dump_dir = o->dump_llvm};
+		snprintf(jobs[nj].name, sizeof jobs[nj].name, "%s.part%d", name, i);
+		nj++;
+	}
+	for (int i = 0; i < nj; i++)
+		if (!check_module(jobs[i].mod, o->dump_llvm, jobs[i].name, d)) {
+			cg_module_free(&m);
+			return NULL;
+		}
+	double t1 = now();
+	compile_all(jobs, nj, threads);
+	double t2 = now();
+	if (stats) {
+		stats->seconds_emit += t1 - t0;
+		stats->seconds_optimize += t2 - t1;
+	}
 	cg_jit *j = calloc(1, sizeof *j);
 	if (!j)
 		IR_DIE("out of memory");
-	LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
-	LLVMOrcJITTargetMachineBuilderRef jtmb;
-	LLVMErrorRef e = LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb);
-	if (e) {
-		LLVMOrcDisposeLLJITBuilder(builder);
-		goto fail_e;
+	bool ok = true;
+	for (int i = 0; i < nj; i++)
+		if (!jobs[i].obj && ok) {
+			ir_diag_add(d, (ir_pos){0}, "codegen: compiling %s failed: %s", jobs[i].name,
+				jobs[i].err ? jobs[i].err : "?");
+			ok = false;
+		}
+	LLVMErrorRef e = NULL;
+	if (ok) {
+		LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
+		LLVMOrcJITTargetMachineBuilderRef jtmb;
+		if ((e = LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb))) {
+			LLVMOrcDisposeLLJITBuilder(builder);
+		} else {
+			LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb); /* takes jtmb */
+			e = LLVMOrcCreateLLJIT(&j->jit, builder);                   /* takes builder */
+		}
 	}
-	LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb); /* takes jtmb */
-	if ((e = LLVMOrcCreateLLJIT(&j->jit, builder)))              /* takes builder */
-		goto fail_e;
-	LLVMOrcDefinitionGeneratorRef gen;
-	if ((e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit),
-		NULL, NULL)))
-		goto fail_e;
-	LLVMOrcJITDylibRef main = LLVMOrcLLJITGetMainJITDylib(j->jit);
-	LLVMOrcJITDylibAddGenerator(main, gen); /* takes gen */
-	LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(cg_module_take(&m), m.tsctx);
-	if ((e = LLVMOrcLLJITAddLLVMIRModule(j->jit, main, tsm))) /* takes tsm, even on failure */
-		goto fail_e;
+	LLVMOrcJITDylibRef main = NULL;
+	if (ok && !e) {
+		LLVMOrcDefinitionGeneratorRef gen;
+		e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit),
+			NULL, NULL);
+		if (!e) {
+			main = LLVMOrcLLJITGetMainJITDylib(j->jit);
+			LLVMOrcJITDylibAddGenerator(main, gen); /* takes gen */
+		}
+	}
+	for (int i = 0; i < nj; i++) {
+		if (ok && !e) {
+			e = LLVMOrcLLJITAddObjectFile(j->jit, main, jobs[i].obj); /* takes the buffer */
+			jobs[i].obj = NULL;
+		}
+		if (jobs[i].obj)
+			LLVMDisposeMemoryBuffer(jobs[i].obj);
+		free(jobs[i].err);
+	}
 	char sym[128];
-	snprintf(sym, sizeof sym, "%s_step", o->name ? o->name : "revc");
-	LLVMOrcExecutorAddress addr;
-	if ((e = LLVMOrcLLJITLookup(j->jit, &addr, sym)))
-		goto fail_e;
+	snprintf(sym, sizeof sym, "%s_step", name);
+	LLVMOrcExecutorAddress addr = 0;
+	if (ok && !e)
+		e = LLVMOrcLLJITLookup(j->jit, &addr, sym);
+	cg_module_free(&m);
+	if (e)
+		ok = llvm_error(d, "the JIT failed", e);
+	if (!ok) {
+		cg_jit_free(j);
+		return NULL;
+	}
 	j->step = (cg_step_fn)(uintptr_t)addr;
-	cg_module_free(&m);
 	if (stats)
-		stats->seconds_jit += now() - t0;
+		stats->seconds_jit += now() - t2;
 	return j;
-fail_e:
-	llvm_error(d, "the JIT failed", e);
-	cg_module_free(&m);
-	cg_jit_free(j);
-	return NULL;
 }
 
 cg_step_fn cg_jit_step(const cg_jit *j)

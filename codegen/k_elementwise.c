@@ -281,11 +281,12 @@ LLVMValueRef cg_group_kernel(cg_module *m, const cg_group *g)
 	char key[16384];
 	group_key(g, key, sizeof key);
 	bool fresh;
-	LLVMValueRef fn = cg_kernel(m, key, &fresh);
+	cg_home home;
+	LLVMValueRef fn = cg_kernel(m, key, &fresh, &home);
 	if (!fresh)
 		return fn;
 	cg_kb k;
-	cg_kb_begin(&k, m, fn, g->member[g->n - 1]->type.dtype);
+	cg_kb_begin(&k, home.m, home.fn, g->member[g->n - 1]->type.dtype);
 	emitter e = {.k = &k, .g = g};
 	for (int b = 0; b < g->nbuf; b++)
 		e.base[b] = cg_arg(&k, b);

@@ -34,10 +34,29 @@ void cg_module_init(cg_module *m, const char *name, int threads, cg_stats *stats
 	m->par_ty = LLVMFunctionType(m->vd, pp, 4, 0);
 	m->threads = threads > 0 ? threads : 1;
 	m->stats = stats;
+	snprintf(m->prefix, sizeof m->prefix, "%s", name);
+}
+
+void cg_module_add_parts(cg_module *m, int n)
+{
+	IR_ASSERT(n >= 0 && n <= CG_MAX_PARTS);
+	for (int i = 0; i < n; i++) {
+		cg_module *p = malloc(sizeof *p);
+		if (!p)
+			IR_DIE("out of memory");
+		char name[80];
+		snprintf(name, sizeof name, "%s.part%d", m->prefix, i);
+		cg_module_init(p, name, m->threads, m->stats);
+		m->part[m->nparts++] = p;
+	}
 }
 
 void cg_module_free(cg_module *m)
 {
+	for (int i = 0; i < m->nparts; i++) {
+		cg_module_free(m->part[i]);
+		free(m->part[i]);
+	}
 	for (int i = 0; i < m->ncache; i++)
 		free(m->cache[i].key);
 	free(m->cache);
@@ -63,11 +82,12 @@ LLVMValueRef cg_extern(cg_module *m, const char *name, LLVMTypeRef ty)
 	return f ? f : LLVMAddFunction(m->mod, name, ty);
 }
 
-LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh)
+LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh, cg_home *home)
 {
 	for (int i = 0; i < m->ncache; i++)
 		if (strcmp(m->cache[i].key, key) == 0) {
 			*fresh = false;
+			*home = m->cache[i].home;
 			return m->cache[i].fn;
 		}
 	if (m->ncache == m->capcache) {
@@ -76,12 +96,20 @@ LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh)
 		if (!m->cache)
 			IR_DIE("out of memory");
 	}
-	char name[32];
-	snprintf(name, sizeof name, "k%d", m->ncache);
+	char name[96];
+	snprintf(name, sizeof name, "%s_k%d", m->prefix, m->ncache);
 	LLVMValueRef fn = LLVMAddFunction(m->mod, name, m->kernel_ty);
-	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	if (m->nparts == 0) {
+		LLVMSetLinkage(fn, LLVMInternalLinkage);
+		*home = (cg_home){m, fn};
+	} else {
+		/* The body goes to the next part; the step calls it by name. */
+		cg_module *p = m->part[m->next_part++ % m->nparts];
+		*home = (cg_home){p, LLVMAddFunction(p->mod, name, p->kernel_ty)};
+	}
 	m->cache[m->ncache].key = strdup(key);
 	m->cache[m->ncache].fn = fn;
+	m->cache[m->ncache].home = *home;
 	if (!m->cache[m->ncache].key)
 		IR_DIE("out of memory");
 	m->ncache++;

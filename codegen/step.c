@@ -64,6 +64,10 @@ static void call_kernel(stepper *s, LLVMValueRef fn, int64_t extent, bool serial
 	}
 	if (m->stats)
 		m->stats->calls++;
+	/* A block per call keeps instruction selection's blocks small. */
+	LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(m->ctx, s->fn, "");
+	LLVMBuildBr(s->b, next);
+	LLVMPositionBuilderAtEnd(s->b, next);
 }
 
 /* The workspace slot of node n: its planned place. */
@@ -79,11 +83,12 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
 	char key[1024];
 	cg_node_signature(n, key, sizeof key);
 	bool fresh;
-	LLVMValueRef fn = cg_kernel(s->m, key, &fresh);
+	cg_home home;
+	LLVMValueRef fn = cg_kernel(s->m, key, &fresh, &home);
 	if (fresh) {
 		LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
 		cg_kb k;
-		cg_kb_begin(&k, s->m, fn, n->op == IR_OP_SOFTMAX_XENT ? n->in[0]->type.dtype : n->type.dtype);
+		cg_kb_begin(&k, home.m, home.fn, n->op == IR_OP_SOFTMAX_XENT ? n->in[0]->type.dtype : n->type.dtype);
 		impl->emit(&k, n);
 		cg_kb_end(&k);
 		LLVMPositionBuilderAtEnd(s->b, at);
@@ -98,11 +103,11 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
 		return;
 	char fkey[1100];
 	snprintf(fkey, sizeof fkey, "%s finish/%d", key, s->m->threads);
-	LLVMValueRef fin = cg_kernel(s->m, fkey, &fresh);
+	LLVMValueRef fin = cg_kernel(s->m, fkey, &fresh, &home);
 	if (fresh) {
 		LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
 		cg_kb k;
-		cg_kb_begin(&k, s->m, fin, n->type.dtype);
+		cg_kb_begin(&k, home.m, home.fn, n->type.dtype);
 		impl->finish(&k, n, s->m->threads);
 		cg_kb_end(&k);
 		LLVMPositionBuilderAtEnd(s->b, at);
@@ -181,6 +186,13 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 	char fname[128];
 	snprintf(fname, sizeof fname, "%s_step", name);
 	s.fn = LLVMAddFunction(m->mod, fname, fty);
+	/* The step is a long list of calls with nothing to optimise: compile it
+	 * as it is (optnone needs noinline), which keeps compile time linear. */
+	static const char *const attrs[] = {"optnone", "noinline"};
+	for (int k = 0; k < 2; k++) {
+		unsigned kind = LLVMGetEnumAttributeKindForName(attrs[k], strlen(attrs[k]));
+		LLVMAddAttributeAtIndex(s.fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(m->ctx, kind, 0));
+	}
 	s.arena = LLVMGetParam(s.fn, 0);
 	s.persist = LLVMGetParam(s.fn, 1);
 	s.inputs = LLVMGetParam(s.fn, 2);
