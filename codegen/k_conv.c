@@ -1,19 +1,17 @@
 /* k_conv.c: convolutions and matmul, on BLAS.
  *
- * Convolutions go one image at a time through im2col and one GEMM
- * (cblas_sgemm, or cblas_dgemm for f64), images divided among threads, BLAS
- * itself single-threaded, so both cores work and neither is oversubscribed.
- * The unfolded image (C·KH·KW rows by Ho·Wo columns) is each thread's
- * workspace; a 1x1 unpadded stride-1 convolution needs none, its input
- * already being that matrix.
- *   conv2d     y_n  = W · col(x_n)                      (O x K)(K x HoWo)
- *   conv2d_dx  dx_n = col2im(W^T · dy_n)                 (K x O)(O x HoWo)
- *   conv2d_dw  dW   = sum_n dy_n · col(x_n)^T            (O x HoWo)(HoWo x K)
- * conv2d_dw accumulates each thread's images into a partial sum in its
- * workspace; a serial finish kernel adds the partials in thread order, so
- * the result does not depend on timing.  The im2col and col2im loops are
- * generated here; the padding is the node's explicit [top, bottom, left,
- * right]. */
+ * Convolutions go a tile of T images at a time through one GEMM (cblas_sgemm,
+ * or cblas_dgemm for f64): per-image GEMMs of small layers are too thin for
+ * BLAS to run well, so T images' columns are laid side by side.  Tiles are
+ * divided among threads, BLAS itself single-threaded, so both cores work and
+ * neither is oversubscribed.  With col the T images unfolded (im2col; C·KH·KW
+ * rows by T·Ho·Wo columns) and Y the outputs gathered the same way (O rows):
+ *   conv2d     Y  = W · col, scattered back to the images
+ *   conv2d_dx  col = W^T · Y(dy), folded back into each image (col2im)
+ *   conv2d_dw  dW += Y(dy) · col^T, into the thread's partial sum
+ * col and Y are each thread's workspace.  conv2d_dw's serial finish kernel
+ * adds the threads' partials in thread order, so the result does not depend
+ * on timing.  Padding is the node's explicit [top, bottom, left, right]. */
 #include "internal.h"
 
 /* CBLAS enum values (cblas.h): row major 101, no transpose 111, transpose 112. */
@@ -48,15 +46,30 @@ static conv_geom geom(const ir_node *n)
 	return g;
 }
 
-static bool direct(const conv_geom *g)
+/* Images per GEMM: enough columns (T·Ho·Wo >= 4096) to keep BLAS busy,
+ * at most 8 MiB of unfolded columns, and at most half the batch so both
+ * threads get tiles. */
+static int64_t tile(const conv_geom *g)
 {
-	return g->kh == 1 && g->kw == 1 && g->s == 1 && g->pt == 0 && g->pl == 0 && g->ho == g->h &&
-		g->wo == g->w;
+	int64_t howo = g->ho * g->wo, k = g->c * g->kh * g->kw;
+	int64_t t = (4096 + howo - 1) / howo;
+	int64_t cap = ((int64_t)8 << 20) / 4 / (k * howo);
+	if (t > cap)
+		t = cap;
+	if (t > (g->n + 1) / 2)
+		t = (g->n + 1) / 2;
+	return t < 1 ? 1 : t;
 }
 
+/* Workspace elements per thread: col, Y, and conv2d_dw's partial dW. */
 static int64_t col_elems(const conv_geom *g)
 {
-	return g->c * g->kh * g->kw * g->ho * g->wo;
+	return g->c * g->kh * g->kw * g->ho * g->wo * tile(g);
+}
+
+static int64_t y_elems(const conv_geom *g)
+{
+	return g->o * g->ho * g->wo * tile(g);
 }
 
 static int64_t real_size(const ir_node *n)
@@ -66,21 +79,27 @@ static int64_t real_size(const ir_node *n)
 
 static int64_t conv_extent(const ir_node *n)
 {
-	return geom(n).n;
+	conv_geom g = geom(n);
+	return (g.n + tile(&g) - 1) / tile(&g);
+}
+
+static int64_t per_thread(const conv_geom *g, const ir_node *n)
+{
+	int64_t e = col_elems(g) + y_elems(g);
+	if (n->op == IR_OP_CONV2D_DW)
+		e += g->o * g->c * g->kh * g->kw;
+	return e;
 }
 
 static int64_t conv_workspace(const ir_node *n)
 {
 	conv_geom g = geom(n);
-	int64_t col = direct(&g) ? 0 : col_elems(&g);
-	if (n->op == IR_OP_CONV2D_DW)
-		col += g.o * g.c * g.kh * g.kw; /* the thread's partial dW */
-	return col * real_size(n);
+	return per_thread(&g, n) * real_size(n);
 }
 
-/* Calls cblas_?gemm (row major). */
-static void gemm(cg_kb *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, LLVMValueRef a, int64_t lda,
-	LLVMValueRef b, int64_t ldb, double beta, LLVMValueRef c, int64_t ldc)
+/* Calls cblas_?gemm (row major); m, n and kk are i64 values. */
+static void gemm_v(cg_kb *k, int ta, int tb, LLVMValueRef m, LLVMValueRef n, LLVMValueRef kk, LLVMValueRef a,
+	int64_t lda, LLVMValueRef b, int64_t ldb, double beta, LLVMValueRef c, int64_t ldc)
 {
 	cg_module *M = k->m;
 	LLVMTypeRef i32 = M->i32, r = k->real;
@@ -89,15 +108,21 @@ static void gemm(cg_kb *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, LLV
 	LLVMValueRef f = cg_extern(M, k->dt == IR_F64 ? "cblas_dgemm" : "cblas_sgemm", fty);
 	LLVMValueRef a14[14] = {
 		LLVMConstInt(i32, ROW_MAJOR, 0), LLVMConstInt(i32, (unsigned)ta, 0), LLVMConstInt(i32, (unsigned)tb, 0),
-		LLVMConstInt(i32, (unsigned long long)m, 0), LLVMConstInt(i32, (unsigned long long)n, 0),
-		LLVMConstInt(i32, (unsigned long long)kk, 0), cg_real(k, 1), a, LLVMConstInt(i32, (unsigned long long)lda, 0),
-		b, LLVMConstInt(i32, (unsigned long long)ldb, 0), cg_real(k, beta), c,
+		LLVMBuildTrunc(k->b, m, i32, ""), LLVMBuildTrunc(k->b, n, i32, ""), LLVMBuildTrunc(k->b, kk, i32, ""),
+		cg_real(k, 1), a, LLVMConstInt(i32, (unsigned long long)lda, 0), b,
+		LLVMConstInt(i32, (unsigned long long)ldb, 0), cg_real(k, beta), c,
 		LLVMConstInt(i32, (unsigned long long)ldc, 0)};
 	LLVMBuildCall2(k->b, fty, f, a14, 14, "");
-	if (M->stats) {
+	if (M->stats)
 		M->stats->gemms++;
-		M->stats->flops += 2.0 * (double)m * (double)n * (double)kk;
-	}
+}
+
+static void gemm(cg_kb *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, LLVMValueRef a, int64_t lda,
+	LLVMValueRef b, int64_t ldb, double beta, LLVMValueRef c, int64_t ldc)
+{
+	gemm_v(k, ta, tb, cg_i64(k, m), cg_i64(k, n), cg_i64(k, kk), a, lda, b, ldb, beta, c, ldc);
+	if (k->m->stats)
+		k->m->stats->flops += 2.0 * (double)m * (double)n * (double)kk;
 }
 
 /* The thread's workspace slice. */
@@ -107,12 +132,13 @@ static LLVMValueRef slice(cg_kb *k, const ir_node *n, int64_t per_thread)
 	return cg_gep(k, NULL, ws, cg_imul(k, k->tid, cg_i64(k, per_thread)));
 }
 
-/* Unfolds image x (C x H x W) into col ((C·KH·KW) x (Ho·Wo)), zero where
- * the window falls in the padding. */
-static void im2col(cg_kb *k, const conv_geom *g, LLVMValueRef x, LLVMValueRef col)
+/* Unfolds image x (C x H x W) into columns of col ((C·KH·KW) rows of ld
+ * elements; this image's Ho·Wo columns start at col), zero where the window
+ * falls in the padding. */
+static void im2col(cg_kb *k, const conv_geom *g, LLVMValueRef x, LLVMValueRef col, int64_t ld)
 {
 	cg_loop lr, lo, li;
-	int64_t win = g->kh * g->kw, howo = g->ho * g->wo;
+	int64_t win = g->kh * g->kw, howo = ld;
 	LLVMValueRef row = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, g->c * win));
 	LLVMValueRef c = cg_idiv(k, row, cg_i64(k, win)), rem = cg_irem(k, row, cg_i64(k, win));
 	LLVMValueRef kh = cg_idiv(k, rem, cg_i64(k, g->kw)), kw = cg_irem(k, rem, cg_i64(k, g->kw));
@@ -134,12 +160,13 @@ static void im2col(cg_kb *k, const conv_geom *g, LLVMValueRef x, LLVMValueRef co
 	cg_end_for(k, &lr, NULL);
 }
 
-/* Folds col back, adding into image dx (zeroed first). */
-static void col2im(cg_kb *k, const conv_geom *g, LLVMValueRef col, LLVMValueRef dx)
+/* Folds this image's columns of col (rows of ld elements) back, adding into
+ * image dx (zeroed first). */
+static void col2im(cg_kb *k, const conv_geom *g, LLVMValueRef col, int64_t ld, LLVMValueRef dx)
 {
 	cg_memset0(k, dx, cg_i64(k, g->c * g->h * g->w * ir_dtype_size(k->dt)));
 	cg_loop lr, lo, li;
-	int64_t win = g->kh * g->kw, howo = g->ho * g->wo;
+	int64_t win = g->kh * g->kw, howo = ld;
 	LLVMValueRef row = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, g->c * win));
 	LLVMValueRef c = cg_idiv(k, row, cg_i64(k, win)), rem = cg_irem(k, row, cg_i64(k, win));
 	LLVMValueRef kh = cg_idiv(k, rem, cg_i64(k, g->kw)), kw = cg_irem(k, rem, cg_i64(k, g->kw));
@@ -163,53 +190,100 @@ static void col2im(cg_kb *k, const conv_geom *g, LLVMValueRef col, LLVMValueRef 
 	cg_end_for(k, &lr, NULL);
 }
 
+/* Copies rows of `rows` images' planes between the image layout (image i at
+ * img + i·rows·howo) and the tile layout (rows of ld, image i's columns at
+ * i·howo); to_tile says which way. */
+static void shuffle(cg_kb *k, LLVMValueRef img, LLVMValueRef tilebuf, LLVMValueRef count, int64_t rows,
+	int64_t howo, int64_t ld, bool to_tile)
+{
+	cg_loop li, lr;
+	int64_t bytes = howo * ir_dtype_size(k->dt);
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
+	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, rows));
+	LLVMValueRef at_img = cg_imul(k, cg_iadd(k, cg_imul(k, i, cg_i64(k, rows)), r), cg_i64(k, howo));
+	LLVMValueRef at_tile = cg_iadd(k, cg_imul(k, r, cg_i64(k, ld)), cg_imul(k, i, cg_i64(k, howo)));
+	LLVMValueRef a = cg_gep(k, NULL, img, at_img), b = cg_gep(k, NULL, tilebuf, at_tile);
+	cg_memcpy(k, to_tile ? b : a, to_tile ? a : b, cg_i64(k, bytes));
+	cg_end_for(k, &lr, NULL);
+	cg_end_for(k, &li, NULL);
+}
+
+/* The images of tile `t`: first and count (the last tile may be short). */
+static void tile_span(cg_kb *k, const conv_geom *g, LLVMValueRef t, LLVMValueRef *first, LLVMValueRef *count)
+{
+	int64_t T = tile(g);
+	*first = cg_imul(k, t, cg_i64(k, T));
+	LLVMValueRef left = cg_isub(k, cg_i64(k, g->n), *first);
+	LLVMValueRef full = LLVMBuildICmp(k->b, LLVMIntSGT, left, cg_i64(k, T), "");
+	*count = LLVMBuildSelect(k->b, full, cg_i64(k, T), left, "");
+}
+
+/* Unfolds images first .. first+count-1 of x into col (rows of ld). */
+static void unfold(cg_kb *k, const conv_geom *g, LLVMValueRef x, LLVMValueRef first, LLVMValueRef count,
+	LLVMValueRef col, int64_t ld)
+{
+	int64_t howo = g->ho * g->wo;
+	cg_loop l;
+	LLVMValueRef i = cg_for(k, &l, cg_i64(k, 0), count);
+	LLVMValueRef xi = cg_gep(k, NULL, x, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, g->c * g->h * g->w)));
+	im2col(k, g, xi, cg_gep(k, NULL, col, cg_imul(k, i, cg_i64(k, howo))), ld);
+	cg_end_for(k, &l, NULL);
+}
+
 static void emit_conv2d(cg_kb *k, const ir_node *n)
 {
 	conv_geom g = geom(n);
-	int64_t K = g.c * g.kh * g.kw, howo = g.ho * g.wo;
+	int64_t K = g.c * g.kh * g.kw, howo = g.ho * g.wo, ld = howo * tile(&g);
 	LLVMValueRef y = cg_arg(k, 0), x = cg_arg(k, 1), w = cg_arg(k, 2);
-	LLVMValueRef col = direct(&g) ? NULL : slice(k, n, col_elems(&g));
+	LLVMValueRef col = slice(k, n, per_thread(&g, n));
+	LLVMValueRef ybuf = cg_gep(k, NULL, col, cg_i64(k, col_elems(&g)));
 	cg_loop l;
-	LLVMValueRef img = cg_for(k, &l, k->lo, k->hi);
-	LLVMValueRef xn = cg_gep(k, NULL, x, cg_imul(k, img, cg_i64(k, g.c * g.h * g.w)));
-	LLVMValueRef yn = cg_gep(k, NULL, y, cg_imul(k, img, cg_i64(k, g.o * howo)));
-	if (col)
-		im2col(k, &g, xn, col);
-	gemm(k, NO_TRANS, NO_TRANS, g.o, howo, K, w, K, col ? col : xn, howo, 0, yn, howo);
+	LLVMValueRef t = cg_for(k, &l, k->lo, k->hi), first, count;
+	tile_span(k, &g, t, &first, &count);
+	unfold(k, &g, x, first, count, col, ld);
+	LLVMValueRef cols = cg_imul(k, count, cg_i64(k, howo));
+	gemm_v(k, NO_TRANS, NO_TRANS, cg_i64(k, g.o), cols, cg_i64(k, K), w, K, col, ld, 0, ybuf, ld);
+	shuffle(k, cg_gep(k, NULL, y, cg_imul(k, first, cg_i64(k, g.o * howo))), ybuf, count, g.o, howo, ld, false);
 	cg_end_for(k, &l, NULL);
 }
 
 static void emit_conv2d_dx(cg_kb *k, const ir_node *n)
 {
 	conv_geom g = geom(n);
-	int64_t K = g.c * g.kh * g.kw, howo = g.ho * g.wo;
+	int64_t K = g.c * g.kh * g.kw, howo = g.ho * g.wo, ld = howo * tile(&g);
 	LLVMValueRef dx = cg_arg(k, 0), dy = cg_arg(k, 1), w = cg_arg(k, 2);
-	LLVMValueRef col = direct(&g) ? NULL : slice(k, n, col_elems(&g));
-	cg_loop l;
-	LLVMValueRef img = cg_for(k, &l, k->lo, k->hi);
-	LLVMValueRef dyn = cg_gep(k, NULL, dy, cg_imul(k, img, cg_i64(k, g.o * howo)));
-	LLVMValueRef dxn = cg_gep(k, NULL, dx, cg_imul(k, img, cg_i64(k, g.c * g.h * g.w)));
-	gemm(k, TRANS, NO_TRANS, K, howo, g.o, w, K, dyn, howo, 0, col ? col : dxn, howo);
-	if (col)
-		col2im(k, &g, col, dxn);
+	LLVMValueRef col = slice(k, n, per_thread(&g, n));
+	LLVMValueRef ybuf = cg_gep(k, NULL, col, cg_i64(k, col_elems(&g)));
+	cg_loop l, li;
+	LLVMValueRef t = cg_for(k, &l, k->lo, k->hi), first, count;
+	tile_span(k, &g, t, &first, &count);
+	shuffle(k, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, g.o * howo))), ybuf, count, g.o, howo, ld, true);
+	LLVMValueRef cols = cg_imul(k, count, cg_i64(k, howo));
+	gemm_v(k, TRANS, NO_TRANS, cg_i64(k, K), cols, cg_i64(k, g.o), w, K, ybuf, ld, 0, col, ld);
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
+	LLVMValueRef dxi = cg_gep(k, NULL, dx, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, g.c * g.h * g.w)));
+	col2im(k, &g, cg_gep(k, NULL, col, cg_imul(k, i, cg_i64(k, howo))), ld, dxi);
+	cg_end_for(k, &li, NULL);
 	cg_end_for(k, &l, NULL);
 }
 
 static void emit_conv2d_dw(cg_kb *k, const ir_node *n)
 {
 	conv_geom g = geom(n);
-	int64_t K = g.c * g.kh * g.kw, howo = g.ho * g.wo, cols = direct(&g) ? 0 : col_elems(&g);
+	int64_t K = g.c * g.kh * g.kw, howo = g.ho * g.wo, ld = howo * tile(&g);
 	LLVMValueRef dy = cg_arg(k, 1), x = cg_arg(k, 2);
-	LLVMValueRef mine = slice(k, n, cols + g.o * K);
-	LLVMValueRef col = cols ? mine : NULL, part = cg_gep(k, NULL, mine, cg_i64(k, cols));
+	LLVMValueRef col = slice(k, n, per_thread(&g, n));
+	LLVMValueRef ybuf = cg_gep(k, NULL, col, cg_i64(k, col_elems(&g)));
+	LLVMValueRef part = cg_gep(k, NULL, ybuf, cg_i64(k, y_elems(&g)));
 	cg_memset0(k, part, cg_i64(k, g.o * K * ir_dtype_size(k->dt)));
 	cg_loop l;
-	LLVMValueRef img = cg_for(k, &l, k->lo, k->hi);
-	LLVMValueRef xn = cg_gep(k, NULL, x, cg_imul(k, img, cg_i64(k, g.c * g.h * g.w)));
-	LLVMValueRef dyn = cg_gep(k, NULL, dy, cg_imul(k, img, cg_i64(k, g.o * howo)));
-	if (col)
-		im2col(k, &g, xn, col);
-	gemm(k, NO_TRANS, TRANS, g.o, K, howo, dyn, howo, col ? col : xn, howo, 1, part, K);
+	LLVMValueRef t = cg_for(k, &l, k->lo, k->hi), first, count;
+	tile_span(k, &g, t, &first, &count);
+	unfold(k, &g, x, first, count, col, ld);
+	shuffle(k, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, g.o * howo))), ybuf, count, g.o, howo, ld, true);
+	/* A short last tile: only its own columns take part. */
+	LLVMValueRef cols = cg_imul(k, count, cg_i64(k, howo));
+	gemm_v(k, NO_TRANS, TRANS, cg_i64(k, g.o), cg_i64(k, K), cols, ybuf, ld, col, ld, 1, part, K);
 	cg_end_for(k, &l, NULL);
 }
 
@@ -217,13 +291,13 @@ static void emit_conv2d_dw(cg_kb *k, const ir_node *n)
 static void finish_conv2d_dw(cg_kb *k, const ir_node *n, int threads)
 {
 	conv_geom g = geom(n);
-	int64_t K = g.c * g.kh * g.kw, cols = direct(&g) ? 0 : col_elems(&g), per = cols + g.o * K;
+	int64_t K = g.c * g.kh * g.kw, per = per_thread(&g, n), at = col_elems(&g) + y_elems(&g);
 	LLVMValueRef dw = cg_arg(k, 0), ws = cg_arg(k, n->nin + 1);
 	cg_loop l;
 	LLVMValueRef i = cg_for(k, &l, cg_i64(k, 0), cg_i64(k, g.o * K));
-	LLVMValueRef sum = cg_ld(k, ws, cg_iadd(k, i, cg_i64(k, cols)));
+	LLVMValueRef sum = cg_ld(k, ws, cg_iadd(k, i, cg_i64(k, at)));
 	for (int t = 1; t < threads; t++)
-		sum = cg_fadd(k, sum, cg_ld(k, ws, cg_iadd(k, i, cg_i64(k, t * per + cols))));
+		sum = cg_fadd(k, sum, cg_ld(k, ws, cg_iadd(k, i, cg_i64(k, t * per + at))));
 	cg_st(k, dw, i, sum);
 	cg_end_for(k, &l, NULL);
 }
