@@ -2,6 +2,8 @@
  * loops, loads, stores and arithmetic kernels are made of. */
 #include <string.h>
 
+#include <llvm-c/DebugInfo.h>
+
 #include "internal.h"
 
 void cg_kb_begin(cg_kb *k, cg_module *m, LLVMValueRef fn, ir_dtype dt)
@@ -109,7 +111,7 @@ LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v)
 
 void cg_memset0(cg_kb *k, LLVMValueRef ptr, LLVMValueRef bytes)
 {
-	LLVMBuildMemSet(k->b, ptr, LLVMConstInt(LLVMInt8TypeInContext(k->m->ctx), 0, 0), bytes, 16);
+	LLVMBuildMemSet(k->b, ptr, LLVMConstInt(LLVMInt8TypeInContext(k->m->ctx), 0, 0), bytes, 4);
 }
 
 void cg_memcpy(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)
@@ -149,11 +151,30 @@ LLVMValueRef cg_carry(cg_kb *k, cg_loop *l, LLVMValueRef init)
 	return phi;
 }
 
+void cg_keep_loop(cg_loop *l)
+{
+	l->keep = true;
+}
+
+/* !llvm.loop !{self, !{"llvm.loop.unroll.disable"}} on a back edge. */
+static void no_unroll(cg_kb *k, LLVMValueRef br)
+{
+	LLVMContextRef ctx = k->m->ctx;
+	LLVMMetadataRef self = LLVMTemporaryMDNode(ctx, NULL, 0);
+	LLVMMetadataRef name = LLVMMDStringInContext2(ctx, "llvm.loop.unroll.disable", 24);
+	LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(ctx, &name, 1)};
+	LLVMMetadataRef loop = LLVMMDNodeInContext2(ctx, ops, 2);
+	LLVMMetadataReplaceAllUsesWith(self, loop); /* also disposes of the temporary */
+	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(ctx, "llvm.loop", 9), LLVMMetadataAsValue(ctx, loop));
+}
+
 void cg_end_for(cg_kb *k, cg_loop *l, const LLVMValueRef *next)
 {
 	LLVMBasicBlockRef latch = LLVMGetInsertBlock(k->b);
 	LLVMValueRef inc = LLVMBuildNSWAdd(k->b, l->i, LLVMConstInt(k->m->i64, 1, 0), "");
-	LLVMBuildBr(k->b, l->head);
+	LLVMValueRef br = LLVMBuildBr(k->b, l->head);
+	if (l->keep)
+		no_unroll(k, br);
 	LLVMAddIncoming(l->i, &inc, &latch, 1);
 	for (int c = 0; c < l->ncarry; c++) {
 		LLVMAddIncoming(l->phi[c], (LLVMValueRef *)&next[c], &latch, 1);

@@ -143,11 +143,16 @@ typedef struct {
 	LLVMValueRef phi[CG_MAX_CARRY];
 	LLVMValueRef out[CG_MAX_CARRY];
 	int ncarry;
+	bool keep; /* set before cg_end_for: never unroll this loop */
 } cg_loop;
 
 LLVMValueRef cg_for(cg_kb *k, cg_loop *l, LLVMValueRef lo, LLVMValueRef hi);
 LLVMValueRef cg_carry(cg_kb *k, cg_loop *l, LLVMValueRef init);
 void cg_end_for(cg_kb *k, cg_loop *l, const LLVMValueRef *next);
+/* Marks loop l (before its cg_end_for) as one the optimiser must not unroll:
+ * outer loops with constant trip counts, whose full unrolling would make
+ * compile time explode for no speed. */
+void cg_keep_loop(cg_loop *l);
 
 /* if (cond) { ... } */
 typedef struct {

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/LLJIT.h>
@@ -149,6 +150,49 @@ static void compile_all(job *jobs, int n, int threads)
 		pthread_join(tid[t], NULL);
 }
 
+/* With REVC_PERF_MAP set, tells perf(1) where each kernel is, through
+ * /tmp/perf-PID.map: "START SIZE NAME" per line, the name being the kernel's
+ * signature.  Sizes are the distance to the next symbol. */
+typedef struct {
+	uint64_t addr;
+	const char *key;
+} map_entry;
+
+static int by_addr(const void *a, const void *b)
+{
+	const map_entry *x = a, *y = b;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void perf_map(LLVMOrcLLJITRef jit, const cg_module *m)
+{
+	if (!getenv("REVC_PERF_MAP") || m->ncache == 0)
+		return;
+	map_entry *s = calloc((size_t)m->ncache, sizeof *s);
+	if (!s)
+		return;
+	int n = 0;
+	for (int i = 0; i < m->ncache; i++) {
+		LLVMOrcExecutorAddress addr;
+		LLVMErrorRef e = LLVMOrcLLJITLookup(jit, &addr, LLVMGetValueName(m->cache[i].fn));
+		if (e) {
+			LLVMConsumeError(e);
+			continue;
+		}
+		s[n++] = (map_entry){addr, m->cache[i].key};
+	}
+	qsort(s, (size_t)n, sizeof *s, by_addr);
+	char path[64];
+	snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+	FILE *f = fopen(path, "a");
+	for (int i = 0; f && i < n; i++)
+		fprintf(f, "%llx %llx %.200s\n", (unsigned long long)s[i].addr,
+			(unsigned long long)(i + 1 < n ? s[i + 1].addr - s[i].addr : 4096), s[i].key);
+	if (f)
+		fclose(f);
+	free(s);
+}
+
 cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d)
 {
 	cg_init_native();
@@ -229,6 +273,8 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 	LLVMOrcExecutorAddress addr = 0;
 	if (ok && !e)
 		e = LLVMOrcLLJITLookup(j->jit, &addr, sym);
+	if (ok && !e)
+		perf_map(j->jit, &m);
 	cg_module_free(&m);
 	if (e)
 		ok = llvm_error(d, "the JIT failed", e);

@@ -101,11 +101,11 @@ static LLVMValueRef term_dgamma(cg_kb *k, LLVMValueRef i, const LLVMValueRef *ct
 static void emit_bn_dgamma(cg_kb *k, const ir_node *n)
 {
 	bn_shape s = shape_of(&n->in[0]->type);
-	LLVMValueRef dg = cg_arg(k, 0), st = cg_arg(k, 3);
+	LLVMValueRef dg = cg_arg(k, 0), dy = cg_arg(k, 1), x = cg_arg(k, 2), st = cg_arg(k, 3);
 	LLVMValueRef eps = cg_f64(k, ir_node_float(n, IR_ATTR_EPS));
 	cg_loop l;
 	LLVMValueRef c = cg_for(k, &l, k->lo, k->hi);
-	LLVMValueRef ctx[3] = {cg_arg(k, 1), cg_arg(k, 2), cg_to_f64(k, cg_ld(k, st, c))};
+	LLVMValueRef ctx[3] = {dy, x, cg_to_f64(k, cg_ld(k, st, c))};
 	LLVMValueRef sum = channel_sum(k, &s, c, term_dgamma, ctx);
 	LLVMValueRef var = cg_to_f64(k, cg_ld(k, st, cg_iadd(k, c, cg_i64(k, s.c))));
 	LLVMValueRef inv = cg_fdiv(k, cg_f64(k, 1), cg_math(k, "llvm.sqrt", cg_fadd(k, var, eps)));

@@ -132,62 +132,100 @@ static LLVMValueRef slice(cg_kb *k, const ir_node *n, int64_t per_thread)
 	return cg_gep(k, NULL, ws, cg_imul(k, k->tid, cg_i64(k, per_thread)));
 }
 
-/* Unfolds image x (C x H x W) into columns of col ((C·KH·KW) rows of ld
- * elements; this image's Ho·Wo columns start at col), zero where the window
- * falls in the padding. */
-static void im2col(cg_kb *k, const conv_geom *g, LLVMValueRef x, LLVMValueRef col, int64_t ld)
+static LLVMValueRef imax(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSGT, a, b, ""), a, b, "");
+}
+
+static LLVMValueRef imin(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+/* The output rows (or columns) o whose input row i = o·s + off lands inside
+ * [0, in): [*lo, *hi) of [0, out), off being the window offset minus the
+ * padding. */
+static void valid_range(cg_kb *k, LLVMValueRef off, int64_t s, int64_t in, int64_t out, LLVMValueRef *lo,
+	LLVMValueRef *hi)
+{
+	/* o >= ceil(-off / s) and o <= floor((in - 1 - off) / s). */
+	LLVMValueRef a = cg_isub(k, cg_i64(k, 0), off), b = cg_isub(k, cg_i64(k, in - 1), off);
+	LLVMValueRef l = cg_idiv(k, cg_iadd(k, imax(k, a, cg_i64(k, 0)), cg_i64(k, s - 1)), cg_i64(k, s));
+	LLVMValueRef h = LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSLT, b, cg_i64(k, 0), ""), cg_i64(k, 0),
+		cg_iadd(k, cg_idiv(k, b, cg_i64(k, s)), cg_i64(k, 1)), "");
+	*hi = imin(k, h, cg_i64(k, out));
+	*lo = imin(k, l, *hi);
+}
+
+/* Zeroes n elements at p (n an i64 value, possibly 0). */
+static void zero(cg_kb *k, LLVMValueRef p, LLVMValueRef n)
+{
+	cg_memset0(k, p, cg_imul(k, n, cg_i64(k, ir_dtype_size(k->dt))));
+}
+
+/* The im2col and col2im loops over one image, row by row of col (c, kh,
+ * kw).  For each window offset the rows and columns where it falls inside
+ * the image form a range, computed once per offset: inside it the innermost
+ * loop is a plain (for stride 1, contiguous) copy that vectorises; outside
+ * it im2col writes zeros and col2im adds nothing.  The outer loops are kept
+ * rolled: unrolling them buys nothing and costs compile time. */
+static void fold(cg_kb *k, const conv_geom *g, LLVMValueRef img, LLVMValueRef col, int64_t ld, bool unfold)
 {
 	cg_loop lr, lo, li;
-	int64_t win = g->kh * g->kw, howo = ld;
+	if (!unfold)
+		zero(k, img, cg_i64(k, g->c * g->h * g->w));
+	int64_t win = g->kh * g->kw;
 	LLVMValueRef row = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, g->c * win));
 	LLVMValueRef c = cg_idiv(k, row, cg_i64(k, win)), rem = cg_irem(k, row, cg_i64(k, win));
 	LLVMValueRef kh = cg_idiv(k, rem, cg_i64(k, g->kw)), kw = cg_irem(k, rem, cg_i64(k, g->kw));
-	LLVMValueRef plane = cg_imul(k, c, cg_i64(k, g->h * g->w));
-	LLVMValueRef oh = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, g->ho));
-	LLVMValueRef ih = cg_isub(k, cg_iadd(k, cg_imul(k, oh, cg_i64(k, g->s)), kh), cg_i64(k, g->pt));
-	LLVMValueRef ih_ok = LLVMBuildICmp(k->b, LLVMIntULT, ih, cg_i64(k, g->h), "");
-	LLVMValueRef dst = cg_iadd(k, cg_imul(k, row, cg_i64(k, howo)), cg_imul(k, oh, cg_i64(k, g->wo)));
-	LLVMValueRef src = cg_iadd(k, plane, cg_imul(k, ih, cg_i64(k, g->w)));
-	LLVMValueRef ow = cg_for(k, &li, cg_i64(k, 0), cg_i64(k, g->wo));
-	LLVMValueRef iw = cg_isub(k, cg_iadd(k, cg_imul(k, ow, cg_i64(k, g->s)), kw), cg_i64(k, g->pl));
-	LLVMValueRef ok = LLVMBuildAnd(k->b, ih_ok, LLVMBuildICmp(k->b, LLVMIntULT, iw, cg_i64(k, g->w), ""), "");
-	/* Load from a clamped index so the load is always in bounds, then select. */
-	LLVMValueRef at = LLVMBuildSelect(k->b, ok, cg_iadd(k, src, iw), cg_i64(k, 0), "");
-	LLVMValueRef v = LLVMBuildSelect(k->b, ok, cg_ld(k, x, at), cg_real(k, 0), "");
-	cg_st(k, col, cg_iadd(k, dst, ow), v);
+	LLVMValueRef plane = cg_gep(k, NULL, img, cg_imul(k, c, cg_i64(k, g->h * g->w)));
+	LLVMValueRef dst = cg_gep(k, NULL, col, cg_imul(k, row, cg_i64(k, ld)));
+	LLVMValueRef offh = cg_isub(k, kh, cg_i64(k, g->pt)), offw = cg_isub(k, kw, cg_i64(k, g->pl));
+	LLVMValueRef oh0, oh1, ow0, ow1;
+	valid_range(k, offh, g->s, g->h, g->ho, &oh0, &oh1);
+	valid_range(k, offw, g->s, g->w, g->wo, &ow0, &ow1);
+	if (unfold) {
+		/* Rows outside the range, and every row when no column is inside. */
+		LLVMValueRef none = LLVMBuildICmp(k->b, LLVMIntEQ, ow0, ow1, "");
+		LLVMValueRef top = LLVMBuildSelect(k->b, none, cg_i64(k, g->ho), oh0, "");
+		zero(k, dst, cg_imul(k, top, cg_i64(k, g->wo)));
+		LLVMValueRef from = imax(k, oh1, top);
+		zero(k, cg_gep(k, NULL, dst, cg_imul(k, from, cg_i64(k, g->wo))),
+			cg_imul(k, cg_isub(k, cg_i64(k, g->ho), from), cg_i64(k, g->wo)));
+	}
+	LLVMValueRef oh = cg_for(k, &lo, oh0, oh1);
+	LLVMValueRef ih = cg_iadd(k, cg_imul(k, oh, cg_i64(k, g->s)), offh);
+	LLVMValueRef crow = cg_gep(k, NULL, dst, cg_imul(k, oh, cg_i64(k, g->wo)));
+	LLVMValueRef irow = cg_gep(k, NULL, plane, cg_imul(k, ih, cg_i64(k, g->w)));
+	if (unfold) {
+		zero(k, crow, ow0);
+		zero(k, cg_gep(k, NULL, crow, ow1), cg_isub(k, cg_i64(k, g->wo), ow1));
+	}
+	LLVMValueRef ow = cg_for(k, &li, ow0, ow1);
+	LLVMValueRef iw = cg_iadd(k, cg_imul(k, ow, cg_i64(k, g->s)), offw);
+	if (unfold)
+		cg_st(k, crow, ow, cg_ld(k, irow, iw));
+	else
+		cg_st(k, irow, iw, cg_fadd(k, cg_ld(k, irow, iw), cg_ld(k, crow, ow)));
 	cg_end_for(k, &li, NULL);
+	cg_keep_loop(&lo);
 	cg_end_for(k, &lo, NULL);
+	cg_keep_loop(&lr);
 	cg_end_for(k, &lr, NULL);
+}
+
+/* Unfolds image x (C x H x W) into columns of col ((C·KH·KW) rows of ld
+ * elements; this image's Ho·Wo columns start at col). */
+static void im2col(cg_kb *k, const conv_geom *g, LLVMValueRef x, LLVMValueRef col, int64_t ld)
+{
+	fold(k, g, x, col, ld, true);
 }
 
 /* Folds this image's columns of col (rows of ld elements) back, adding into
  * image dx (zeroed first). */
 static void col2im(cg_kb *k, const conv_geom *g, LLVMValueRef col, int64_t ld, LLVMValueRef dx)
 {
-	cg_memset0(k, dx, cg_i64(k, g->c * g->h * g->w * ir_dtype_size(k->dt)));
-	cg_loop lr, lo, li;
-	int64_t win = g->kh * g->kw, howo = ld;
-	LLVMValueRef row = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, g->c * win));
-	LLVMValueRef c = cg_idiv(k, row, cg_i64(k, win)), rem = cg_irem(k, row, cg_i64(k, win));
-	LLVMValueRef kh = cg_idiv(k, rem, cg_i64(k, g->kw)), kw = cg_irem(k, rem, cg_i64(k, g->kw));
-	LLVMValueRef plane = cg_imul(k, c, cg_i64(k, g->h * g->w));
-	LLVMValueRef oh = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, g->ho));
-	LLVMValueRef ih = cg_isub(k, cg_iadd(k, cg_imul(k, oh, cg_i64(k, g->s)), kh), cg_i64(k, g->pt));
-	cg_if in_rows;
-	cg_if_begin(k, &in_rows, LLVMBuildICmp(k->b, LLVMIntULT, ih, cg_i64(k, g->h), ""));
-	LLVMValueRef src = cg_iadd(k, cg_imul(k, row, cg_i64(k, howo)), cg_imul(k, oh, cg_i64(k, g->wo)));
-	LLVMValueRef dst = cg_iadd(k, plane, cg_imul(k, ih, cg_i64(k, g->w)));
-	LLVMValueRef ow = cg_for(k, &li, cg_i64(k, 0), cg_i64(k, g->wo));
-	LLVMValueRef iw = cg_isub(k, cg_iadd(k, cg_imul(k, ow, cg_i64(k, g->s)), kw), cg_i64(k, g->pl));
-	cg_if in_cols;
-	cg_if_begin(k, &in_cols, LLVMBuildICmp(k->b, LLVMIntULT, iw, cg_i64(k, g->w), ""));
-	LLVMValueRef at = cg_iadd(k, dst, iw);
-	cg_st(k, dx, at, cg_fadd(k, cg_ld(k, dx, at), cg_ld(k, col, cg_iadd(k, src, ow))));
-	cg_if_end(k, &in_cols);
-	cg_end_for(k, &li, NULL);
-	cg_if_end(k, &in_rows);
-	cg_end_for(k, &lo, NULL);
-	cg_end_for(k, &lr, NULL);
+	fold(k, g, dx, col, ld, false);
 }
 
 /* Copies rows of `rows` images' planes between the image layout (image i at

@@ -144,6 +144,8 @@ static void preload(emitter *e, LLVMValueRef r, LLVMValueRef c)
 		const ir_node *n = g->member[i];
 		for (int j = 0; j < n->nin; j++) {
 			rd_kind kind = operand_kind(n, j);
+			if (kind == RD_ELEM)
+				continue; /* read per element, perhaps from a member */
 			LLVMValueRef base = e->base[buf_index(g, n->in[j])];
 			if (kind == RD_CHANNEL)
 				e->pre[i][j] = cg_ld(k, base, c);

@@ -109,8 +109,8 @@ static int64_t layout_extent(const ir_node *n)
 
 /* Piece q (0-based) of segment s in result row o, given the segment's
  * start dst_off in the result row. */
-static void emit_piece(cg_kb *k, const layout *l, const segment *s, int64_t dst_off, LLVMValueRef o,
-	LLVMValueRef q)
+static void emit_piece(cg_kb *k, const layout *l, const segment *s, int64_t dst_off, const LLVMValueRef *arg,
+	LLVMValueRef o, LLVMValueRef q)
 {
 	int64_t es = ir_dtype_size(k->dt);
 	LLVMValueRef start = cg_imul(k, q, cg_i64(k, CHUNK));
@@ -122,13 +122,13 @@ static void emit_piece(cg_kb *k, const layout *l, const segment *s, int64_t dst_
 	}
 	LLVMValueRef bytes = cg_imul(k, len, cg_i64(k, es));
 	LLVMValueRef at = cg_iadd(k, cg_imul(k, o, cg_i64(k, l->row)), cg_iadd(k, cg_i64(k, dst_off), start));
-	LLVMValueRef dst = cg_gep(k, NULL, cg_arg(k, 0), at);
+	LLVMValueRef dst = cg_gep(k, NULL, arg[0], at);
 	if (s->src == 0) {
 		cg_memset0(k, dst, bytes);
 		return;
 	}
 	LLVMValueRef from = cg_iadd(k, cg_imul(k, o, cg_i64(k, s->src_row)), cg_iadd(k, cg_i64(k, s->src_off), start));
-	cg_memcpy(k, dst, cg_gep(k, NULL, cg_arg(k, s->src), from), bytes);
+	cg_memcpy(k, dst, cg_gep(k, NULL, arg[s->src], from), bytes);
 }
 
 /* Work item t = o·P + p: piece p of result row o, P pieces per row. */
@@ -138,6 +138,7 @@ static void emit_layout(cg_kb *k, const ir_node *n)
 	int64_t per_row = row_pieces(&l);
 	if (per_row == 0)
 		return;
+	LLVMValueRef arg[3] = {cg_arg(k, 0), cg_arg(k, 1), n->nin > 1 ? cg_arg(k, 2) : NULL};
 	cg_loop lt;
 	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
 	LLVMValueRef o = per_row == 1 ? t : cg_idiv(k, t, cg_i64(k, per_row));
@@ -147,13 +148,13 @@ static void emit_layout(cg_kb *k, const ir_node *n)
 		const segment *sg = &l.seg[s];
 		int64_t np = pieces(sg->len);
 		if (per_row == 1) {
-			emit_piece(k, &l, sg, dst_off, o, cg_i64(k, 0));
+			emit_piece(k, &l, sg, dst_off, arg, o, cg_i64(k, 0));
 		} else {
 			/* first <= p < first + np: piece p − first of this segment */
 			LLVMValueRef q = cg_isub(k, p, cg_i64(k, first));
 			cg_if in;
 			cg_if_begin(k, &in, LLVMBuildICmp(k->b, LLVMIntULT, q, cg_i64(k, np), ""));
-			emit_piece(k, &l, sg, dst_off, o, q);
+			emit_piece(k, &l, sg, dst_off, arg, o, q);
 			cg_if_end(k, &in);
 		}
 		first += np;

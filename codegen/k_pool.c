@@ -65,9 +65,10 @@ static void emit_avgpool(cg_kb *k, const ir_node *n)
 {
 	pool_geom p = geom(n);
 	int64_t win = ir_node_int(n, IR_ATTR_WINDOW);
+	LLVMValueRef y = cg_arg(k, 0), x = cg_arg(k, 1);
 	cg_loop lp, li, lj, lr, lc;
 	LLVMValueRef pl = cg_for(k, &lp, k->lo, k->hi);
-	LLVMValueRef xp = plane(k, cg_arg(k, 1), pl, p.h * p.w), yp = plane(k, cg_arg(k, 0), pl, p.ho * p.wo);
+	LLVMValueRef xp = plane(k, x, pl, p.h * p.w), yp = plane(k, y, pl, p.ho * p.wo);
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), cg_i64(k, p.ho));
 	LLVMValueRef j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, p.wo));
 	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, win));
@@ -92,15 +93,16 @@ static void emit_avgpool_grad(cg_kb *k, const ir_node *n)
 {
 	pool_geom p = geom(n);
 	int64_t win = ir_node_int(n, IR_ATTR_WINDOW), rows = p.ho * win, cols = p.wo * win;
+	LLVMValueRef dx = cg_arg(k, 0), dy = cg_arg(k, 1);
 	cg_loop lp, lr, lc, lz;
 	LLVMValueRef pl = cg_for(k, &lp, k->lo, k->hi);
-	LLVMValueRef dxp = plane(k, cg_arg(k, 0), pl, p.h * p.w), dyp = plane(k, cg_arg(k, 1), pl, p.ho * p.wo);
+	LLVMValueRef dxp = plane(k, dx, pl, p.h * p.w), dyp = plane(k, dy, pl, p.ho * p.wo);
 	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, rows));
 	LLVMValueRef src = cg_imul(k, cg_idiv(k, r, cg_i64(k, win)), cg_i64(k, p.wo));
 	LLVMValueRef dst = cg_imul(k, r, cg_i64(k, p.w));
 	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, cols));
-	LLVMValueRef dy = cg_to_f64(k, cg_ld(k, dyp, cg_iadd(k, src, cg_idiv(k, c, cg_i64(k, win)))));
-	LLVMValueRef v = cg_to_real(k, cg_fdiv(k, dy, cg_f64(k, (double)(win * win))));
+	LLVMValueRef g = cg_to_f64(k, cg_ld(k, dyp, cg_iadd(k, src, cg_idiv(k, c, cg_i64(k, win)))));
+	LLVMValueRef v = cg_to_real(k, cg_fdiv(k, g, cg_f64(k, (double)(win * win))));
 	cg_st(k, dxp, cg_iadd(k, dst, c), v);
 	cg_end_for(k, &lc, NULL);
 	if (cols < p.w) {
@@ -196,8 +198,9 @@ static void emit_maxpool(cg_kb *k, const ir_node *n)
 	window w = window_of(n);
 	cg_loop lp, li, lj;
 	window_scan s;
+	LLVMValueRef y = cg_arg(k, 0), x = cg_arg(k, 1);
 	LLVMValueRef pl = cg_for(k, &lp, k->lo, k->hi);
-	LLVMValueRef xp = plane(k, cg_arg(k, 1), pl, p.h * p.w), yp = plane(k, cg_arg(k, 0), pl, p.ho * p.wo);
+	LLVMValueRef xp = plane(k, x, pl, p.h * p.w), yp = plane(k, y, pl, p.ho * p.wo);
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), cg_i64(k, p.ho));
 	LLVMValueRef j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, p.wo));
 	LLVMValueRef at;
@@ -217,9 +220,10 @@ static void emit_maxpool_grad(cg_kb *k, const ir_node *n)
 	window w = window_of(n);
 	cg_loop lp, li, lj;
 	window_scan s;
+	LLVMValueRef dx = cg_arg(k, 0), dy = cg_arg(k, 1), x = cg_arg(k, 2);
 	LLVMValueRef pl = cg_for(k, &lp, k->lo, k->hi);
-	LLVMValueRef dxp = plane(k, cg_arg(k, 0), pl, p.h * p.w), xp = plane(k, cg_arg(k, 2), pl, p.h * p.w);
-	LLVMValueRef dyp = plane(k, cg_arg(k, 1), pl, p.ho * p.wo);
+	LLVMValueRef dxp = plane(k, dx, pl, p.h * p.w), xp = plane(k, x, pl, p.h * p.w);
+	LLVMValueRef dyp = plane(k, dy, pl, p.ho * p.wo);
 	cg_memset0(k, dxp, cg_i64(k, p.h * p.w * ir_dtype_size(k->dt)));
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), cg_i64(k, p.ho));
 	LLVMValueRef j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, p.wo));
@@ -228,8 +232,8 @@ static void emit_maxpool_grad(cg_kb *k, const ir_node *n)
 	scan_end(k, &s, cg_ld(k, xp, at), at);
 	cg_if found;
 	cg_if_begin(k, &found, LLVMBuildICmp(k->b, LLVMIntSGE, s.idx, cg_i64(k, 0), ""));
-	LLVMValueRef dy = cg_ld(k, dyp, cg_iadd(k, cg_imul(k, i, cg_i64(k, p.wo)), j));
-	cg_st(k, dxp, s.idx, cg_fadd(k, cg_ld(k, dxp, s.idx), dy));
+	LLVMValueRef g = cg_ld(k, dyp, cg_iadd(k, cg_imul(k, i, cg_i64(k, p.wo)), j));
+	cg_st(k, dxp, s.idx, cg_fadd(k, cg_ld(k, dxp, s.idx), g));
 	cg_if_end(k, &found);
 	cg_end_for(k, &lj, NULL);
 	cg_end_for(k, &li, NULL);

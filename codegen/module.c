@@ -161,6 +161,9 @@ bool cg_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, char **err)
 	LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
 	LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
 	LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
+	/* Unrolling multiplies code and compile time; the loops here are
+	 * memory-bound or call BLAS, and gain little from it. */
+	LLVMPassBuilderOptionsSetLoopUnrolling(opts, 0);
 	LLVMErrorRef e = LLVMRunPasses(mod, "default<O3>", tm, opts);
 	LLVMDisposePassBuilderOptions(opts);
 	if (e) {

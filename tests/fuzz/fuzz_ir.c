@@ -6,7 +6,8 @@
  * (ir_dot) and printed.  The printed text must parse again and print to the
  * very same text: print.c promises that ir_parse reads everything it
  * writes, and printing numbers values canonically, so one print is a fixed
- * point.  Anything else is a round-trip bug and aborts.  A failed parse must
+ * point, and the graph read back verifies exactly when the original did.
+ * Anything else is a round-trip bug and aborts.  A failed parse must
  * leave exactly one diagnostic.  Built by scripts/fuzz; nothing is kept
  * between runs. */
 #include <stdint.h>
@@ -56,6 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			d.items[0].pos.line, d.items[0].pos.col, d.items[0].msg, once);
 		abort();
 	}
+	/* The printed graph means the same: it verifies exactly when g did. */
+	if (ir_verify(back, &d) != ok) {
+		fprintf(stderr, "fuzz_ir: the printed graph %s verify, the original %s:\n%s",
+			ok ? "does not" : "does", ok ? "does" : "does not", once);
+		abort();
+	}
+	ir_diags_clear(&d);
 	char *twice = ir_print_str(back);
 	if (strcmp(once, twice) != 0) {
 		fprintf(stderr, "fuzz_ir: print(parse(print(g))) differs from print(g):\n"
