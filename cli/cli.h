@@ -168,6 +168,7 @@ int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_mem(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
 
 /* "512MiB", "1.5GB", "2e9": bytes (cmd_mem.c). */
 bool cli_parse_size(const char *s, int64_t *out);

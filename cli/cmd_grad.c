@@ -8,13 +8,19 @@
 
 static const char usage[] =
 	"revc grad SPEC --params DIR --input X.npy --labels Y.npy --out DIR\n"
-	"                 [--dtype f32|f64] [--strategy store|revnet|checkpoint] [--set KEY=VALUE ...]";
+	"                 [--dtype f32|f64] [--strategy store|revnet|checkpoint] [--engine interp|jit]\n"
+	"                 [--state-out DIR] [--set KEY=VALUE ...]\n"
+	"       revc grad SPEC --params DIR --input X.npy --labels Y.npy --train-steps K --lr LR\n"
+	"                 --params-out DIR [...]";
 static const char about[] =
 	"Runs one training-mode forward and backward pass on the batch X (N,C,H,W,\n"
 	"float) with labels Y (N, integer), using the parameters and batch-norm state\n"
 	"in DIR/NAME.npy, and writes OUT/loss.npy (0-d) and OUT/NAME.npy for every\n"
 	"trainable parameter: the gradient of the mean cross-entropy alone (weight\n"
-	"decay belongs to the optimiser).  The batch size is X's first dimension.";
+	"decay belongs to the optimiser).  The batch size is X's first dimension.\n"
+	"With --train-steps K it runs K momentum-SGD steps on that batch instead\n"
+	"(momentum from zero unless DIR holds it), prints each step's loss, and writes\n"
+	"every parameter, running statistic and momentum buffer to --params-out.";
 
 static const cli_opt opts[] = {
 	{"params", 0, "DIR", "parameters and state to start from (required)"},
@@ -24,12 +30,16 @@ static const cli_opt opts[] = {
 	{"dtype", 0, "f32|f64", "precision of the computation (default f32)"},
 	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
 	{"state-out", 0, "DIR", "also write the batch-norm running statistics after the step"},
+	{"train-steps", 0, "K", "run K optimiser steps on the batch instead of writing gradients"},
+	{"lr", 0, "LR", "learning rate of those steps (default: the spec's first)"},
+	{"params-out", 0, "DIR", "where --train-steps writes the model (replaced whole)"},
+	CLI_ENGINE_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_STATE_OUT, OPT_SET,
-	OPT_HELP };
+enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_STATE_OUT, OPT_STEPS,
+	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_SET, OPT_HELP };
 
 /* Copies an .npy array into a graph input, converting the element type. */
 static bool fill_input(rt_exec *x, const char *name, const rt_npy *a, const char *path)
@@ -135,13 +145,45 @@ static bool write_state(const rt_store *s, const char *dir, rt_err *e)
 	return ok;
 }
 
+/* --train-steps: K optimiser steps on the batch, then the whole store. */
+static int train_steps(rt_exec *ex, rt_store *store, int64_t steps, double lr, const char *dir)
+{
+	rt_err e;
+	const ir_type *t;
+	void *rate = rt_exec_input(ex, "lr", &t);
+	if (t->dtype == IR_F32)
+		*(float *)rate = (float)lr;
+	else
+		*(double *)rate = lr;
+	for (int64_t s = 0; s < steps; s++) {
+		if (!rt_exec_run(ex, &e))
+			return cli_error("%s", e.msg);
+		const void *loss = rt_exec_output(ex, "loss", &t);
+		printf("step %lld loss %.9g\n", (long long)s + 1,
+			t->dtype == IR_F32 ? (double)*(const float *)loss : *(const double *)loss);
+	}
+	char *tmp;
+	if (!rt_dir_begin(dir, &tmp, &e))
+		return cli_error("%s", e.msg);
+	if (!rt_store_save(store, tmp, &e)) {
+		rt_dir_abort(tmp);
+		return cli_error("%s", e.msg);
+	}
+	if (!rt_dir_commit(tmp, dir, &e))
+		return cli_error("%s", e.msg);
+	return EXIT_OK;
+}
+
 int cmd_grad(int argc, char **argv)
 {
 	cli_args a;
 	cli_args_init(&a, "revc grad", argc, argv);
 	const char *spec = NULL, *params = NULL, *xpath = NULL, *ypath = NULL, *out = NULL, *state_out = NULL;
-	const char *val;
+	const char *val, *params_out = NULL;
 	ir_dtype dt = IR_F32;
+	int64_t steps = 0;
+	double lr = -1;
+	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	ctx.optimizer = false;
@@ -160,6 +202,22 @@ int cmd_grad(int argc, char **argv)
 		case OPT_LABELS: ypath = val; break;
 		case OPT_OUT: out = val; break;
 		case OPT_STATE_OUT: state_out = val; break;
+		case OPT_STEPS:
+			if (!cli_parse_int(a.cmd, "--train-steps", val, 1, 1000000, &steps))
+				return EXIT_USAGE;
+			break;
+		case OPT_LR: {
+			char *end;
+			lr = strtod(val, &end);
+			if (!*val || *end || !(lr > 0 && lr < 1e6))
+				return cli_usage_error(a.cmd, "--lr must be a positive number, not '%s'", val);
+			break;
+		}
+		case OPT_PARAMS_OUT: params_out = val; break;
+		case OPT_ENGINE:
+			if (!cli_engine_parse(a.cmd, val, &engine_kind))
+				return EXIT_USAGE;
+			break;
 		case OPT_DTYPE:
 			if (!cli_parse_dtype(a.cmd, val, &dt))
 				return EXIT_USAGE;
@@ -180,9 +238,17 @@ int cmd_grad(int argc, char **argv)
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
 	const char *missing = !params ? "--params DIR" : !xpath ? "--input X.npy" : !ypath ? "--labels Y.npy"
-		: !out ? "--out DIR" : NULL;
+		: steps ? (!params_out ? "--params-out DIR" : NULL) : !out ? "--out DIR" : NULL;
 	if (missing)
 		return cli_usage_error(a.cmd, "missing %s", missing);
+	if (steps && out)
+		return cli_usage_error(a.cmd, "--train-steps writes --params-out, not gradients: drop --out");
+	if (!steps && (params_out || lr > 0))
+		return cli_usage_error(a.cmd, "--params-out and --lr go with --train-steps");
+	ctx.optimizer = steps > 0;
+	cli_engine engine;
+	cli_engine_init(&engine, engine_kind, 2);
+	cli_engine_plan(&engine, &ctx);
 
 	int status = EXIT_USER;
 	rt_npy x = {0}, y = {0};
@@ -198,12 +264,18 @@ int cmd_grad(int argc, char **argv)
 	g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &popts);
 	if (!g)
 		goto done;
-	if (!rt_store_load(&store, g, params, true, &e) || !(ex = rt_exec_new(g, &store, RT_EXEC_AUTO, &e))) {
+	if (!rt_store_load(&store, g, params, true, &e)) {
 		cli_error("%s", e.msg);
 		goto done;
 	}
+	if (!(ex = cli_engine_exec(&engine, g, &store)))
+		goto done;
 	if (!fill_input(ex, "x", &x, xpath) || !fill_input(ex, "labels", &y, ypath))
 		goto done;
+	if (steps) {
+		status = train_steps(ex, &store, steps, lr > 0 ? lr : m.spec.lr_list[0], params_out);
+		goto done;
+	}
 	if (!rt_exec_run(ex, &e) || !rt_dir_begin(out, &tmp, &e)) {
 		cli_error("%s", e.msg);
 		goto done;
@@ -230,5 +302,6 @@ done:
 	ir_graph_free(g);
 	ps_ctx_free(&ctx);
 	cli_model_free(&m);
+	cli_engine_free(&engine);
 	return status;
 }

@@ -19,6 +19,7 @@ static const struct {
 	{"eval", cmd_eval, "report loss and accuracy on the test split"},
 	{"mem", cmd_mem, "plan a training step's memory and report peak bytes by category"},
 	{"bench", cmd_bench, "time training steps: step time, images/s, GFLOP/s, memory"},
+	{"compile", cmd_compile, "compile a model ahead of time into a library with a C API"},
 };
 
 static void help(FILE *out)

@@ -32,7 +32,7 @@ rt_tensor *rt_store_find(const rt_store *s, const char *name)
 	return NULL;
 }
 
-static rt_tensor *store_add(rt_store *s, const char *name, const ir_type *type, bool trainable)
+rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool trainable)
 {
 	if (s->n == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 64;
@@ -54,7 +54,7 @@ static rt_tensor *store_add(rt_store *s, const char *name, const ir_type *type, 
 
 void rt_store_add_copy(rt_store *s, const rt_tensor *t)
 {
-	rt_tensor *c = store_add(s, t->name, &t->type, t->trainable);
+	rt_tensor *c = rt_store_add(s, t->name, &t->type, t->trainable);
 	memcpy(c->data, t->data, (size_t)ir_type_bytes(&t->type));
 }
 
@@ -116,7 +116,7 @@ static bool glorot(rt_tensor *t, uint64_t seed, rt_err *e)
 
 /* Initial value by name (MODEL.md): weights ".w" Glorot, ".gamma" 1,
  * ".beta" and ".b" 0; state ".mean" 0, ".var" 1, ".mom" 0. */
-static bool init_tensor(rt_tensor *t, uint64_t seed, rt_err *e)
+bool rt_store_init_tensor(rt_tensor *t, uint64_t seed, rt_err *e)
 {
 	const char *n = t->name;
 	if (t->trainable) {
@@ -162,15 +162,15 @@ bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_
 				return false;
 			continue;
 		}
-		t = store_add(s, n->name, &n->type, n->op == IR_OP_PARAM);
-		if (!init_tensor(t, seed, e))
+		t = rt_store_add(s, n->name, &n->type, n->op == IR_OP_PARAM);
+		if (!rt_store_init_tensor(t, seed, e))
 			return false;
 	}
 	return true;
 }
 
 /* Reads DIR/NAME.npy into t, converting to t's dtype. */
-static bool load_tensor(rt_tensor *t, const char *dir, rt_err *e)
+bool rt_store_load_tensor(rt_tensor *t, const char *dir, rt_err *e)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/%s.npy", dir, t->name);
@@ -219,13 +219,13 @@ bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_
 		if (t && !same_tensor(t, n, e))
 			return false;
 		if (!t)
-			t = store_add(s, n->name, &n->type, n->op == IR_OP_PARAM);
+			t = rt_store_add(s, n->name, &n->type, n->op == IR_OP_PARAM);
 		if (params_only && n->op == IR_OP_STATE && ends_with(n->name, ".mom")) {
-			if (!init_tensor(t, 0, e))
+			if (!rt_store_init_tensor(t, 0, e))
 				return false;
 			continue;
 		}
-		if (!load_tensor(t, dir, e))
+		if (!rt_store_load_tensor(t, dir, e))
 			return false;
 	}
 	return true;
