@@ -212,13 +212,13 @@ def cmd_train(a):
 def cmd_bench(a):
     s = read_spec(a.spec, a.set)
     torch.manual_seed(0)
+    base = rss_mib()  # after importing torch, before the model exists
     model = RevNet(s)
     opt = optimizer(model, s)
     b = a.batch or s["batch"]
     c, h, w = s["input"]
     x = torch.rand(b, c, h, w)
     y = torch.randint(0, s["classes"], (b,))
-    base = rss_mib()
     times = []
     for i in range(a.steps + 1):
         t = time.perf_counter()

@@ -191,6 +191,7 @@ int cmd_bench(int argc, char **argv)
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
 
+	double rss_base = rss_mib();
 	cli_engine e;
 	cli_engine_init(&e, kind, (int)threads);
 	e.cg.dump_llvm = dump;
@@ -253,10 +254,11 @@ int cmd_bench(int argc, char **argv)
 		printf("\",\"engine\":\"%s\",\"strategy\":\"%s\",\"threads\":%lld,\"batch\":%lld,\"steps\":%lld,"
 		       "\"median_step_seconds\":%.6f,\"min_step_seconds\":%.6f,\"images_per_sec\":%.2f,"
 		       "\"gflop_per_step\":%.3f,\"gflops\":%.2f,\"arena_bytes\":%lld,\"rss_mib\":%.1f,"
+		       "\"rss_increase_mib\":%.1f,"
 		       "\"compile_seconds\":%.4f,\"kernels\":%d,\"kernel_calls\":%d",
 			cli_engine_name(&e), ps_strategy_name(ctx.strategy), (long long)threads, (long long)m.spec.batch,
 			(long long)steps, median, best, (double)m.spec.batch / median, flops / 1e9, flops / median / 1e9,
-			(long long)arena, rss_mib(), compile, e.stats.kernels, e.stats.calls);
+			(long long)arena, rss_mib(), rss_mib() - rss_base, compile, e.stats.kernels, e.stats.calls);
 		if (gemm)
 			printf(",\"gemm_only_seconds\":%.6f,\"gemm_only_gflops\":%.2f,\"share_of_gemm\":%.4f",
 				gemm_s, flops / gemm_s / 1e9, gemm_s / median);
@@ -271,7 +273,8 @@ int cmd_bench(int argc, char **argv)
 		if (gemm)
 			printf("  sgemm alone   %.4f s for the same GEMMs, %.1f GFLOP/s: the step reaches %.0f%% of it\n",
 				gemm_s, flops / gemm_s / 1e9, 100 * gemm_s / median);
-		printf("  memory        planned arena %.2f MiB, process RSS %.1f MiB\n", (double)arena / (1 << 20), rss_mib());
+		printf("  memory        planned arena %.2f MiB, process RSS %.1f MiB (+%.1f MiB over the start)\n",
+			(double)arena / (1 << 20), rss_mib(), rss_mib() - rss_base);
 		if (kind == CLI_ENGINE_JIT)
 			printf("  compile       %.3f s (emit %.3f, optimise %.3f, JIT %.3f), %d kernels for %d calls\n",
 				compile, e.stats.seconds_emit, e.stats.seconds_optimize, e.stats.seconds_jit, e.stats.kernels,

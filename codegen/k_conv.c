@@ -163,6 +163,15 @@ static void zero(cg_kb *k, LLVMValueRef p, LLVMValueRef n)
 	cg_memset0(k, p, cg_imul(k, n, cg_i64(k, ir_dtype_size(k->dt))));
 }
 
+/* The same for the few elements at a row's edge: a loop, not a call. */
+static void zero_few(cg_kb *k, LLVMValueRef p, LLVMValueRef lo, LLVMValueRef hi)
+{
+	cg_loop l;
+	LLVMValueRef i = cg_for(k, &l, lo, hi);
+	cg_st(k, p, i, cg_real(k, 0));
+	cg_end_for(k, &l, NULL);
+}
+
 /* The im2col and col2im loops over one image, row by row of col (c, kh,
  * kw).  For each window offset the rows and columns where it falls inside
  * the image form a range, computed once per offset: inside it the innermost
@@ -198,8 +207,8 @@ static void fold(cg_kb *k, const conv_geom *g, LLVMValueRef img, LLVMValueRef co
 	LLVMValueRef crow = cg_gep(k, NULL, dst, cg_imul(k, oh, cg_i64(k, g->wo)));
 	LLVMValueRef irow = cg_gep(k, NULL, plane, cg_imul(k, ih, cg_i64(k, g->w)));
 	if (unfold) {
-		zero(k, crow, ow0);
-		zero(k, cg_gep(k, NULL, crow, ow1), cg_isub(k, cg_i64(k, g->wo), ow1));
+		zero_few(k, crow, cg_i64(k, 0), ow0);
+		zero_few(k, crow, ow1, cg_i64(k, g->wo));
 	}
 	LLVMValueRef ow = cg_for(k, &li, ow0, ow1);
 	LLVMValueRef iw = cg_iadd(k, cg_imul(k, ow, cg_i64(k, g->s)), offw);
