@@ -270,6 +270,20 @@ ir_node *ir_graph_find_param(const ir_graph *g, const char *name);
 void ir_graph_mark_pass(ir_graph *g, const char *pass);
 bool ir_graph_has_pass(const ir_graph *g, const char *pass);
 
+/* ---- readers of each value (ir/users.c) ------------------------------- */
+
+/* The readers of node i (its id when the index was built) are
+ * user[start[i] .. start[i + 1]), in list order, once per operand slot. */
+typedef struct {
+	int n;
+	int *start;
+	ir_node **user;
+} ir_users;
+
+/* Renumbers g and indexes it; dies on out of memory as the graph does. */
+void ir_users_build(ir_graph *g, ir_users *u);
+void ir_users_free(ir_users *u);
+
 /* ---- text format (ir/print.c, ir/parse.c); grammar in docs/ir.md ------- */
 
 /* Prints the graph in the text format.  Values are numbered %0, %1, ... in

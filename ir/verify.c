@@ -155,11 +155,24 @@ static void mark_ancestors(const ir_graph *g, const ir_node *from, int stamp, in
 	}
 }
 
+static bool direct_dep(const ir_node *n, const ir_node *dep)
+{
+	for (int k = 0; k < n->nin; k++)
+		if (n->in[k] == dep)
+			return true;
+	for (int k = 0; k < n->nafter; k++)
+		if (n->after[k] == dep)
+			return true;
+	return false;
+}
+
 /* In-place updates of parameters and state: the storage must be a param or
  * state, updated once, after all its other readers, never in a recompute. */
 static void check_updates(verifier *v)
 {
 	const ir_graph *g = v->g;
+	ir_users users;
+	ir_users_build((ir_graph *)g, &users);
 	int *stack = malloc(((size_t)g->n + 1) * sizeof *stack);
 	const ir_node **updater = calloc((size_t)g->n + 1, sizeof *updater);
 	if (!stack || !updater)
@@ -186,21 +199,89 @@ static void check_updates(verifier *v)
 			continue;
 		}
 		updater[p->id] = u;
-		mark_ancestors(g, u, ++stamp, stack);
-		for (int j = 0; j < g->n; j++) {
-			const ir_node *r = g->nodes[j];
-			if (r == u)
+		/* Readers ordered directly (operand or edge) need no search; the
+		 * ancestors are marked only when some reader is not. */
+		bool marked = false;
+		for (int k = users.start[p->id]; k < users.start[p->id + 1]; k++) {
+			const ir_node *r = users.user[k];
+			if (r == u || direct_dep(u, r))
 				continue;
-			for (int k = 0; k < r->nin; k++)
-				if (r->in[k] == p && r->mark != stamp) {
-					report(v, u, "updates %s in place but is not ordered after %s, which reads it",
-						ir_node_ref(p, r1, sizeof r1), ir_node_ref(r, r2, sizeof r2));
-					break;
-				}
+			if (!marked) {
+				mark_ancestors(g, u, ++stamp, stack);
+				marked = true;
+			}
+			if (r->mark != stamp)
+				report(v, u, "updates %s in place but is not ordered after %s, which reads it",
+					ir_node_ref(p, r1, sizeof r1), ir_node_ref(r, r2, sizeof r2));
 		}
 	}
+	ir_users_free(&users);
 	free(stack);
 	free(updater);
+}
+
+/* Names that must be unique: a param's or state's, an output's. */
+static const char *param_name(const ir_node *n) { return n->name; }
+
+static const char *output_name(const ir_node *n)
+{
+	return n->op == IR_OP_OUTPUT && ir_node_attr(n, IR_ATTR_NAME) ? ir_node_str(n, IR_ATTR_NAME) : NULL;
+}
+
+typedef struct {
+	const char *key;
+	int index;
+} keyed;
+
+static int keyed_cmp(const void *a, const void *b)
+{
+	const keyed *x = a, *y = b;
+	int c = strcmp(x->key, y->key);
+	return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* repeats[i] is true when node i's key (if any) is also an earlier node's:
+ * sorting, not pairwise comparison, so large graphs verify quickly. */
+static bool *repeats(const ir_graph *g, const char *(*key)(const ir_node *))
+{
+	bool *rep = calloc((size_t)g->n + 1, sizeof *rep);
+	keyed *k = malloc(((size_t)g->n + 1) * sizeof *k);
+	if (!rep || !k)
+		IR_DIE("out of memory");
+	int n = 0;
+	for (int i = 0; i < g->n; i++) {
+		const char *s = key(g->nodes[i]);
+		if (s)
+			k[n++] = (keyed){s, i};
+	}
+	qsort(k, (size_t)n, sizeof *k, keyed_cmp);
+	for (int i = 1; i < n; i++)
+		if (strcmp(k[i].key, k[i - 1].key) == 0)
+			rep[k[i].index] = true;
+	free(k);
+	return rep;
+}
+
+/* Fusion groups are contiguous runs of the schedule: a group that starts
+ * again after it ended is reported. */
+static void check_groups(verifier *v)
+{
+	const ir_graph *g = v->g;
+	int top = -1;
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->group > top)
+			top = g->nodes[i]->group;
+	bool *ended = calloc((size_t)top + 2, sizeof *ended);
+	if (!ended)
+		IR_DIE("out of memory");
+	for (int i = 1; i < g->n; i++) {
+		const ir_node *n = g->nodes[i], *prev = g->nodes[i - 1];
+		if (prev->group >= 0 && prev->group != n->group)
+			ended[prev->group] = true;
+		if (n->group >= 0 && n->group != prev->group && ended[n->group])
+			report(v, n, "group %d is not contiguous in the schedule", n->group);
+	}
+	free(ended);
 }
 
 bool ir_verify(const ir_graph *g, ir_diags *d)
@@ -229,6 +310,7 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 	if (!linked)
 		return false;
 
+	bool *dup_name = repeats(g, param_name), *dup_output = repeats(g, output_name);
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
 		for (int e = 0; e < n->nin; e++)
@@ -237,23 +319,14 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 		for (int e = 0; e < n->nafter; e++)
 			if (n->after[e] == n)
 				report(&v, n, "has an ordering edge to itself");
-		if (n->name)
-			for (int j = 0; j < i; j++)
-				if (g->nodes[j]->name && strcmp(g->nodes[j]->name, n->name) == 0) {
-					report(&v, n, "$%s is defined twice", n->name);
-					break;
-				}
-		if (n->op == IR_OP_OUTPUT && ir_node_attr(n, IR_ATTR_NAME))
-			for (int j = 0; j < i; j++) {
-				const ir_node *m = g->nodes[j];
-				if (m->op == IR_OP_OUTPUT && ir_node_attr(m, IR_ATTR_NAME) &&
-				    strcmp(ir_node_str(m, IR_ATTR_NAME), ir_node_str(n, IR_ATTR_NAME)) == 0) {
-					report(&v, n, "output \"%s\" is defined twice", ir_node_str(n, IR_ATTR_NAME));
-					break;
-				}
-			}
+		if (n->name && dup_name[i])
+			report(&v, n, "$%s is defined twice", n->name);
+		if (dup_output[i])
+			report(&v, n, "output \"%s\" is defined twice", ir_node_str(n, IR_ATTR_NAME));
 		check_node(&v, n);
 	}
+	free(dup_name);
+	free(dup_output);
 
 	if (check_acyclic(&v)) {
 		/* Acyclic: the list must be an execution order. */
@@ -267,17 +340,7 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 			}
 		}
 		check_updates(&v);
-		/* Fusion groups are contiguous runs of the schedule. */
-		for (int i = 1; i < g->n; i++) {
-			const ir_node *n = g->nodes[i];
-			if (n->group < 0 || n->group == g->nodes[i - 1]->group)
-				continue;
-			for (int j = 0; j < i - 1; j++)
-				if (g->nodes[j]->group == n->group) {
-					report(&v, n, "group %d is not contiguous in the schedule", n->group);
-					break;
-				}
-		}
+		check_groups(&v);
 		bool planned = false;
 		for (int i = 0; i < g->n && !planned; i++)
 			planned = g->nodes[i]->offset >= 0 || g->nodes[i]->ws_offset >= 0;

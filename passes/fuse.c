@@ -50,35 +50,43 @@ static void move_up(ir_graph *g, int from, int to)
 }
 
 /* The earliest node after `last` that reads a member of the group
- * [first, last], can join it, and can move up to last + 1; or -1. */
-static int next_member(const ir_graph *g, int first, int last)
+ * [first, last], can join it, and can move up to last + 1; or -1.  Only
+ * readers of members are candidates, so this costs the group's fan-out,
+ * not the graph's length. */
+static int next_member(const ir_graph *g, const ir_users *u, int first, int last)
 {
 	const ir_type *shape = &g->nodes[first]->type;
-	for (int j = last + 1; j < g->n; j++) {
-		const ir_node *c = g->nodes[j];
-		if (!fusable(c) || c->group >= 0 || !ir_type_eq(&c->type, shape))
-			continue;
-		bool reads = false;
-		for (int k = 0; k < c->nin && !reads; k++)
-			reads = c->in[k]->id >= first && c->in[k]->id <= last;
-		if (reads && deps_before(c, last))
-			return j;
+	int best = -1;
+	for (int m = first; m <= last; m++) {
+		int s = g->nodes[m]->mark;
+		for (int k = u->start[s]; k < u->start[s + 1]; k++) {
+			const ir_node *c = u->user[k];
+			if (c->id <= last || (best >= 0 && c->id >= best))
+				continue;
+			if (!fusable(c) || c->group >= 0 || !ir_type_eq(&c->type, shape))
+				continue;
+			if (deps_before(c, last))
+				best = c->id;
+		}
 	}
-	return -1;
+	return best;
 }
 
 int ps_fuse(ir_graph *g, ps_ctx *ctx)
 {
 	(void)ctx;
-	ir_graph_renumber(g);
-	for (int i = 0; i < g->n; i++)
+	ir_users u; /* keyed by the ids before any move: kept in `mark` */
+	ir_users_build(g, &u);
+	for (int i = 0; i < g->n; i++) {
 		g->nodes[i]->group = -1;
+		g->nodes[i]->mark = i;
+	}
 	int groups = 0;
 	for (int i = 0; i < g->n; i++) {
 		if (!fusable(g->nodes[i]) || g->nodes[i]->op == IR_OP_CONST)
 			continue;
 		int last = i;
-		for (int j; last - i + 1 < MAX_GROUP && (j = next_member(g, i, last)) >= 0;) {
+		for (int j; last - i + 1 < MAX_GROUP && (j = next_member(g, &u, i, last)) >= 0;) {
 			move_up(g, j, last + 1);
 			last++;
 		}
@@ -89,6 +97,7 @@ int ps_fuse(ir_graph *g, ps_ctx *ctx)
 		}
 		i = last;
 	}
+	ir_users_free(&u);
 	ir_graph_renumber(g);
 	return 0;
 }

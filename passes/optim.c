@@ -17,10 +17,12 @@
 
 #include "passes.h"
 
-static bool is_weight(const ir_graph *g, const ir_node *p)
+/* Is p a conv filter or dense weight: operand 1 of a forward conv2d or
+ * matmul?  u indexes readers by the ids the pass started with (`mark`). */
+static bool is_weight(const ir_users *u, const ir_node *p)
 {
-	for (int i = 0; i < g->n; i++) {
-		const ir_node *n = g->nodes[i];
+	for (int k = u->start[p->mark]; k < u->start[p->mark + 1]; k++) {
+		const ir_node *n = u->user[k];
 		if ((n->op == IR_OP_CONV2D || n->op == IR_OP_MATMUL) && n->role == IR_ROLE_FWD &&
 		    n->nin > 1 && n->in[1] == p)
 			return true;
@@ -38,62 +40,80 @@ static ir_node *opt_node(ir_graph *g, ir_op op, ir_node *const *in, int nin, con
 	return n;
 }
 
-/* Adds an ordering edge from s to every reader of p other than s and m. */
-static void after_readers(ir_graph *g, ir_node *s, const ir_node *m, const ir_node *p)
+static int by_name(const void *a, const void *b)
 {
-	for (int j = 0; j < g->n; j++) {
-		ir_node *r = g->nodes[j];
-		if (r == s || r == m)
-			continue;
-		for (int k = 0; k < r->nin; k++)
-			if (r->in[k] == p) {
-				ir_node_add_after(g, s, r);
-				break;
-			}
+	return strcmp((*(ir_node *const *)a)->name, (*(ir_node *const *)b)->name);
+}
+
+/* The param or state named `name` among the n name-sorted nodes, or NULL. */
+static ir_node *find_named(ir_node **sorted, int n, const char *name)
+{
+	int lo = 0, hi = n;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2, c = strcmp(sorted[mid]->name, name);
+		if (c == 0)
+			return sorted[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	return NULL;
 }
 
 int ps_optim(ir_graph *g, ps_ctx *ctx)
 {
 	if (!ctx->optimizer)
 		return 0;
-	size_t plen = strlen(PS_GRAD_PREFIX);
-	int ngrads = 0;
-	ir_node **grads = calloc((size_t)g->n + 1, sizeof *grads);
-	if (!grads)
+	/* Indexes of the graph as it is now: readers of each node, named nodes
+	 * sorted by name.  `mark` keeps each node's starting id. */
+	ir_users u;
+	ir_users_build(g, &u);
+	int n0 = g->n, nnamed = 0, ngrads = 0;
+	ir_node **grads = calloc((size_t)n0 + 1, sizeof *grads);
+	ir_node **named = calloc((size_t)n0 + 1, sizeof *named);
+	ir_node **state_of = calloc((size_t)n0 + 1, sizeof *state_of);
+	if (!grads || !named || !state_of)
 		IR_DIE("out of memory");
-	for (int i = 0; i < g->n; i++) {
-		ir_node *out = g->nodes[i];
-		if (out->op == IR_OP_OUTPUT && strncmp(ir_node_str(out, IR_ATTR_NAME), PS_GRAD_PREFIX, plen) == 0)
-			grads[ngrads++] = out;
+	size_t plen = strlen(PS_GRAD_PREFIX);
+	for (int i = 0; i < n0; i++) {
+		ir_node *n = g->nodes[i];
+		n->mark = i;
+		if (n->name)
+			named[nnamed++] = n;
+		if (n->op == IR_OP_OUTPUT && strncmp(ir_node_str(n, IR_ATTR_NAME), PS_GRAD_PREFIX, plen) == 0)
+			grads[ngrads++] = n;
 	}
+	qsort(named, (size_t)nnamed, sizeof *named, by_name);
+
 	ir_node *lr = NULL;
+	int status = 0;
 	for (int i = 0; i < ngrads; i++) {
 		ir_node *out = grads[i];
 		const char *name = ir_node_str(out, IR_ATTR_NAME) + plen;
-		ir_node *p = ir_graph_find_param(g, name);
+		ir_node *p = find_named(named, nnamed, name);
 		if (!p || p->op != IR_OP_PARAM) {
 			ir_diag_add(&ctx->diags, out->pos, "optim: no param $%s for output \"%s\"", name,
 				ir_node_str(out, IR_ATTR_NAME));
-			free(grads);
-			return 1;
+			status = 1;
+			break;
 		}
 		if (!lr) { /* the learning rate: a scalar input of the parameters' dtype */
-			lr = ir_node_insert(g, 0, IR_OP_INPUT, NULL, 0);
+			lr = ir_node_new(g, IR_OP_INPUT, NULL, 0);
 			ir_node_set_str(g, lr, IR_ATTR_NAME, "lr");
 			lr->type = ir_type_scalar(p->type.dtype);
 		}
 		char mom_name[512];
 		snprintf(mom_name, sizeof mom_name, "%s.mom", name);
-		ir_graph_renumber(g);
-		ir_node *v = ir_node_insert(g, p->id + 1, IR_OP_STATE, NULL, 0);
+		ir_node *v = ir_node_new(g, IR_OP_STATE, NULL, 0);
 		v->name = ir_arena_strdup(g->arena, mom_name);
 		v->type = p->type;
 		v->scope = p->scope;
 		v->pos = p->pos;
 		v->pos_printed = p->pos_printed;
+		state_of[p->mark] = v;
 
-		bool wd = ctx->weight_decay > 0 && is_weight(g, p);
+		bool wd = ctx->weight_decay > 0 && is_weight(&u, p);
 		ir_node *in[3] = {v, out->in[0], p};
 		ir_node *m = opt_node(g, IR_OP_MOMENTUM, in, wd ? 3 : 2, out);
 		ir_node_set_float(g, m, IR_ATTR_MOMENTUM, ctx->momentum);
@@ -103,17 +123,41 @@ int ps_optim(ir_graph *g, ps_ctx *ctx)
 		ir_node *in2[3] = {p, m, lr};
 		ir_node *s = opt_node(g, IR_OP_SGD, in2, 3, out);
 		s->type = p->type;
-		after_readers(g, s, m, p);
+		/* The in-place update runs after every other reader of p. */
+		for (int k = u.start[p->mark]; k < u.start[p->mark + 1]; k++)
+			ir_node_add_after(g, s, u.user[k]);
 	}
-	/* The gradients are consumed now: their outputs go. */
-	ir_graph_renumber(g);
-	bool *dead = calloc((size_t)g->n + 1, sizeof *dead);
-	if (!dead)
-		IR_DIE("out of memory");
-	for (int i = 0; i < ngrads; i++)
-		dead[grads[i]->id] = true;
-	ir_graph_remove(g, dead);
-	free(dead);
+	if (status == 0) {
+		/* Final order: lr first, each momentum state just after its
+		 * parameter, the updates last; the gradient outputs go. */
+		ir_node **order = malloc(((size_t)g->n + 1) * sizeof *order);
+		if (!order)
+			IR_DIE("out of memory");
+		int n = 0;
+		if (lr)
+			order[n++] = lr;
+		for (int i = 0; i < n0; i++) {
+			order[n++] = g->nodes[i];
+			if (state_of[i])
+				order[n++] = state_of[i];
+		}
+		for (int i = n0; i < g->n; i++)
+			if (g->nodes[i] != lr && g->nodes[i]->op != IR_OP_STATE)
+				order[n++] = g->nodes[i];
+		IR_ASSERT(n == g->n);
+		ir_graph_reorder(g, order);
+		free(order);
+		bool *dead = calloc((size_t)g->n + 1, sizeof *dead);
+		if (!dead)
+			IR_DIE("out of memory");
+		for (int i = 0; i < ngrads; i++)
+			dead[grads[i]->id] = true;
+		ir_graph_remove(g, dead);
+		free(dead);
+	}
+	free(state_of);
+	free(named);
 	free(grads);
-	return 0;
+	ir_users_free(&u);
+	return status;
 }
