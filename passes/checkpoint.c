@@ -10,40 +10,47 @@
  *   sqrt(n) instead of n. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "passes.h"
+
+static int int_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
 
 static bool recomputable(const ir_node *n)
 {
 	return n->role == IR_ROLE_FWD && !ir_op_has(n->op, IR_OPF_SRC) && !ir_op_has(n->op, IR_OPF_FX);
 }
 
-static bool in_units(const char *scope, const ps_unit *u, int a, int b)
-{
-	for (int k = a; k <= b; k++)
-		if (ps_scope_within(scope, u[k].scope))
-			return true;
-	return false;
-}
-
-/* Recomputes units a..b (one segment) before the first of their gradients. */
-static void segment(ps_recompute *r, const ps_unit *u, int a, int b)
+/* Recomputes units a..b (one segment) before the first of their gradients.
+ * Their nodes, in list order, are a run of the unit map's ids once sorted. */
+static void segment(ps_recompute *r, const ps_unit_map *m, int a, int b)
 {
 	ir_graph *g = r->g;
-	int at = -1;
-	for (int i = 0; i < g->n && at < 0; i++)
-		if (g->nodes[i]->role == IR_ROLE_BWD && in_units(g->nodes[i]->scope, u, a, b))
-			at = i;
-	if (at < 0)
-		return;
-	for (int i = 0; i < r->n; i++) {
-		ir_node *n = r->orig[i];
-		if (recomputable(n) && in_units(n->scope, u, a, b))
-			ps_recompute_set(r, n, ps_recompute_clone(r, n, at++));
+	int lo = m->start[a], hi = m->start[b + 1];
+	int *ids = malloc(((size_t)(hi - lo) + 1) * sizeof *ids);
+	if (!ids)
+		IR_DIE("out of memory");
+	memcpy(ids, m->ids + lo, (size_t)(hi - lo) * sizeof *ids);
+	qsort(ids, (size_t)(hi - lo), sizeof *ids, int_cmp);
+	const ir_node *at = NULL;
+	for (int j = 0; j < hi - lo && !at; j++)
+		if (g->nodes[ids[j]]->role == IR_ROLE_BWD)
+			at = g->nodes[ids[j]];
+	if (at) {
+		for (int j = 0; j < hi - lo; j++) {
+			ir_node *n = r->orig[ids[j]];
+			if (recomputable(n))
+				ps_recompute_set(r, n, ps_recompute_clone(r, n, at));
+		}
+		for (int j = 0; j < hi - lo; j++)
+			if (g->nodes[ids[j]]->role == IR_ROLE_BWD)
+				ps_recompute_redirect(r, g->nodes[ids[j]]);
 	}
-	for (int i = 0; i < g->n; i++)
-		if (g->nodes[i]->role == IR_ROLE_BWD && in_units(g->nodes[i]->scope, u, a, b))
-			ps_recompute_redirect(r, g->nodes[i]);
+	free(ids);
 }
 
 int ps_checkpoint(ir_graph *g, ps_ctx *ctx)
@@ -57,6 +64,8 @@ int ps_checkpoint(ir_graph *g, ps_ctx *ctx)
 		ir_diag_add(&ctx->diags, (ir_pos){0}, "checkpoint: graph @%s has no reversible units", g->name);
 		return 1;
 	}
+	ps_unit_map map;
+	ps_unit_map_build(g, u, nu, &map);
 	ps_recompute r;
 	ps_recompute_init(&r, g);
 	/* Segments from the last back: the gradients of later units come first. */
@@ -67,12 +76,12 @@ int ps_checkpoint(ir_graph *g, ps_ctx *ctx)
 		int n = end - start + 1, k = (int)ceil(sqrt((double)n)), nseg = (n + k - 1) / k;
 		for (int j = nseg - 1; j >= 0; j--) {
 			int a = start + j * k, b = a + k - 1 < end ? a + k - 1 : end;
-			segment(&r, u, a, b);
+			segment(&r, &map, a, b);
 		}
 		end = start - 1;
 	}
-	ps_recompute_free(&r);
+	ps_recompute_finish(&r);
+	ps_unit_map_free(&map);
 	free(u);
-	ir_graph_renumber(g);
 	return 0;
 }

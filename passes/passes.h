@@ -96,22 +96,48 @@ bool ps_scope_within(const char *scope, const char *unit);
 /* The current list position of n. */
 int ps_index_of(const ir_graph *g, const ir_node *n);
 
-/* Forward values and their recomputed (or reconstructed) stand-ins. */
+/* Where every node sits among the units, so passes visit a unit's nodes
+ * without scanning the graph: for the node with id i (ids as when built),
+ * unit[i] is the index of the unit whose scope it is in, or -1, and part[i]
+ * is 0 in the unit's own scope, 'f' or 'g' in its F or G, '.' in another
+ * sub-scope.  The ids of unit k's nodes, in list order, are
+ * ids[start[k] .. start[k + 1]). */
+typedef struct {
+	int n;
+	int *unit;
+	char *part;
+	int *start, *ids;
+} ps_unit_map;
+
+/* Renumbers g and maps it against its nu units (from ps_units_find). */
+void ps_unit_map_build(ir_graph *g, const ps_unit *units, int nu, ps_unit_map *m);
+void ps_unit_map_free(ps_unit_map *m);
+
+/* Forward values and their recomputed (or reconstructed) stand-ins.  New
+ * nodes are appended to the graph and recorded with the original node they
+ * must precede; ps_recompute_finish puts them there, so a pass adds any
+ * number of nodes in time linear in the graph. */
 typedef struct {
 	ir_graph *g;
 	ir_node **map;  /* by original id */
 	ir_node **orig; /* the node list when the map was made */
 	int n;
+	int *before;    /* for each appended node, the original id it precedes */
+	int nadded, cap_added;
 } ps_recompute;
 
 void ps_recompute_init(ps_recompute *r, ir_graph *g);
-void ps_recompute_free(ps_recompute *r);
+/* Moves every appended node just before the original it was placed
+ * before (in the order they were added), renumbers, and frees r. */
+void ps_recompute_finish(ps_recompute *r);
 /* n's stand-in, or n itself. */
 ir_node *ps_recompute_of(const ps_recompute *r, ir_node *n);
 void ps_recompute_set(ps_recompute *r, ir_node *fwd, ir_node *value);
-/* Inserts at list position `at` a copy of forward node n with role
+/* Records n, just appended to the graph, to go before original node at. */
+void ps_recompute_place(ps_recompute *r, ir_node *n, const ir_node *at);
+/* Adds before original node `at` a copy of forward node n with role
  * recompute, reading the stand-ins of n's operands. */
-ir_node *ps_recompute_clone(ps_recompute *r, ir_node *n, int at);
+ir_node *ps_recompute_clone(ps_recompute *r, ir_node *n, const ir_node *at);
 /* Replaces n's operands by their stand-ins. */
 void ps_recompute_redirect(const ps_recompute *r, ir_node *n);
 

@@ -19,35 +19,37 @@
 
 #include "passes.h"
 
-/* The first list position of a gradient node of the unit. */
-static int first_bwd(const ir_graph *g, const char *unit)
-{
-	for (int i = 0; i < g->n; i++)
-		if (g->nodes[i]->role == IR_ROLE_BWD && ps_scope_within(g->nodes[i]->scope, unit))
-			return i;
-	return -1;
-}
-
 static bool recomputable(const ir_node *n)
 {
 	return n->role == IR_ROLE_FWD && !ir_op_has(n->op, IR_OPF_SRC) && !ir_op_has(n->op, IR_OPF_FX);
 }
 
-/* Clones the forward nodes of scope unit.part, in order, to position *at. */
-static void clone_part(ps_recompute *r, const char *unit, const char *part, int *at)
+/* The first gradient node of unit k, or NULL. */
+static ir_node *first_bwd(const ir_graph *g, const ps_unit_map *m, int k)
 {
-	for (int i = 0; i < r->n; i++) {
-		ir_node *n = r->orig[i];
-		if (recomputable(n) && ps_scope_is(n->scope, unit, part))
-			ps_recompute_set(r, n, ps_recompute_clone(r, n, (*at)++));
+	for (int j = m->start[k]; j < m->start[k + 1]; j++)
+		if (g->nodes[m->ids[j]]->role == IR_ROLE_BWD)
+			return g->nodes[m->ids[j]];
+	return NULL;
+}
+
+/* Clones the forward nodes of part (f or g) of unit k, in order, to go
+ * before `at`. */
+static void clone_part(ps_recompute *r, const ps_unit_map *m, int k, char part, const ir_node *at)
+{
+	for (int j = m->start[k]; j < m->start[k + 1]; j++) {
+		ir_node *n = r->orig[m->ids[j]];
+		if (m->part[m->ids[j]] == part && recomputable(n))
+			ps_recompute_set(r, n, ps_recompute_clone(r, n, at));
 	}
 }
 
-/* y - f, reconstructing an input of unit u. */
-static ir_node *reconstruct(ps_recompute *r, ir_node *y, ir_node *f, int at, const ir_node *like)
+/* y - f, reconstructing an input of a unit, to go before `at`. */
+static ir_node *reconstruct(ps_recompute *r, ir_node *y, ir_node *f, const ir_node *at, const ir_node *like)
 {
 	ir_node *in[2] = {y, f};
-	ir_node *x = ir_node_insert(r->g, at, IR_OP_SUB, in, 2);
+	ir_node *x = ir_node_new(r->g, IR_OP_SUB, in, 2);
+	ps_recompute_place(r, x, at);
 	x->role = IR_ROLE_RECOMPUTE;
 	x->type = like->type;
 	x->scope = like->scope;
@@ -67,26 +69,28 @@ int ps_revbwd(ir_graph *g, ps_ctx *ctx)
 		ir_diag_add(&ctx->diags, (ir_pos){0}, "revbwd: graph @%s has no reversible units", g->name);
 		return 1;
 	}
+	ps_unit_map m;
+	ps_unit_map_build(g, units, nu, &m);
 	ps_recompute r;
 	ps_recompute_init(&r, g);
 	for (int u = nu - 1; u >= 0; u--) {
 		const ps_unit *U = &units[u];
-		int at = first_bwd(g, U->scope);
-		if (at < 0)
+		ir_node *at = first_bwd(g, &m, u);
+		if (!at)
 			continue; /* nothing of it is differentiated */
 		ir_node *y1 = ps_recompute_of(&r, U->y1), *y2 = ps_recompute_of(&r, U->y2);
-		clone_part(&r, U->scope, "g", &at);
+		clone_part(&r, &m, u, 'g', at);
 		if (U->invertible)
-			ps_recompute_set(&r, U->x2, reconstruct(&r, y2, ps_recompute_of(&r, U->g_out), at++, U->y2));
-		clone_part(&r, U->scope, "f", &at);
+			ps_recompute_set(&r, U->x2, reconstruct(&r, y2, ps_recompute_of(&r, U->g_out), at, U->y2));
+		clone_part(&r, &m, u, 'f', at);
 		if (U->invertible)
-			ps_recompute_set(&r, U->x1, reconstruct(&r, y1, ps_recompute_of(&r, U->f_out), at++, U->y1));
-		for (int i = 0; i < g->n; i++)
-			if (g->nodes[i]->role == IR_ROLE_BWD && ps_scope_within(g->nodes[i]->scope, U->scope))
-				ps_recompute_redirect(&r, g->nodes[i]);
+			ps_recompute_set(&r, U->x1, reconstruct(&r, y1, ps_recompute_of(&r, U->f_out), at, U->y1));
+		for (int j = m.start[u]; j < m.start[u + 1]; j++)
+			if (g->nodes[m.ids[j]]->role == IR_ROLE_BWD)
+				ps_recompute_redirect(&r, g->nodes[m.ids[j]]);
 	}
-	ps_recompute_free(&r);
+	ps_recompute_finish(&r);
+	ps_unit_map_free(&m);
 	free(units);
-	ir_graph_renumber(g);
 	return 0;
 }

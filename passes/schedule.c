@@ -28,60 +28,51 @@
 
 /* ---- ordering edges ----------------------------------------------------- */
 
-/* The recompute subtraction of unit scope whose second operand comes from
- * scope.part: a reconstruction made by revbwd. */
-static ir_node *reconstruction(const ir_graph *g, const char *unit, const char *part)
-{
-	for (int i = 0; i < g->n; i++) {
-		ir_node *n = g->nodes[i];
-		if (n->op == IR_OP_SUB && n->role == IR_ROLE_RECOMPUTE && ps_scope_is(n->scope, unit, NULL) &&
-		    ps_scope_is(n->in[1]->scope, unit, part))
-			return n;
-	}
-	return NULL;
-}
-
-/* r runs after every gradient node of scope unit.part that no other
- * gradient node of that scope reads. */
-static void after_sinks(ir_graph *g, ir_node *r, const char *unit, const char *part,
-	const bool *read_in_scope)
-{
-	for (int i = 0; i < g->n; i++) {
-		ir_node *n = g->nodes[i];
-		if (n->role == IR_ROLE_BWD && ps_scope_is(n->scope, unit, part) && !read_in_scope[i])
-			ir_node_add_after(g, r, n);
-	}
-}
-
 static void insert_edges(ir_graph *g)
 {
-	ir_graph_renumber(g);
-	/* read_in_scope[id]: a gradient node of the same scope reads it. */
-	bool *read_in_scope = calloc((size_t)g->n + 1, sizeof *read_in_scope);
-	if (!read_in_scope)
-		IR_DIE("out of memory");
-	for (int i = 0; i < g->n; i++) {
-		const ir_node *r = g->nodes[i];
-		if (r->role != IR_ROLE_BWD || !r->scope)
-			continue;
-		for (int k = 0; k < r->nin; k++) {
-			const ir_node *o = r->in[k];
-			if (o->role == IR_ROLE_BWD && o->scope && strcmp(o->scope, r->scope) == 0)
-				read_in_scope[o->id] = true;
-		}
-	}
 	ps_unit *u;
 	int nu = ps_units_find(g, &u);
-	for (int k = 0; k < nu; k++) {
-		ir_node *x2 = reconstruction(g, u[k].scope, "g");
-		ir_node *x1 = reconstruction(g, u[k].scope, "f");
-		if (x2)
-			after_sinks(g, x2, u[k].scope, "g", read_in_scope);
-		if (x1)
-			after_sinks(g, x1, u[k].scope, "f", read_in_scope);
+	ps_unit_map m;
+	ps_unit_map_build(g, u, nu, &m);
+	/* x[2 * k] and x[2 * k + 1]: unit k's reconstructions x2 = y2 - G(y1)
+	 * and x1 = y1 - F(x2), recompute subtractions in the unit's scope whose
+	 * second operand comes from its G or F. */
+	ir_node **x = calloc(2 * (size_t)nu + 1, sizeof *x);
+	/* read_in_scope[id]: a gradient node of the same scope reads it. */
+	bool *read_in_scope = calloc((size_t)g->n + 1, sizeof *read_in_scope);
+	if (!x || !read_in_scope)
+		IR_DIE("out of memory");
+	for (int i = 0; i < g->n; i++) {
+		ir_node *r = g->nodes[i];
+		if (r->role == IR_ROLE_BWD && r->scope)
+			for (int k = 0; k < r->nin; k++) {
+				const ir_node *o = r->in[k];
+				if (o->role == IR_ROLE_BWD && o->scope && strcmp(o->scope, r->scope) == 0)
+					read_in_scope[o->id] = true;
+			}
+		int k = m.unit[i], op = r->nin > 1 ? r->in[1]->id : -1;
+		if (r->op == IR_OP_SUB && r->role == IR_ROLE_RECOMPUTE && k >= 0 && m.part[i] == 0 &&
+		    m.unit[op] == k && (m.part[op] == 'g' || m.part[op] == 'f')) {
+			ir_node **slot = &x[2 * k + (m.part[op] == 'f')];
+			if (!*slot)
+				*slot = r;
+		}
 	}
-	free(u);
+	/* Each reconstruction runs after every gradient node of its part that
+	 * no other gradient node of that part reads. */
+	for (int i = 0; i < g->n; i++) {
+		ir_node *n = g->nodes[i];
+		int k = m.unit[i];
+		if (k < 0 || n->role != IR_ROLE_BWD || read_in_scope[i] || (m.part[i] != 'g' && m.part[i] != 'f'))
+			continue;
+		ir_node *r = x[2 * k + (m.part[i] == 'f')];
+		if (r)
+			ir_node_add_after(g, r, n);
+	}
 	free(read_in_scope);
+	free(x);
+	ps_unit_map_free(&m);
+	free(u);
 }
 
 /* ---- dependency structure ----------------------------------------------- */
@@ -193,72 +184,141 @@ static int64_t own_bytes(const ir_node *n)
 	return ir_type_bytes(&n->type);
 }
 
+/* The ready set of list scheduling: a binary max-heap on (score, then
+ * earlier list position).  Scores only grow, so an entry whose score is no
+ * longer the node's is stale and skipped when it surfaces; a newer entry
+ * was pushed when the score changed. */
+typedef struct {
+	int64_t score;
+	int id;
+} ready_entry;
+
+typedef struct {
+	ready_entry *e;
+	int n, cap;
+} ready_heap;
+
+static bool above(ready_entry a, ready_entry b)
+{
+	return a.score != b.score ? a.score > b.score : a.id < b.id;
+}
+
+static void heap_push(ready_heap *h, int64_t score, int id)
+{
+	if (h->n == h->cap) {
+		h->cap = h->cap ? 2 * h->cap : 256;
+		h->e = realloc(h->e, (size_t)h->cap * sizeof *h->e);
+		if (!h->e)
+			IR_DIE("out of memory");
+	}
+	int i = h->n++;
+	ready_entry x = {score, id};
+	while (i > 0 && above(x, h->e[(i - 1) / 2])) {
+		h->e[i] = h->e[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h->e[i] = x;
+}
+
+static ready_entry heap_pop(ready_heap *h)
+{
+	ready_entry top = h->e[0], x = h->e[--h->n];
+	int i = 0;
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && above(h->e[c + 1], h->e[c]))
+			c++;
+		if (!above(h->e[c], x))
+			break;
+		h->e[i] = h->e[c];
+		i = c;
+	}
+	if (h->n > 0)
+		h->e[i] = x;
+	return top;
+}
+
+static bool first_use(const ir_node *x, int k)
+{
+	for (int j = 0; j < k; j++)
+		if (x->in[j] == x->in[k])
+			return false;
+	return true;
+}
+
+typedef struct {
+	const ir_graph *g;
+	int *readers;  /* unscheduled data readers of each value */
+	bool *pinned;  /* read by an output: never freed */
+} greedy_state;
+
+/* Bytes freed by running x (operands it is the last reader of) net of the
+ * bytes its result takes. */
+static int64_t greedy_score(const greedy_state *s, const ir_node *x)
+{
+	int64_t score = -own_bytes(x);
+	for (int k = 0; k < x->nin; k++) {
+		const ir_node *o = x->in[k];
+		if (first_use(x, k) && s->readers[o->id] == 1 && !s->pinned[o->id])
+			score += own_bytes(o);
+	}
+	return score;
+}
+
 /* List scheduling: among ready nodes, the one that frees the most bytes
  * net of what it allocates; ties to the earlier list position. */
 static void order_greedy(const ir_graph *g, const deps *d, ir_node **out)
 {
 	int n = g->n;
+	greedy_state s = {g, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(bool))};
 	int *waiting = malloc(((size_t)n + 1) * sizeof *waiting);
-	int *readers = calloc((size_t)n + 1, sizeof *readers); /* unscheduled data readers */
-	bool *pinned = calloc((size_t)n + 1, sizeof *pinned);
-	int *ready = malloc(((size_t)n + 1) * sizeof *ready);
-	if (!waiting || !readers || !pinned || !ready)
+	bool *done = calloc((size_t)n + 1, sizeof *done);
+	ready_heap h = {0};
+	if (!waiting || !s.readers || !s.pinned || !done)
 		IR_DIE("out of memory");
-	int nready = 0;
 	for (int i = 0; i < n; i++) {
 		const ir_node *x = g->nodes[i];
 		waiting[i] = d->ndeps[i];
 		for (int k = 0; k < x->nin; k++) {
-			bool again = false;
-			for (int j = 0; j < k && !again; j++)
-				again = x->in[j] == x->in[k];
-			if (!again)
-				readers[x->in[k]->id]++;
+			if (first_use(x, k))
+				s.readers[x->in[k]->id]++;
 			if (x->op == IR_OP_OUTPUT)
-				pinned[x->in[k]->id] = true;
+				s.pinned[x->in[k]->id] = true;
 		}
-		if (waiting[i] == 0)
-			ready[nready++] = i;
 	}
-	for (int t = 0; t < n; t++) {
-		int best = -1;
-		int64_t best_score = 0;
-		for (int r = 0; r < nready; r++) {
-			const ir_node *x = g->nodes[ready[r]];
-			int64_t score = -own_bytes(x);
-			for (int k = 0; k < x->nin; k++) {
-				const ir_node *o = x->in[k];
-				bool again = false;
-				for (int j = 0; j < k && !again; j++)
-					again = x->in[j] == o;
-				if (!again && readers[o->id] == 1 && !pinned[o->id])
-					score += own_bytes(o);
-			}
-			if (best < 0 || score > best_score || (score == best_score && ready[r] < ready[best])) {
-				best = r;
-				best_score = score;
-			}
-		}
-		IR_ASSERT(best >= 0);
-		int id = ready[best];
-		ready[best] = ready[--nready];
-		const ir_node *x = g->nodes[id];
-		out[t] = (ir_node *)x;
+	for (int i = 0; i < n; i++)
+		if (waiting[i] == 0)
+			heap_push(&h, greedy_score(&s, g->nodes[i]), i);
+	for (int t = 0; t < n;) {
+		IR_ASSERT(h.n > 0);
+		ready_entry top = heap_pop(&h);
+		const ir_node *x = g->nodes[top.id];
+		if (done[top.id] || top.score != greedy_score(&s, x))
+			continue; /* stale */
+		done[top.id] = true;
+		out[t++] = (ir_node *)x;
 		for (int k = 0; k < x->nin; k++) {
-			bool again = false;
-			for (int j = 0; j < k && !again; j++)
-				again = x->in[j] == x->in[k];
-			if (!again)
-				readers[x->in[k]->id]--;
+			const ir_node *o = x->in[k];
+			if (!first_use(x, k) || --s.readers[o->id] != 1)
+				continue;
+			/* o's last reader now frees it: if ready, its score grew. */
+			for (int p = d->start[o->id]; p < d->start[o->id + 1]; p++) {
+				int r = d->list[p];
+				if (!done[r] && waiting[r] == 0)
+					heap_push(&h, greedy_score(&s, g->nodes[r]), r);
+			}
 		}
-		for (int p = d->start[id]; p < d->start[id + 1]; p++)
+		for (int p = d->start[top.id]; p < d->start[top.id + 1]; p++)
 			if (--waiting[d->list[p]] == 0)
-				ready[nready++] = d->list[p];
+				heap_push(&h, greedy_score(&s, g->nodes[d->list[p]]), d->list[p]);
 	}
 	free(waiting);
-	free(readers);
-	free(pinned);
-	free(ready);
+	free(done);
+	free(s.readers);
+	free(s.pinned);
+	free(h.e);
 }
 
 /* Depth-first post-order from the nodes nothing depends on, in list order,

@@ -70,8 +70,8 @@ int ps_units_find(const ir_graph *g, ps_unit **out)
 		bool is_y2 = ps_scope_is(y->in[1]->scope, y->scope, "g");
 		if (!is_y1 && !is_y2)
 			continue;
-		ps_unit *t = NULL;
-		for (int k = 0; k < n; k++)
+		ps_unit *t = NULL; /* a unit's additions are near each other: look back */
+		for (int k = n - 1; k >= 0 && !t; k--)
 			if (u[k].stage == stage && u[k].index == index)
 				t = &u[k];
 		if (!t) {
@@ -109,11 +109,72 @@ int ps_units_find(const ir_graph *g, ps_unit **out)
 	return m;
 }
 
+/* ---- the unit map ------------------------------------------------------- */
+
+/* The unit whose scope `scope` is in, found by its stage and index, or -1;
+ * *part as ps_unit_map describes. */
+static int unit_of_scope(const char *scope, const ps_unit *u, int nu, char *part)
+{
+	int stage, index;
+	if (!scope || sscanf(scope, "s%d.u%d", &stage, &index) != 2)
+		return -1;
+	int lo = 0, hi = nu;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		ps_unit key = {.stage = stage, .index = index};
+		int c = unit_cmp(&u[mid], &key);
+		if (c == 0) {
+			lo = mid;
+			break;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo >= nu || !ps_scope_within(scope, u[lo].scope))
+		return -1;
+	const char *rest = scope + strlen(u[lo].scope);
+	*part = rest[0] == 0 ? 0 : strcmp(rest, ".f") == 0 ? 'f' : strcmp(rest, ".g") == 0 ? 'g' : '.';
+	return lo;
+}
+
+void ps_unit_map_build(ir_graph *g, const ps_unit *units, int nu, ps_unit_map *m)
+{
+	ir_graph_renumber(g);
+	m->n = g->n;
+	m->unit = malloc(((size_t)g->n + 1) * sizeof *m->unit);
+	m->part = calloc((size_t)g->n + 1, sizeof *m->part);
+	m->start = calloc((size_t)nu + 2, sizeof *m->start);
+	m->ids = malloc(((size_t)g->n + 1) * sizeof *m->ids);
+	int *fill = calloc((size_t)nu + 1, sizeof *fill);
+	if (!m->unit || !m->part || !m->start || !m->ids || !fill)
+		IR_DIE("out of memory");
+	for (int i = 0; i < g->n; i++) {
+		m->unit[i] = unit_of_scope(g->nodes[i]->scope, units, nu, &m->part[i]);
+		if (m->unit[i] >= 0)
+			m->start[m->unit[i] + 1]++;
+	}
+	for (int k = 0; k < nu; k++)
+		m->start[k + 1] += m->start[k];
+	for (int i = 0; i < g->n; i++)
+		if (m->unit[i] >= 0)
+			m->ids[m->start[m->unit[i]] + fill[m->unit[i]]++] = i;
+	free(fill);
+}
+
+void ps_unit_map_free(ps_unit_map *m)
+{
+	free(m->unit);
+	free(m->part);
+	free(m->start);
+	free(m->ids);
+}
+
 /* ---- recomputation ------------------------------------------------------ */
 
-/* The map is indexed by the ids nodes had when it was made; nodes inserted
- * later get ids that may repeat those, so membership is checked against a
- * copy of the original list. */
+/* The map is indexed by the ids nodes had when it was made.  New nodes are
+ * appended, so original ids stay valid until ps_recompute_finish. */
 void ps_recompute_init(ps_recompute *r, ir_graph *g)
 {
 	ir_graph_renumber(g);
@@ -124,14 +185,44 @@ void ps_recompute_init(ps_recompute *r, ir_graph *g)
 	if (!r->map || !r->orig)
 		IR_DIE("out of memory");
 	memcpy(r->orig, g->nodes, (size_t)g->n * sizeof *r->orig);
+	r->before = NULL;
+	r->nadded = r->cap_added = 0;
 }
 
-void ps_recompute_free(ps_recompute *r)
+void ps_recompute_finish(ps_recompute *r)
 {
+	ir_graph *g = r->g;
+	IR_ASSERT(g->n == r->n + r->nadded);
+	/* Counting sort of the appended nodes by the original they precede. */
+	int *start = calloc((size_t)r->n + 2, sizeof *start);
+	ir_node **order = malloc(((size_t)g->n + 1) * sizeof *order);
+	ir_node **sorted = malloc(((size_t)r->nadded + 1) * sizeof *sorted);
+	if (!start || !order || !sorted)
+		IR_DIE("out of memory");
+	for (int k = 0; k < r->nadded; k++)
+		start[r->before[k] + 1]++;
+	for (int i = 0; i < r->n; i++)
+		start[i + 1] += start[i];
+	for (int k = 0; k < r->nadded; k++)
+		sorted[start[r->before[k]]++] = g->nodes[r->n + k];
+	/* start[i] now ends original i's run; runs are contiguous in order. */
+	int n = 0, k = 0;
+	for (int i = 0; i < r->n; i++) {
+		for (; k < start[i]; k++)
+			order[n++] = sorted[k];
+		order[n++] = r->orig[i];
+	}
+	IR_ASSERT(n == g->n);
+	ir_graph_reorder(g, order);
+	free(sorted);
+	free(order);
+	free(start);
 	free(r->map);
 	free(r->orig);
+	free(r->before);
 	r->map = NULL;
 	r->orig = NULL;
+	r->before = NULL;
 }
 
 static bool original(const ps_recompute *r, const ir_node *n)
@@ -150,6 +241,18 @@ void ps_recompute_set(ps_recompute *r, ir_node *fwd, ir_node *value)
 	r->map[fwd->id] = value;
 }
 
+void ps_recompute_place(ps_recompute *r, ir_node *n, const ir_node *at)
+{
+	IR_ASSERT(original(r, at) && n->id == r->n + r->nadded);
+	if (r->nadded == r->cap_added) {
+		r->cap_added = r->cap_added ? 2 * r->cap_added : 64;
+		r->before = realloc(r->before, (size_t)r->cap_added * sizeof *r->before);
+		if (!r->before)
+			IR_DIE("out of memory");
+	}
+	r->before[r->nadded++] = at->id;
+}
+
 void ps_recompute_redirect(const ps_recompute *r, ir_node *n)
 {
 	for (int k = 0; k < n->nin; k++)
@@ -164,13 +267,14 @@ int ps_index_of(const ir_graph *g, const ir_node *n)
 	IR_DIE("node not in its graph");
 }
 
-ir_node *ps_recompute_clone(ps_recompute *r, ir_node *n, int at)
+ir_node *ps_recompute_clone(ps_recompute *r, ir_node *n, const ir_node *at)
 {
 	ir_node *in[16];
 	IR_ASSERT(n->nin <= 16);
 	for (int k = 0; k < n->nin; k++)
 		in[k] = ps_recompute_of(r, n->in[k]);
-	ir_node *c = ir_node_insert(r->g, at, n->op, in, n->nin);
+	ir_node *c = ir_node_new(r->g, n->op, in, n->nin);
+	ps_recompute_place(r, c, at);
 	c->role = IR_ROLE_RECOMPUTE;
 	c->type = n->type;
 	c->scope = n->scope;
