@@ -20,6 +20,14 @@ static int by_begin(const void *a, const void *b)
 	return x->begin != y->begin ? x->begin - y->begin : (x->lo < y->lo ? -1 : x->lo > y->lo);
 }
 
+static const item *end_items;
+static int by_end_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	int ex = end_items[x].end, ey = end_items[y].end;
+	return ex != ey ? ex - ey : x - y;
+}
+
 static bool same_buffer(const item *a, const item *b)
 {
 	return a->lo == b->lo && a->begin == b->begin && a->end == b->end;
@@ -40,6 +48,100 @@ static bool alias(const item *a, const item *b)
 		}
 	}
 	return false;
+}
+
+/* ---- the live set: a treap of items ordered by (lo, index) -------------
+ *
+ * Buffers live at one step must be disjoint (aliases aside), so ordered by
+ * offset their ends ascend too.  A new item can then only overlap the run
+ * of live items just below its end: walking down from there, the first one
+ * that ends at or below its start ends the search.  Each check costs the
+ * depth of the tree plus the overlaps found. */
+typedef struct {
+	const item *it;
+	int *left, *right;
+	unsigned *prio;
+} treap;
+
+static bool key_less(const treap *t, int a, int b)
+{
+	return t->it[a].lo != t->it[b].lo ? t->it[a].lo < t->it[b].lo : a < b;
+}
+
+/* Splits tree r into items ordered before item k (*l) and the rest (*g). */
+static void split(treap *t, int r, int k, int *l, int *g)
+{
+	if (r < 0) {
+		*l = *g = -1;
+	} else if (key_less(t, r, k)) {
+		split(t, t->right[r], k, &t->right[r], g);
+		*l = r;
+	} else {
+		split(t, t->left[r], k, l, &t->left[r]);
+		*g = r;
+	}
+}
+
+static int merge(treap *t, int a, int b)
+{
+	if (a < 0)
+		return b;
+	if (b < 0)
+		return a;
+	if (t->prio[a] > t->prio[b]) {
+		t->right[a] = merge(t, t->right[a], b);
+		return a;
+	}
+	t->left[b] = merge(t, a, t->left[b]);
+	return b;
+}
+
+static int treap_insert(treap *t, int root, int k)
+{
+	int l, g;
+	t->left[k] = t->right[k] = -1;
+	split(t, root, k, &l, &g);
+	return merge(t, merge(t, l, k), g);
+}
+
+static int treap_remove(treap *t, int root, int k)
+{
+	if (root == k)
+		return merge(t, t->left[k], t->right[k]);
+	if (key_less(t, k, root))
+		t->left[root] = treap_remove(t, t->left[root], k);
+	else
+		t->right[root] = treap_remove(t, t->right[root], k);
+	return root;
+}
+
+typedef struct {
+	const item *x;
+	int found[20], nfound;
+	bool stop;
+} overlap_query;
+
+/* Visits the items of r that start below q->x's end, highest first, until
+ * one ends at or below q->x's start. */
+static void overlaps(const treap *t, int r, overlap_query *q)
+{
+	if (r < 0 || q->stop)
+		return;
+	const item *a = &t->it[r];
+	if (a->lo >= q->x->hi) {
+		overlaps(t, t->left[r], q);
+		return;
+	}
+	overlaps(t, t->right[r], q);
+	if (q->stop)
+		return;
+	if (a->hi <= q->x->lo && a->hi > a->lo) {
+		q->stop = true;
+		return;
+	}
+	if (q->x->lo < a->hi && !alias(a, q->x) && q->nfound < 20)
+		q->found[q->nfound++] = r;
+	overlaps(t, t->left[r], q);
 }
 
 static void report(ir_diags *d, const ir_node *n, const char *fmt, ...)
@@ -91,30 +193,43 @@ bool ir_verify_plan(const ir_graph *g, ir_diags *d)
 		}
 	}
 	qsort(it, (size_t)n, sizeof *it, by_begin);
-	/* Sweep: items still live when the next one begins. */
-	item **active = malloc(((size_t)n + 1) * sizeof *active);
-	if (!active)
+	/* Sweep in step order; items leave the live set, in order of their
+	 * ends, before the first item that begins after them. */
+	int *by_end = malloc(((size_t)n + 1) * sizeof *by_end);
+	treap t = {it, malloc(((size_t)n + 1) * sizeof(int)), malloc(((size_t)n + 1) * sizeof(int)),
+		malloc(((size_t)n + 1) * sizeof(unsigned))};
+	if (!by_end || !t.left || !t.right || !t.prio)
 		IR_DIE("out of memory");
-	int na = 0;
-	for (int i = 0; i < n && errors < 20; i++) {
-		int m = 0;
-		for (int j = 0; j < na; j++)
-			if (active[j]->end >= it[i].begin)
-				active[m++] = active[j];
-		na = m;
-		for (int j = 0; j < na; j++) {
-			const item *a = active[j];
-			if (a->lo < it[i].hi && it[i].lo < a->hi && !alias(a, &it[i])) {
-				report(d, it[i].n, "%s [%lld, %lld) overlaps %s of %s [%lld, %lld) while both are live",
-					it[i].ws ? "workspace" : "buffer", (long long)it[i].lo, (long long)it[i].hi,
-					a->ws ? "the workspace" : "the buffer", ir_node_ref(a->n, r1, sizeof r1),
-					(long long)a->lo, (long long)a->hi);
-				errors++;
-			}
-		}
-		active[na++] = &it[i];
+	for (int i = 0; i < n; i++) {
+		by_end[i] = i;
+		t.prio[i] = (unsigned)i * 2654435761u; /* a fixed shuffle: deterministic */
 	}
-	free(active);
+	end_items = it;
+	qsort(by_end, (size_t)n, sizeof *by_end, by_end_cmp);
+	end_items = NULL;
+	int root = -1, gone = 0;
+	for (int i = 0; i < n && errors < 20; i++) {
+		while (gone < n && it[by_end[gone]].end < it[i].begin) {
+			if (by_end[gone] < i)
+				root = treap_remove(&t, root, by_end[gone]);
+			gone++;
+		}
+		overlap_query q = {.x = &it[i]};
+		overlaps(&t, root, &q);
+		for (int k = q.nfound - 1; k >= 0 && errors < 20; k--) {
+			const item *a = &it[q.found[k]];
+			report(d, it[i].n, "%s [%lld, %lld) overlaps %s of %s [%lld, %lld) while both are live",
+				it[i].ws ? "workspace" : "buffer", (long long)it[i].lo, (long long)it[i].hi,
+				a->ws ? "the workspace" : "the buffer", ir_node_ref(a->n, r1, sizeof r1),
+				(long long)a->lo, (long long)a->hi);
+			errors++;
+		}
+		root = treap_insert(&t, root, i);
+	}
+	free(by_end);
+	free(t.left);
+	free(t.right);
+	free(t.prio);
 	free(it);
 	return errors == 0;
 }

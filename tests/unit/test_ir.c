@@ -450,6 +450,101 @@ START_TEST(test_verify_order)
 }
 END_TEST
 
+/* A plan of n relus of %0, all live to the end, value i at `offset(i)`;
+ * value `ws_at` (if > 0) also has a 16-byte workspace at `ws_offset`. */
+static char *plan_text(int n, int64_t (*offset)(int), int ws_at, int64_t ws_offset)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	fprintf(f, "graph @p {\n  %%0 = input {name=\"x\"} : f32[4] mem(0, 16) live(0, %d)\n", n);
+	for (int i = 1; i <= n; i++) {
+		fprintf(f, "  %%%d = relu(%%0) : f32[4] mem(%lld, 16)", i, (long long)offset(i));
+		if (i == ws_at)
+			fprintf(f, " ws(%lld, 16)", (long long)ws_offset);
+		fprintf(f, " live(%d, %d)\n", i, n);
+	}
+	fprintf(f, "}\n");
+	fclose(f);
+	return buf;
+}
+
+static int64_t spread(int i) { return 64 * (int64_t)i; }
+static int64_t clash(int i) { return i == 137 ? 64 * 42 + 8 : 64 * (int64_t)i; }
+static int64_t reverse(int i) { return 64 * (int64_t)(1000 - i); }
+
+START_TEST(test_verify_plan_overlaps)
+{
+	static const struct {
+		int64_t (*offset)(int);
+		int ws_at;
+		int64_t ws_offset;
+		const char *want; /* NULL: verifies */
+	} cases[] = {
+		{spread, 0, 0, NULL},
+		{reverse, 0, 0, NULL},
+		{spread, 150, 64 * 200, NULL}, /* beyond every buffer */
+		{clash, 0, 0, "%137 (relu): buffer [2696, 2712) overlaps the buffer of %42 [2688, 2704) while both are live"},
+		{spread, 150, 64 * 99 + 4, "%150 (relu): workspace [6340, 6356) overlaps the buffer of %99 [6336, 6352) while both are live"},
+		{spread, 150, 0, "%150 (relu): workspace [0, 16) overlaps the buffer of %0 [0, 16) while both are live"},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		char *text = plan_text(300, cases[c].offset, cases[c].ws_at, cases[c].ws_offset);
+		ir_graph *g = parse_ok(text);
+		int count;
+		char *msgs = verify_msgs(g, &count);
+		if (!cases[c].want) {
+			ck_assert_msg(count == 0, "case %zu: %s", c, msgs);
+		} else {
+			ck_assert_msg(count == 1, "case %zu: %d: %s", c, count, msgs);
+			ck_assert_msg(strstr(msgs, cases[c].want), "case %zu: %s", c, msgs);
+		}
+		free(msgs);
+		free(text);
+		ir_graph_free(g);
+	}
+}
+END_TEST
+
+START_TEST(test_verify_plan_in_place)
+{
+	/* relu may reuse its operand's buffer: same offset and live range. */
+	const char *ok = "graph @p {\n"
+	                 "  %0 = input {name=\"x\"} : f32[4] mem(0, 16) live(0, 2)\n"
+	                 "  %1 = scale(%0) {factor=2} : f32[4] mem(64, 16) live(1, 2)\n"
+	                 "  %2 = relu(%1) : f32[4] mem(64, 16) live(1, 2)\n"
+	                 "}\n";
+	const char *bad = "graph @p {\n"
+	                  "  %0 = input {name=\"x\"} : f32[4] mem(0, 16) live(0, 2)\n"
+	                  "  %1 = scale(%0) {factor=2} : f32[4] mem(64, 16) live(1, 2)\n"
+	                  "  %2 = relu(%0) : f32[4] mem(64, 16) live(1, 2)\n"
+	                  "}\n";
+	const char *late = "graph @p {\n"
+	                   "  %0 = input {name=\"x\"} : f32[4] mem(0, 16) live(0, 1)\n"
+	                   "  %1 = scale(%0) {factor=2} : f32[4] mem(64, 16) live(1, 2)\n"
+	                   "  %2 = relu(%0) : f32[4] mem(128, 16) live(2, 2)\n"
+	                   "}\n";
+	int count;
+	ir_graph *g = parse_ok(ok);
+	char *msgs = verify_msgs(g, &count);
+	ck_assert_msg(count == 0, "%s", msgs);
+	free(msgs);
+	ir_graph_free(g);
+	g = parse_ok(bad); /* relu of %0 in %1's buffer: not its operand's */
+	msgs = verify_msgs(g, &count);
+	ck_assert_int_eq(count, 1);
+	ck_assert_ptr_nonnull(strstr(msgs, "%2 (relu): buffer [64, 80) overlaps the buffer of %1 [64, 80)"));
+	free(msgs);
+	ir_graph_free(g);
+	g = parse_ok(late);
+	msgs = verify_msgs(g, &count);
+	ck_assert_int_eq(count, 1);
+	ck_assert_ptr_nonnull(strstr(msgs, "reads %0 at step 2, after its live range ends at 1"));
+	free(msgs);
+	ir_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_dot_dashed_ordering_edges)
 {
 	ir_graph *g = parse_ok(sample);
@@ -501,6 +596,8 @@ static Suite *ir_suite(void)
 	tcase_add_test(tc, test_verify_update_ordering);
 	tcase_add_test(tc, test_verify_recompute_is_stateless);
 	tcase_add_test(tc, test_verify_order);
+	tcase_add_test(tc, test_verify_plan_overlaps);
+	tcase_add_test(tc, test_verify_plan_in_place);
 	tcase_add_test(tc, test_dot_dashed_ordering_edges);
 	tcase_add_test(tc, test_diag_caret);
 	suite_add_tcase(s, tc);
