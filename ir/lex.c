@@ -105,10 +105,18 @@ static ir_tok lex_number(ir_lexer *lx, ir_tok t)
 	return t;
 }
 
+static bool is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
 static ir_tok lex_string(ir_lexer *lx, ir_tok t)
 {
 	lx->p++; /* opening quote */
-	char *buf = ir_arena_alloc(lx->arena, (size_t)(lx->end - lx->p) + 1);
+	/* The text ends at its first unescaped quote, within its line, and
+	 * unescaping never lengthens it: that bounds the buffer.  (Sizing it by
+	 * the rest of the input made many strings quadratic in time and space.) */
+	const char *q = lx->p;
+	while (q < lx->end && *q != '"' && *q != '\n')
+		q += *q == '\\' && q + 1 < lx->end && q[1] != '\n' ? 2 : 1;
+	char *buf = ir_arena_alloc(lx->arena, (size_t)(q - lx->p) + 1);
 	size_t n = 0;
 	for (;;) {
 		if (lx->p >= lx->end || *lx->p == '\n')
@@ -131,7 +139,8 @@ static ir_tok lex_string(ir_lexer *lx, ir_tok t)
 			char hex[3] = {lx->p[0], lx->p[1], 0};
 			char *end;
 			long v = strtol(hex, &end, 16);
-			if (*end || v == 0)
+			/* Two hex digits: strtol alone takes " 1", "-1", even a newline. */
+			if (*end || v == 0 || !is_hex(hex[0]) || !is_hex(hex[1]))
 				return error_tok(lx, here(lx), "bad \\x escape in string");
 			buf[n++] = (char)v;
 			lx->p += 2;
