@@ -69,6 +69,7 @@ struct cg_module {
 	cg_module *part[CG_MAX_PARTS];     /* kernel modules (the step module only) */
 	int nparts, next_part;
 	char prefix[64];                   /* of external kernel names */
+	int vec_bytes;                     /* the host's vector width (gemm.c) */
 };
 
 void cg_module_init(cg_module *m, const char *name, int threads, cg_stats *stats);
@@ -136,7 +137,7 @@ void cg_memcpy(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)
  * (cg_carry right after cg_for gives each one's value in the body;
  * cg_end_for takes their next values and leaves their final values in
  * l->out). */
-#define CG_MAX_CARRY 4
+#define CG_MAX_CARRY 24
 typedef struct {
 	LLVMBasicBlockRef head, exit;
 	LLVMValueRef i;
@@ -160,6 +161,73 @@ typedef struct {
 } cg_if;
 void cg_if_begin(cg_kb *k, cg_if *c, LLVMValueRef cond);
 void cg_if_end(cg_kb *k, cg_if *c);
+
+/* ---- matrix products on registers (codegen/gemm.c) ------------------------ */
+
+/* Each reduction index of these products may stand for a few `taps`:
+ * element t of row r of B is at r·ldb + b_tap[t] (and of A at
+ * r·a_cs + a_tap[t]), so a convolution's window offsets address the padded
+ * image directly instead of unfolded columns.  taps 0 means one tap at 0. */
+#define CG_MAX_TAPS 9
+
+/* C = A·B: C is m x p, the reduction r (times taps) long.  A's elements are
+ * anywhere (A[i][j, t] at a[i·a_rs + j·a_cs + a_tap[t]]); B's rows and C's
+ * are contiguous (B[j, t][x] at b[j·ldb + b_tap[t] + x], C[i][x] at
+ * c[i·ldc + x]). */
+typedef struct {
+	int64_t m, r, p;
+	LLVMValueRef a;
+	int64_t a_rs, a_cs;
+	LLVMValueRef b;
+	int64_t ldb;
+	LLVMValueRef c;
+	int64_t ldc;
+	int taps;
+	const int64_t *a_tap, *b_tap;
+} cg_ab;
+
+void cg_gemm_ab(cg_kb *k, const cg_ab *g);
+
+/* C += A·B^T reducing over `count` segments of q contiguous elements: C is
+ * m x (n·taps) at c[i·ldc + j·taps + t]; row i of A in segment s starts at
+ * a[s·a_is + i·lda], row (j, t) of B at b[s·b_is + j·ldb + b_tap[t]]. */
+typedef struct {
+	int64_t m, n, q;
+	LLVMValueRef a;
+	int64_t lda, a_is;
+	LLVMValueRef b;
+	int64_t ldb, b_is;
+	LLVMValueRef c;
+	int64_t ldc;
+	int taps;
+	const int64_t *b_tap;
+} cg_abt;
+
+void cg_gemm_abt(cg_kb *k, const cg_abt *g, LLVMValueRef count);
+
+/* ---- convolutions (k_conv.c, k_conv_implicit.c) ----------------------------- */
+
+typedef struct {
+	int64_t n, c, h, w;          /* input */
+	int64_t o, kh, kw;           /* filter */
+	int64_t ho, wo;              /* output */
+	int64_t s, pt, pb, pl, pr;   /* stride; padding top, bottom, left, right */
+	ir_op op;
+} cg_conv_geom;
+
+/* The geometry of a conv2d, conv2d_dx or conv2d_dw node. */
+cg_conv_geom cg_conv_geom_of(const ir_node *n);
+/* REVC_CONV_BLAS=1: every convolution unfolded and multiplied by
+ * cblas_sgemm/dgemm, the lowering revc had first (for comparison). */
+bool cg_conv_on_blas(void);
+/* Stride-1 convolutions lowered without unfolding (k_conv_implicit.c):
+ * whether g is one, its images per parallel index, workspace elements per
+ * thread, where conv2d_dw's partial sum starts in it, and the body. */
+bool cg_conv_implicit(const cg_conv_geom *g);
+int64_t cg_conv_implicit_tile(const cg_conv_geom *g);
+int64_t cg_conv_implicit_workspace(const cg_conv_geom *g);
+int64_t cg_conv_implicit_partial(const cg_conv_geom *g);
+void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const cg_conv_geom *g, LLVMValueRef ws);
 
 /* ---- op emitters ------------------------------------------------------------ */
 

@@ -1,32 +1,43 @@
-/* k_conv.c: convolutions and matmul, on BLAS.
+/* k_conv.c: convolutions and matmul.
  *
- * Convolutions go a tile of T images at a time through one GEMM (cblas_sgemm,
- * or cblas_dgemm for f64): per-image GEMMs of small layers are too thin for
- * BLAS to run well, so T images' columns are laid side by side.  Tiles are
- * divided among threads, BLAS itself single-threaded, so both cores work and
- * neither is oversubscribed.  With col the T images unfolded (im2col; C·KH·KW
- * rows by T·Ho·Wo columns) and Y the outputs gathered the same way (O rows):
- *   conv2d     Y  = W · col, scattered back to the images
- *   conv2d_dx  col = W^T · Y(dy), folded back into each image (col2im)
- *   conv2d_dw  dW += Y(dy) · col^T, into the thread's partial sum
- * col and Y are each thread's workspace.  conv2d_dw's serial finish kernel
- * adds the threads' partials in thread order, so the result does not depend
- * on timing.  Padding is the node's explicit [top, bottom, left, right]. */
+ * Stride-1 convolutions read the padded image directly (k_conv_implicit.c).
+ * The others (the stride-2 ones at stage boundaries) are unfolded, a tile
+ * of T images at a time: with col the T images' columns (im2col; C·KH·KW
+ * rows by T·Ho·Wo columns),
+ *   conv2d     Y_i = W · col_i, straight into image i's output
+ *   conv2d_dx  col_i = W^T · dY_i, folded back into the image (col2im)
+ *   conv2d_dw  dW += dY · col^T over the tile, into the thread's partial sum
+ * the products being the register-blocked loops of gemm.c.  Tiles are
+ * divided among threads, so both cores work.  conv2d_dw's serial finish
+ * kernel adds the threads' partials in thread order, so the result does not
+ * depend on timing.  Padding is the node's explicit [top, bottom, left,
+ * right].
+ *
+ * With REVC_CONV_BLAS=1 every convolution is unfolded and its products are
+ * cblas_sgemm (cblas_dgemm for f64) calls instead, on tiles wide enough for
+ * BLAS, with the outputs gathered into and scattered from the tile's
+ * layout: the lowering revc had first, kept for comparison (revc bench).
+ * matmul is always one BLAS call. */
 #include "internal.h"
+#include <stdlib.h>
 
 /* CBLAS enum values (cblas.h): row major 101, no transpose 111, transpose 112. */
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
 
-typedef struct {
-	int64_t n, c, h, w;   /* input */
-	int64_t o, kh, kw;    /* filter */
-	int64_t ho, wo;       /* output */
-	int64_t s, pt, pl;    /* stride, top and left padding */
-} conv_geom;
+bool cg_conv_on_blas(void)
+{
+	const char *e = getenv("REVC_CONV_BLAS");
+	return e && *e == '1';
+}
+
+static bool on_blas(void)
+{
+	return cg_conv_on_blas();
+}
 
 /* The geometry of a conv node; x is the data input's type, w the filter's,
  * y the output's, whichever operand or result they are for this op. */
-static conv_geom geom(const ir_node *n)
+cg_conv_geom cg_conv_geom_of(const ir_node *n)
 {
 	const ir_type *x, *w, *y;
 	switch (n->op) {
@@ -41,19 +52,25 @@ static conv_geom geom(const ir_node *n)
 		break;
 	}
 	const ir_attr *pad = ir_node_attr(n, IR_ATTR_PAD);
-	conv_geom g = {x->dim[0], x->dim[1], x->dim[2], x->dim[3], w->dim[0], w->dim[2], w->dim[3],
-		y->dim[2], y->dim[3], ir_node_int(n, IR_ATTR_STRIDE), pad->u.ints.v[0], pad->u.ints.v[2]};
+	const int64_t *pv = pad->u.ints.v;
+	cg_conv_geom g = {x->dim[0], x->dim[1], x->dim[2], x->dim[3], w->dim[0], w->dim[2], w->dim[3],
+		y->dim[2], y->dim[3], ir_node_int(n, IR_ATTR_STRIDE), pv[0], pv[1], pv[2], pv[3], n->op};
 	return g;
 }
 
-/* Images per GEMM: enough columns (T·Ho·Wo >= 4096) to keep BLAS busy,
- * at most 8 MiB of unfolded columns, and at most half the batch so both
- * threads get tiles. */
-static int64_t tile(const conv_geom *g)
+/* Images per product.  BLAS wants wide ones (T·Ho·Wo >= 512 columns);
+ * the generated loops one image (conv2d, conv2d_dx) or long reductions
+ * (conv2d_dw); the unfolded columns stay within 512 KiB, so in L2; at most
+ * half the batch, so both threads get tiles. */
+static int64_t tile(const cg_conv_geom *g)
 {
 	int64_t howo = g->ho * g->wo, k = g->c * g->kh * g->kw;
-	int64_t t = (4096 + howo - 1) / howo;
-	int64_t cap = ((int64_t)8 << 20) / 4 / (k * howo);
+	if (cg_conv_implicit(g))
+		return cg_conv_implicit_tile(g);
+	if (!on_blas() && g->op != IR_OP_CONV2D_DW)
+		return 1;
+	int64_t t = (512 + howo - 1) / howo;
+	int64_t cap = ((int64_t)512 << 10) / 4 / (k * howo);
 	if (t > cap)
 		t = cap;
 	if (t > (g->n + 1) / 2)
@@ -62,14 +79,14 @@ static int64_t tile(const conv_geom *g)
 }
 
 /* Workspace elements per thread: col, Y, and conv2d_dw's partial dW. */
-static int64_t col_elems(const conv_geom *g)
+static int64_t col_elems(const cg_conv_geom *g)
 {
 	return g->c * g->kh * g->kw * g->ho * g->wo * tile(g);
 }
 
-static int64_t y_elems(const conv_geom *g)
+static int64_t y_elems(const cg_conv_geom *g)
 {
-	return g->o * g->ho * g->wo * tile(g);
+	return on_blas() ? g->o * g->ho * g->wo * tile(g) : 0;
 }
 
 static int64_t real_size(const ir_node *n)
@@ -79,12 +96,14 @@ static int64_t real_size(const ir_node *n)
 
 static int64_t conv_extent(const ir_node *n)
 {
-	conv_geom g = geom(n);
+	cg_conv_geom g = cg_conv_geom_of(n);
 	return (g.n + tile(&g) - 1) / tile(&g);
 }
 
-static int64_t per_thread(const conv_geom *g, const ir_node *n)
+static int64_t per_thread(const cg_conv_geom *g, const ir_node *n)
 {
+	if (cg_conv_implicit(g))
+		return cg_conv_implicit_workspace(g);
 	int64_t e = col_elems(g) + y_elems(g);
 	if (n->op == IR_OP_CONV2D_DW)
 		e += g->o * g->c * g->kh * g->kw;
@@ -93,7 +112,7 @@ static int64_t per_thread(const conv_geom *g, const ir_node *n)
 
 static int64_t conv_workspace(const ir_node *n)
 {
-	conv_geom g = geom(n);
+	cg_conv_geom g = cg_conv_geom_of(n);
 	return per_thread(&g, n) * real_size(n);
 }
 
@@ -178,7 +197,7 @@ static void zero_few(cg_kb *k, LLVMValueRef p, LLVMValueRef lo, LLVMValueRef hi)
  * loop is a plain (for stride 1, contiguous) copy that vectorises; outside
  * it im2col writes zeros and col2im adds nothing.  The outer loops are kept
  * rolled: unrolling them buys nothing and costs compile time. */
-static void fold(cg_kb *k, const conv_geom *g, LLVMValueRef img, LLVMValueRef col, int64_t ld, bool unfold)
+static void fold(cg_kb *k, const cg_conv_geom *g, LLVMValueRef img, LLVMValueRef col, int64_t ld, bool unfold)
 {
 	cg_loop lr, lo, li;
 	if (!unfold)
@@ -225,14 +244,14 @@ static void fold(cg_kb *k, const conv_geom *g, LLVMValueRef img, LLVMValueRef co
 
 /* Unfolds image x (C x H x W) into columns of col ((C·KH·KW) rows of ld
  * elements; this image's Ho·Wo columns start at col). */
-static void im2col(cg_kb *k, const conv_geom *g, LLVMValueRef x, LLVMValueRef col, int64_t ld)
+static void im2col(cg_kb *k, const cg_conv_geom *g, LLVMValueRef x, LLVMValueRef col, int64_t ld)
 {
 	fold(k, g, x, col, ld, true);
 }
 
 /* Folds this image's columns of col (rows of ld elements) back, adding into
  * image dx (zeroed first). */
-static void col2im(cg_kb *k, const conv_geom *g, LLVMValueRef col, int64_t ld, LLVMValueRef dx)
+static void col2im(cg_kb *k, const cg_conv_geom *g, LLVMValueRef col, int64_t ld, LLVMValueRef dx)
 {
 	fold(k, g, dx, col, ld, false);
 }
@@ -256,7 +275,7 @@ static void shuffle(cg_kb *k, LLVMValueRef img, LLVMValueRef tilebuf, LLVMValueR
 }
 
 /* The images of tile `t`: first and count (the last tile may be short). */
-static void tile_span(cg_kb *k, const conv_geom *g, LLVMValueRef t, LLVMValueRef *first, LLVMValueRef *count)
+static void tile_span(cg_kb *k, const cg_conv_geom *g, LLVMValueRef t, LLVMValueRef *first, LLVMValueRef *count)
 {
 	int64_t T = tile(g);
 	*first = cg_imul(k, t, cg_i64(k, T));
@@ -266,7 +285,7 @@ static void tile_span(cg_kb *k, const conv_geom *g, LLVMValueRef t, LLVMValueRef
 }
 
 /* Unfolds images first .. first+count-1 of x into col (rows of ld). */
-static void unfold(cg_kb *k, const conv_geom *g, LLVMValueRef x, LLVMValueRef first, LLVMValueRef count,
+static void unfold(cg_kb *k, const cg_conv_geom *g, LLVMValueRef x, LLVMValueRef first, LLVMValueRef count,
 	LLVMValueRef col, int64_t ld)
 {
 	int64_t howo = g->ho * g->wo;
@@ -279,24 +298,42 @@ static void unfold(cg_kb *k, const conv_geom *g, LLVMValueRef x, LLVMValueRef fi
 
 static void emit_conv2d(cg_kb *k, const ir_node *n)
 {
-	conv_geom g = geom(n);
+	cg_conv_geom g = cg_conv_geom_of(n);
+	if (cg_conv_implicit(&g)) {
+		cg_conv_implicit_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
+		return;
+	}
 	int64_t K = g.c * g.kh * g.kw, howo = g.ho * g.wo, ld = howo * tile(&g);
 	LLVMValueRef y = cg_arg(k, 0), x = cg_arg(k, 1), w = cg_arg(k, 2);
 	LLVMValueRef col = slice(k, n, per_thread(&g, n));
 	LLVMValueRef ybuf = cg_gep(k, NULL, col, cg_i64(k, col_elems(&g)));
-	cg_loop l;
+	cg_loop l, li;
 	LLVMValueRef t = cg_for(k, &l, k->lo, k->hi), first, count;
 	tile_span(k, &g, t, &first, &count);
 	unfold(k, &g, x, first, count, col, ld);
-	LLVMValueRef cols = cg_imul(k, count, cg_i64(k, howo));
-	gemm_v(k, NO_TRANS, NO_TRANS, cg_i64(k, g.o), cols, cg_i64(k, K), w, K, col, ld, 0, ybuf, ld);
-	shuffle(k, cg_gep(k, NULL, y, cg_imul(k, first, cg_i64(k, g.o * howo))), ybuf, count, g.o, howo, ld, false);
+	if (on_blas()) {
+		LLVMValueRef cols = cg_imul(k, count, cg_i64(k, howo));
+		gemm_v(k, NO_TRANS, NO_TRANS, cg_i64(k, g.o), cols, cg_i64(k, K), w, K, col, ld, 0, ybuf, ld);
+		shuffle(k, cg_gep(k, NULL, y, cg_imul(k, first, cg_i64(k, g.o * howo))), ybuf, count, g.o, howo, ld, false);
+	} else {
+		/* Y_i = W · col_i, straight into image i's output. */
+		LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
+		cg_ab mm = {.m = g.o, .r = K, .p = howo, .a = w, .a_rs = K, .a_cs = 1,
+			.b = cg_gep(k, NULL, col, cg_imul(k, i, cg_i64(k, howo))), .ldb = ld,
+			.c = cg_gep(k, NULL, y, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, g.o * howo))), .ldc = howo};
+		cg_gemm_ab(k, &mm);
+		cg_end_for(k, &li, NULL);
+	}
 	cg_end_for(k, &l, NULL);
 }
 
 static void emit_conv2d_dx(cg_kb *k, const ir_node *n)
 {
-	conv_geom g = geom(n);
+	cg_conv_geom g = cg_conv_geom_of(n);
+	if (cg_conv_implicit(&g)) {
+		cg_conv_implicit_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
+		return;
+	}
 	int64_t K = g.c * g.kh * g.kw, howo = g.ho * g.wo, ld = howo * tile(&g);
 	LLVMValueRef dx = cg_arg(k, 0), dy = cg_arg(k, 1), w = cg_arg(k, 2);
 	LLVMValueRef col = slice(k, n, per_thread(&g, n));
@@ -304,11 +341,21 @@ static void emit_conv2d_dx(cg_kb *k, const ir_node *n)
 	cg_loop l, li;
 	LLVMValueRef t = cg_for(k, &l, k->lo, k->hi), first, count;
 	tile_span(k, &g, t, &first, &count);
-	shuffle(k, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, g.o * howo))), ybuf, count, g.o, howo, ld, true);
-	LLVMValueRef cols = cg_imul(k, count, cg_i64(k, howo));
-	gemm_v(k, TRANS, NO_TRANS, cg_i64(k, K), cols, cg_i64(k, g.o), w, K, ybuf, ld, 0, col, ld);
+	if (on_blas()) {
+		shuffle(k, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, g.o * howo))), ybuf, count, g.o, howo, ld, true);
+		LLVMValueRef cols = cg_imul(k, count, cg_i64(k, howo));
+		gemm_v(k, TRANS, NO_TRANS, cg_i64(k, K), cols, cg_i64(k, g.o), w, K, ybuf, ld, 0, col, ld);
+	}
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
-	LLVMValueRef dxi = cg_gep(k, NULL, dx, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, g.c * g.h * g.w)));
+	LLVMValueRef img = cg_iadd(k, first, i);
+	if (!on_blas()) {
+		/* col_i = W^T · dY_i, from image i's output gradient. */
+		cg_ab mm = {.m = K, .r = g.o, .p = howo, .a = w, .a_rs = 1, .a_cs = K,
+			.b = cg_gep(k, NULL, dy, cg_imul(k, img, cg_i64(k, g.o * howo))), .ldb = howo,
+			.c = cg_gep(k, NULL, col, cg_imul(k, i, cg_i64(k, howo))), .ldc = ld};
+		cg_gemm_ab(k, &mm);
+	}
+	LLVMValueRef dxi = cg_gep(k, NULL, dx, cg_imul(k, img, cg_i64(k, g.c * g.h * g.w)));
 	col2im(k, &g, cg_gep(k, NULL, col, cg_imul(k, i, cg_i64(k, howo))), ld, dxi);
 	cg_end_for(k, &li, NULL);
 	cg_end_for(k, &l, NULL);
@@ -316,7 +363,11 @@ static void emit_conv2d_dx(cg_kb *k, const ir_node *n)
 
 static void emit_conv2d_dw(cg_kb *k, const ir_node *n)
 {
-	conv_geom g = geom(n);
+	cg_conv_geom g = cg_conv_geom_of(n);
+	if (cg_conv_implicit(&g)) {
+		cg_conv_implicit_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
+		return;
+	}
 	int64_t K = g.c * g.kh * g.kw, howo = g.ho * g.wo, ld = howo * tile(&g);
 	LLVMValueRef dy = cg_arg(k, 1), x = cg_arg(k, 2);
 	LLVMValueRef col = slice(k, n, per_thread(&g, n));
@@ -327,18 +378,27 @@ static void emit_conv2d_dw(cg_kb *k, const ir_node *n)
 	LLVMValueRef t = cg_for(k, &l, k->lo, k->hi), first, count;
 	tile_span(k, &g, t, &first, &count);
 	unfold(k, &g, x, first, count, col, ld);
-	shuffle(k, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, g.o * howo))), ybuf, count, g.o, howo, ld, true);
-	/* A short last tile: only its own columns take part. */
-	LLVMValueRef cols = cg_imul(k, count, cg_i64(k, howo));
-	gemm_v(k, NO_TRANS, TRANS, cg_i64(k, g.o), cg_i64(k, K), cols, ybuf, ld, col, ld, 1, part, K);
+	if (on_blas()) {
+		shuffle(k, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, g.o * howo))), ybuf, count, g.o, howo, ld, true);
+		/* A short last tile: only its own columns take part. */
+		LLVMValueRef cols = cg_imul(k, count, cg_i64(k, howo));
+		gemm_v(k, NO_TRANS, TRANS, cg_i64(k, g.o), cg_i64(k, K), cols, ybuf, ld, col, ld, 1, part, K);
+	} else {
+		/* dW += sum over the tile's images of dY_i · col_i^T. */
+		cg_abt mm = {.m = g.o, .n = K, .q = howo,
+			.a = cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, g.o * howo))), .lda = howo, .a_is = g.o * howo,
+			.b = col, .ldb = ld, .b_is = howo, .c = part, .ldc = K};
+		cg_gemm_abt(k, &mm, count);
+	}
 	cg_end_for(k, &l, NULL);
 }
 
 /* dW = the sum of the threads' partials, in thread order. */
 static void finish_conv2d_dw(cg_kb *k, const ir_node *n, int threads)
 {
-	conv_geom g = geom(n);
-	int64_t K = g.c * g.kh * g.kw, per = per_thread(&g, n), at = col_elems(&g) + y_elems(&g);
+	cg_conv_geom g = cg_conv_geom_of(n);
+	int64_t K = g.c * g.kh * g.kw, per = per_thread(&g, n);
+	int64_t at = cg_conv_implicit(&g) ? cg_conv_implicit_partial(&g) : col_elems(&g) + y_elems(&g);
 	LLVMValueRef dw = cg_arg(k, 0), ws = cg_arg(k, n->nin + 1);
 	cg_loop l;
 	LLVMValueRef i = cg_for(k, &l, cg_i64(k, 0), cg_i64(k, g.o * K));

@@ -35,6 +35,9 @@ void cg_module_init(cg_module *m, const char *name, int threads, cg_stats *stats
 	m->threads = threads > 0 ? threads : 1;
 	m->stats = stats;
 	snprintf(m->prefix, sizeof m->prefix, "%s", name);
+	char *features = LLVMGetHostCPUFeatures();
+	m->vec_bytes = strstr(features, "+avx512f") ? 64 : 32;
+	LLVMDisposeMessage(features);
 }
 
 void cg_module_add_parts(cg_module *m, int n)

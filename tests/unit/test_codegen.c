@@ -200,14 +200,17 @@ static const conv_case conv_cases[] = {
 	{2, 6, 5, 5, 4, 1, 1, {0, 0, 0, 0}},   /* 1x1: no im2col */
 	{2, 6, 6, 6, 4, 1, 2, {0, 0, 0, 0}},   /* 1x1 stride 2 */
 	{4, 16, 14, 14, 32, 3, 2, {0, 1, 0, 1}}, /* a RevNet stage boundary */
+	{2, 8, 8, 8, 17, 3, 1, {1, 1, 1, 1}},   /* whole vectors; a short row block */
+	{3, 5, 16, 16, 9, 3, 1, {1, 1, 1, 1}},  /* many column blocks */
 };
+#define NCONV ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
 /* conv2d, conv2d_dx and conv2d_dw of one case, as outputs. */
 START_TEST(test_conv)
 {
-	const conv_case *c = &conv_cases[_i % 6];
-	ir_dtype dt = _i / 6 % 2 ? IR_F64 : IR_F32;
-	int threads = _i / 12 ? 2 : 1;
+	const conv_case *c = &conv_cases[_i % NCONV];
+	ir_dtype dt = _i / NCONV % 2 ? IR_F64 : IR_F32;
+	int threads = _i / (2 * NCONV) ? 2 : 1;
 	ir_graph *g = ir_graph_new("conv");
 	int64_t xd[4] = {c->n, c->c, c->h, c->w}, wd[4] = {c->o, c->c, c->k, c->k};
 	ir_node *x = input(g, "x", dt, 4, xd), *w = input(g, "w", dt, 4, wd);
@@ -352,7 +355,7 @@ static Suite *codegen_suite(void)
 	Suite *s = suite_create("codegen");
 	TCase *tc = tcase_create("kernels");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_conv, 0, 24);
+	tcase_add_loop_test(tc, test_conv, 0, 4 * NCONV);
 	tcase_add_loop_test(tc, test_fusion_chain, 0, 4);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("steps");

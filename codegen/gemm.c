@@ -1,0 +1,299 @@
+/* gemm.c: register-blocked matrix-product loops in LLVM IR, for the
+ * convolutions' GEMMs.
+ *
+ * OpenBLAS copies ("packs") both operands of every call into its own
+ * layout before multiplying, and a convolution's unfolded columns are the
+ * big operand: packing them costs about as much as unfolding them did.
+ * These loops read the operands where they are instead.  The block is
+ * MR rows by two vectors of columns, MR·2 accumulators held in registers
+ * across the whole reduction; each step broadcasts MR elements of A, loads
+ * two vectors of B and does MR·2 fused multiply-adds.  Vectors are as wide
+ * as the host's (64 bytes with AVX-512, else 32), and MR is chosen so the
+ * accumulators and operands fit its vector registers.  Column tails use
+ * masked loads and stores, so any width works without a scalar loop.
+ *
+ * Results may differ from BLAS's in the last bits (another summation
+ * order, fused multiply-adds). */
+#include <string.h>
+
+#include "internal.h"
+
+/* Vector width in elements, and rows per block. */
+static int lanes(const cg_kb *k)
+{
+	return k->m->vec_bytes / (int)ir_dtype_size(k->dt);
+}
+
+static int block_rows(const cg_kb *k)
+{
+	return k->m->vec_bytes >= 64 ? 8 : 4;
+}
+
+static LLVMTypeRef vec_ty(const cg_kb *k)
+{
+	return LLVMVectorType(k->real, (unsigned)lanes(k));
+}
+
+static LLVMValueRef intrinsic(cg_kb *k, const char *name, LLVMTypeRef *over, int nover, LLVMTypeRef *fty)
+{
+	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+	IR_ASSERT(id != 0);
+	LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->m->mod, id, over, (size_t)nover);
+	*fty = LLVMGlobalGetValueType(f);
+	return f;
+}
+
+/* A mask with the first n of the vector's lanes on. */
+static LLVMValueRef first_lanes(cg_kb *k, int n)
+{
+	LLVMValueRef bits[64];
+	for (int i = 0; i < lanes(k); i++)
+		bits[i] = LLVMConstInt(k->m->i1, i < n, 0);
+	return LLVMConstVector(bits, (unsigned)lanes(k));
+}
+
+/* Loads a vector at base[i] (n of its lanes, the rest zero, when n < lanes). */
+static LLVMValueRef vload(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
+{
+	LLVMValueRef p = cg_gep(k, NULL, base, i);
+	if (n >= lanes(k)) {
+		LLVMValueRef v = LLVMBuildLoad2(k->b, vec_ty(k), p, "");
+		LLVMSetAlignment(v, (unsigned)ir_dtype_size(k->dt));
+		return v;
+	}
+	LLVMTypeRef over[2] = {vec_ty(k), k->m->ptr}, fty;
+	LLVMValueRef f = intrinsic(k, "llvm.masked.load", over, 2, &fty);
+	LLVMValueRef args[4] = {p, LLVMConstInt(k->m->i32, (unsigned long long)ir_dtype_size(k->dt), 0),
+		first_lanes(k, n), LLVMConstNull(vec_ty(k))};
+	return LLVMBuildCall2(k->b, fty, f, args, 4, "");
+}
+
+static void vstore(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, int n)
+{
+	LLVMValueRef p = cg_gep(k, NULL, base, i);
+	if (n >= lanes(k)) {
+		LLVMValueRef s = LLVMBuildStore(k->b, v, p);
+		LLVMSetAlignment(s, (unsigned)ir_dtype_size(k->dt));
+		return;
+	}
+	LLVMTypeRef over[2] = {vec_ty(k), k->m->ptr}, fty;
+	LLVMValueRef f = intrinsic(k, "llvm.masked.store", over, 2, &fty);
+	LLVMValueRef args[4] = {v, p, LLVMConstInt(k->m->i32, (unsigned long long)ir_dtype_size(k->dt), 0),
+		first_lanes(k, n)};
+	LLVMBuildCall2(k->b, fty, f, args, 4, "");
+}
+
+static LLVMValueRef splat(cg_kb *k, LLVMValueRef x)
+{
+	LLVMValueRef v = LLVMBuildInsertElement(k->b, LLVMGetPoison(vec_ty(k)), x, LLVMConstInt(k->m->i32, 0, 0), "");
+	LLVMTypeRef mask_ty = LLVMVectorType(k->m->i32, (unsigned)lanes(k));
+	return LLVMBuildShuffleVector(k->b, v, LLVMGetPoison(vec_ty(k)), LLVMConstNull(mask_ty), "");
+}
+
+/* a·b + c on vectors. */
+static LLVMValueRef vfma(cg_kb *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMTypeRef over = vec_ty(k), fty;
+	LLVMValueRef f = intrinsic(k, "llvm.fmuladd", &over, 1, &fty);
+	LLVMValueRef args[3] = {a, b, c};
+	return LLVMBuildCall2(k->b, fty, f, args, 3, "");
+}
+
+/* The sum of v's lanes. */
+static LLVMValueRef vsum(cg_kb *k, LLVMValueRef v)
+{
+	LLVMTypeRef over = vec_ty(k), fty;
+	LLVMValueRef f = intrinsic(k, "llvm.vector.reduce.fadd", &over, 1, &fty);
+	LLVMValueRef args[2] = {cg_real(k, 0), v};
+	LLVMValueRef s = LLVMBuildCall2(k->b, fty, f, args, 2, "");
+	LLVMSetFastMathFlags(s, LLVMFastMathAllowReassoc);
+	return s;
+}
+
+/* Blocks of `size` over [0, total): a loop over the full ones (block
+ * start passed to emit), then the short last one, both emitted once. */
+typedef void (*block_fn)(cg_kb *k, const void *g, LLVMValueRef start, int size, const void *extra);
+
+static void blocks(cg_kb *k, int64_t total, int size, block_fn emit, const void *g, const void *extra)
+{
+	int64_t full = total / size, rest = total - full * size;
+	if (full > 0) {
+		cg_loop l;
+		LLVMValueRef b = cg_for(k, &l, cg_i64(k, 0), cg_i64(k, full));
+		emit(k, g, cg_imul(k, b, cg_i64(k, size)), size, extra);
+		cg_keep_loop(&l);
+		cg_end_for(k, &l, NULL);
+	}
+	if (rest > 0)
+		emit(k, g, cg_i64(k, full * size), (int)rest, extra);
+}
+
+/* ---- C = A·B, B and C contiguous along columns ----------------------------- */
+
+typedef struct {
+	LLVMValueRef p; /* first column */
+	int nv, tail;   /* vectors, and lanes of the last one */
+} columns;
+
+static int64_t tap(const int64_t *offsets, int t)
+{
+	return offsets ? offsets[t] : 0;
+}
+
+/* One block: rows m0 .. m0+mr of C, the columns of c. */
+static void block_ab(cg_kb *k, const void *gp, LLVMValueRef m0, int mr, const void *cp)
+{
+	const cg_ab *g = gp;
+	const columns *c = cp;
+	int L = lanes(k), nv = c->nv, taps = g->taps > 0 ? g->taps : 1;
+	LLVMValueRef zero = LLVMConstNull(vec_ty(k));
+	LLVMValueRef arow[8];
+	for (int m = 0; m < mr; m++)
+		arow[m] = cg_gep(k, NULL, g->a, cg_imul(k, cg_iadd(k, m0, cg_i64(k, m)), cg_i64(k, g->a_rs)));
+	cg_loop lr;
+	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, g->r));
+	LLVMValueRef acc[CG_MAX_CARRY], bv[2];
+	for (int i = 0; i < mr * nv; i++)
+		acc[i] = cg_carry(k, &lr, zero);
+	LLVMValueRef brow = cg_iadd(k, cg_imul(k, r, cg_i64(k, g->ldb)), c->p);
+	LLVMValueRef acol = cg_imul(k, r, cg_i64(k, g->a_cs));
+	for (int t = 0; t < taps; t++) {
+		LLVMValueRef bt = cg_iadd(k, brow, cg_i64(k, tap(g->b_tap, t)));
+		for (int v = 0; v < nv; v++)
+			bv[v] = vload(k, g->b, cg_iadd(k, bt, cg_i64(k, v * L)), v == nv - 1 ? c->tail : L);
+		LLVMValueRef at = cg_iadd(k, acol, cg_i64(k, tap(g->a_tap, t)));
+		for (int m = 0; m < mr; m++) {
+			LLVMValueRef a = splat(k, cg_ld(k, arow[m], at));
+			for (int v = 0; v < nv; v++)
+				acc[m * nv + v] = vfma(k, a, bv[v], acc[m * nv + v]);
+		}
+	}
+	cg_end_for(k, &lr, acc);
+	for (int m = 0; m < mr; m++) {
+		LLVMValueRef row = cg_iadd(k, m0, cg_i64(k, m));
+		LLVMValueRef crow = cg_iadd(k, cg_imul(k, row, cg_i64(k, g->ldc)), c->p);
+		for (int v = 0; v < nv; v++)
+			vstore(k, g->c, cg_iadd(k, crow, cg_i64(k, v * L)), lr.out[m * nv + v], v == nv - 1 ? c->tail : L);
+	}
+}
+
+/* Two vectors of columns from p on. */
+static void pair_ab(cg_kb *k, const void *gp, LLVMValueRef p, int size, const void *extra)
+{
+	(void)extra;
+	const cg_ab *g = gp;
+	int L = lanes(k);
+	columns c = {p, size > L ? 2 : 1, size > L ? size - L : size};
+	blocks(k, g->m, block_rows(k), block_ab, g, &c);
+}
+
+void cg_gemm_ab(cg_kb *k, const cg_ab *g)
+{
+	IR_ASSERT(g->taps <= CG_MAX_TAPS);
+	blocks(k, g->p, 2 * lanes(k), pair_ab, g, NULL);
+}
+
+/* ---- C += A·B^T, reducing along the contiguous columns of both ----------- */
+
+typedef struct {
+	LLVMValueRef count; /* segments */
+	LLVMValueRef m0;
+	int mr;
+} rows;
+
+/* One block of C: rows rw->m0 .. +rw->mr, B rows n0 .. n0+nr with all
+ * their taps. */
+static void block_abt(cg_kb *k, const void *gp, LLVMValueRef n0, int nr, const void *rp)
+{
+	const cg_abt *g = gp;
+	const rows *rw = rp;
+	int mr = rw->mr, taps = g->taps > 0 ? g->taps : 1, nb = nr * taps;
+	int64_t L = lanes(k), full = g->q / L, tail = g->q - full * L;
+	LLVMValueRef zero = LLVMConstNull(vec_ty(k));
+	LLVMValueRef aoff[8], boff[CG_MAX_CARRY];
+	for (int m = 0; m < mr; m++)
+		aoff[m] = cg_imul(k, cg_iadd(k, rw->m0, cg_i64(k, m)), cg_i64(k, g->lda));
+	for (int n = 0; n < nr; n++)
+		for (int t = 0; t < taps; t++)
+			boff[n * taps + t] = cg_iadd(k, cg_imul(k, cg_iadd(k, n0, cg_i64(k, n)), cg_i64(k, g->ldb)),
+				cg_i64(k, tap(g->b_tap, t)));
+	cg_loop li, lq;
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), rw->count);
+	LLVMValueRef acc[CG_MAX_CARRY], in[CG_MAX_CARRY], av[8], bv[CG_MAX_CARRY];
+	for (int j = 0; j < mr * nb; j++)
+		acc[j] = cg_carry(k, &li, zero);
+	LLVMValueRef abase = cg_imul(k, i, cg_i64(k, g->a_is)), bbase = cg_imul(k, i, cg_i64(k, g->b_is));
+	/* Full vectors along q, then the masked tail. */
+	for (int part = 0; part < 2; part++) {
+		if (part == 1 && tail == 0)
+			break;
+		LLVMValueRef off;
+		int width = (int)L;
+		if (part == 0) {
+			LLVMValueRef q = cg_for(k, &lq, cg_i64(k, 0), cg_i64(k, full));
+			for (int j = 0; j < mr * nb; j++)
+				in[j] = cg_carry(k, &lq, acc[j]);
+			off = cg_imul(k, q, cg_i64(k, L));
+		} else {
+			for (int j = 0; j < mr * nb; j++)
+				in[j] = acc[j];
+			off = cg_i64(k, full * L);
+			width = (int)tail;
+		}
+		for (int m = 0; m < mr; m++)
+			av[m] = vload(k, g->a, cg_iadd(k, cg_iadd(k, abase, aoff[m]), off), width);
+		for (int n = 0; n < nb; n++)
+			bv[n] = vload(k, g->b, cg_iadd(k, cg_iadd(k, bbase, boff[n]), off), width);
+		for (int m = 0; m < mr; m++)
+			for (int n = 0; n < nb; n++)
+				in[m * nb + n] = vfma(k, av[m], bv[n], in[m * nb + n]);
+		if (part == 0) {
+			cg_end_for(k, &lq, in);
+			for (int j = 0; j < mr * nb; j++)
+				acc[j] = lq.out[j];
+		} else {
+			for (int j = 0; j < mr * nb; j++)
+				acc[j] = in[j];
+		}
+	}
+	cg_keep_loop(&li);
+	cg_end_for(k, &li, acc);
+	for (int m = 0; m < mr; m++)
+		for (int n = 0; n < nb; n++) {
+			LLVMValueRef row = cg_imul(k, cg_iadd(k, rw->m0, cg_i64(k, m)), cg_i64(k, g->ldc));
+			LLVMValueRef col = cg_iadd(k, cg_imul(k, n0, cg_i64(k, taps)), cg_i64(k, n));
+			LLVMValueRef at = cg_iadd(k, row, col);
+			cg_st(k, g->c, at, cg_fadd(k, cg_ld(k, g->c, at), vsum(k, li.out[m * nb + n])));
+		}
+}
+
+/* Blocks of mr rows by nr B rows (with their taps): 16 accumulators or
+ * so, fewer with narrower vector registers. */
+static void abt_shape(const cg_kb *k, int taps, int *mr, int *nr)
+{
+	bool wide = k->m->vec_bytes >= 64;
+	if (taps > 1) {
+		*mr = wide ? 2 : 1;
+		*nr = 1;
+	} else {
+		*mr = 4;
+		*nr = wide ? 4 : 2;
+	}
+}
+
+static void row_abt(cg_kb *k, const void *gp, LLVMValueRef m0, int mr, const void *cp)
+{
+	const cg_abt *g = gp;
+	int bm, bn;
+	abt_shape(k, g->taps > 0 ? g->taps : 1, &bm, &bn);
+	rows rw = {*(const LLVMValueRef *)cp, m0, mr};
+	blocks(k, g->n, bn, block_abt, g, &rw);
+}
+
+void cg_gemm_abt(cg_kb *k, const cg_abt *g, LLVMValueRef count)
+{
+	int bm, bn;
+	IR_ASSERT(g->taps <= CG_MAX_TAPS);
+	abt_shape(k, g->taps > 0 ? g->taps : 1, &bm, &bn);
+	blocks(k, g->m, bm, row_abt, g, &count);
+}

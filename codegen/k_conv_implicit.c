@@ -1,0 +1,273 @@
+/* k_conv_implicit.c: stride-1 convolutions without unfolded columns.
+ *
+ * At stride 1, the unfolded row of window offset (kh, kw) is the image
+ * itself, shifted.  So each image is copied once into a zero-bordered
+ * buffer (C planes of Hp x Wp), and the products of gemm.c read their B
+ * rows straight out of it: row (c, kh, kw), column q at
+ *     xp[c·Hp·Wp + kh·Wp + kw + q],     q = oh·Wp + ow,
+ * the window offsets being the product's taps.  Columns are counted in
+ * padded rows, Wp wide of which Wo are outputs; the Wp - Wo others are
+ * computed and dropped when the result is copied out (at stride 1 they are
+ * (KW - 1) per row, so a few percent of the work).  This replaces writing
+ * and reading the KH·KW times larger unfolded columns.
+ *   conv2d     Y = W · X, X the padded input
+ *   conv2d_dx  dX = W' · dY, dY padded by KH-1-pt etc. and W' the filter
+ *              transposed and turned half a turn: a stride-1 convolution
+ *              too, so no col2im and no zeroing of dX
+ *   conv2d_dw  dW += dY · X^T over a tile of images, dY laid out in padded
+ *              rows with zeros in the dropped columns
+ * Every padding must be less than the window (as SAME padding is), so the
+ * transposed one is not negative; other convolutions are unfolded
+ * (k_conv.c). */
+#include "internal.h"
+
+bool cg_conv_implicit(const cg_conv_geom *g)
+{
+	return g->s == 1 && g->pt < g->kh && g->pb < g->kh && g->pl < g->kw && g->pr < g->kw &&
+	       g->kh * g->kw <= CG_MAX_TAPS && !cg_conv_on_blas();
+}
+
+/* One image's planes padded (or laid out in padded rows). */
+typedef struct {
+	int64_t planes, h, w;     /* source planes */
+	int64_t top, left, hp, wp; /* placement in the padded planes */
+} padding;
+
+static bool pads(const padding *p)
+{
+	return p->top || p->left || p->hp != p->h || p->wp != p->w;
+}
+
+static int64_t padded_elems(const padding *p)
+{
+	return pads(p) ? p->planes * p->hp * p->wp : 0;
+}
+
+/* The input of the forward product, the output gradient of dX's (padded
+ * by the window less the padding), and dY in padded rows for dW's. */
+static padding x_padding(const cg_conv_geom *g)
+{
+	return (padding){g->c, g->h, g->w, g->pt, g->pl, g->h + g->pt + g->pb, g->w + g->pl + g->pr};
+}
+
+static padding dy_padding(const cg_conv_geom *g)
+{
+	int64_t t = g->kh - 1 - g->pt, b = g->kh - 1 - g->pb, l = g->kw - 1 - g->pl, r = g->kw - 1 - g->pr;
+	return (padding){g->o, g->ho, g->wo, t, l, g->ho + t + b, g->wo + l + r};
+}
+
+static padding dy_rows(const cg_conv_geom *g)
+{
+	return (padding){g->o, g->ho, g->wo, 0, 0, g->ho, x_padding(g).wp};
+}
+
+/* Copies src's planes into dst with zero borders. */
+static void pad_planes(cg_kb *k, const padding *p, LLVMValueRef src, LLVMValueRef dst)
+{
+	cg_loop lc, lr, lw;
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, p->planes));
+	LLVMValueRef in = cg_gep(k, NULL, src, cg_imul(k, c, cg_i64(k, p->h * p->w)));
+	LLVMValueRef out = cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, p->hp * p->wp)));
+	if (p->top > 0)
+		cg_memset0(k, out, cg_i64(k, p->top * p->wp * ir_dtype_size(k->dt)));
+	int64_t below = p->hp - p->top - p->h;
+	if (below > 0)
+		cg_memset0(k, cg_gep(k, NULL, out, cg_i64(k, (p->top + p->h) * p->wp)),
+			cg_i64(k, below * p->wp * ir_dtype_size(k->dt)));
+	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, p->h));
+	LLVMValueRef row = cg_gep(k, NULL, out, cg_imul(k, cg_iadd(k, r, cg_i64(k, p->top)), cg_i64(k, p->wp)));
+	LLVMValueRef from = cg_gep(k, NULL, in, cg_imul(k, r, cg_i64(k, p->w)));
+	/* Left border, the row, right border: constant trip counts. */
+	int64_t right = p->wp - p->left - p->w;
+	if (p->left > 0) {
+		LLVMValueRef x = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, p->left));
+		cg_st(k, row, x, cg_real(k, 0));
+		cg_end_for(k, &lw, NULL);
+	}
+	LLVMValueRef x = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, p->w));
+	cg_st(k, row, cg_iadd(k, x, cg_i64(k, p->left)), cg_ld(k, from, x));
+	cg_end_for(k, &lw, NULL);
+	if (right > 0) {
+		x = cg_for(k, &lw, cg_i64(k, p->left + p->w), cg_i64(k, p->wp));
+		cg_st(k, row, x, cg_real(k, 0));
+		cg_end_for(k, &lw, NULL);
+	}
+	cg_keep_loop(&lr);
+	cg_end_for(k, &lr, NULL);
+	cg_keep_loop(&lc);
+	cg_end_for(k, &lc, NULL);
+}
+
+/* dst (planes of h x w) = the first w columns of each row of src (rows of
+ * wp). */
+static void drop_columns(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t wp, LLVMValueRef src,
+	LLVMValueRef dst)
+{
+	cg_loop lr, lw;
+	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, planes * h));
+	LLVMValueRef in = cg_gep(k, NULL, src, cg_imul(k, r, cg_i64(k, wp)));
+	LLVMValueRef out = cg_gep(k, NULL, dst, cg_imul(k, r, cg_i64(k, w)));
+	LLVMValueRef x = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, w));
+	cg_st(k, out, x, cg_ld(k, in, x));
+	cg_end_for(k, &lw, NULL);
+	cg_keep_loop(&lr);
+	cg_end_for(k, &lr, NULL);
+}
+
+/* Window offsets: in the padded planes (row width wp), and in the filter
+ * (turned half a turn when flip). */
+static int taps(const cg_conv_geom *g, int64_t wp, bool flip, int64_t *a_tap, int64_t *b_tap)
+{
+	int t = 0;
+	for (int64_t i = 0; i < g->kh; i++)
+		for (int64_t j = 0; j < g->kw; j++, t++) {
+			b_tap[t] = i * wp + j;
+			a_tap[t] = flip ? (g->kh - 1 - i) * g->kw + (g->kw - 1 - j) : i * g->kw + j;
+		}
+	return t;
+}
+
+/* ---- tiles and workspace -------------------------------------------------- */
+
+static int64_t dw_image_elems(const cg_conv_geom *g)
+{
+	padding x = x_padding(g), dy = dy_rows(g);
+	return padded_elems(&x) + padded_elems(&dy);
+}
+
+/* conv2d_dw's images per product: 1024 columns or more, the padded copies
+ * within 512 KiB (L2), at most half the batch; one image for the others. */
+int64_t cg_conv_implicit_tile(const cg_conv_geom *g)
+{
+	if (g->op != IR_OP_CONV2D_DW)
+		return 1;
+	int64_t cols = g->ho * x_padding(g).wp, t = (1024 + cols - 1) / cols;
+	int64_t per = dw_image_elems(g) * 4;
+	if (per > 0 && t > ((int64_t)512 << 10) / per)
+		t = ((int64_t)512 << 10) / per;
+	if (t > (g->n + 1) / 2)
+		t = (g->n + 1) / 2;
+	return t < 1 ? 1 : t;
+}
+
+int64_t cg_conv_implicit_partial(const cg_conv_geom *g)
+{
+	return cg_conv_implicit_tile(g) * dw_image_elems(g);
+}
+
+static int64_t out_rows_elems(int64_t planes, int64_t h, int64_t w, int64_t wp)
+{
+	return wp != w ? planes * h * wp : 0;
+}
+
+int64_t cg_conv_implicit_workspace(const cg_conv_geom *g)
+{
+	padding x = x_padding(g), dy = dy_padding(g);
+	switch (g->op) {
+	case IR_OP_CONV2D:
+		return padded_elems(&x) + out_rows_elems(g->o, g->ho, g->wo, x.wp);
+	case IR_OP_CONV2D_DX:
+		return padded_elems(&dy) + out_rows_elems(g->c, g->h, g->w, dy.wp);
+	default:
+		return cg_conv_implicit_partial(g) + g->o * g->c * g->kh * g->kw;
+	}
+}
+
+
+/* ---- the three products ------------------------------------------------------ */
+
+/* out = W · in for one image: `in` is p's source, out has `oplanes` planes
+ * of ho x wo; ws the thread's workspace (padded copy, then output rows). */
+static void product(cg_kb *k, const cg_conv_geom *g, const padding *p, bool flip, int64_t oplanes, int64_t ho,
+	int64_t wo, LLVMValueRef w, LLVMValueRef in, LLVMValueRef out, LLVMValueRef ws)
+{
+	LLVMValueRef b = in;
+	if (pads(p)) {
+		pad_planes(k, p, in, ws);
+		b = ws;
+	}
+	LLVMValueRef rows = cg_gep(k, NULL, ws, cg_i64(k, padded_elems(p)));
+	bool direct = p->wp == wo;
+	int64_t a_tap[CG_MAX_TAPS], b_tap[CG_MAX_TAPS], K = g->kh * g->kw;
+	int nt = taps(g, p->wp, flip, a_tap, b_tap);
+	cg_ab mm = {
+		.m = oplanes, .r = p->planes, .p = ho * p->wp - (g->kw - 1),
+		.a = w, .a_rs = flip ? K : g->c * K, .a_cs = flip ? g->c * K : K,
+		.b = b, .ldb = p->hp * p->wp,
+		.c = direct ? out : rows, .ldc = ho * p->wp,
+		.taps = nt, .a_tap = a_tap, .b_tap = b_tap,
+	};
+	cg_gemm_ab(k, &mm);
+	if (!direct)
+		drop_columns(k, oplanes, ho, wo, p->wp, rows, out);
+}
+
+void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const cg_conv_geom *g, LLVMValueRef ws)
+{
+	LLVMValueRef out = cg_arg(k, 0), a = cg_arg(k, 1), b = cg_arg(k, 2);
+	cg_loop l;
+	if (g->op == IR_OP_CONV2D) { /* out = y, a = x, b = w; one image per index */
+		padding p = x_padding(g);
+		LLVMValueRef img = cg_for(k, &l, k->lo, k->hi);
+		product(k, g, &p, false, g->o, g->ho, g->wo, b,
+			cg_gep(k, NULL, a, cg_imul(k, img, cg_i64(k, g->c * g->h * g->w))),
+			cg_gep(k, NULL, out, cg_imul(k, img, cg_i64(k, g->o * g->ho * g->wo))), ws);
+		cg_end_for(k, &l, NULL);
+		return;
+	}
+	if (g->op == IR_OP_CONV2D_DX) { /* out = dx, a = dy, b = w */
+		padding p = dy_padding(g);
+		LLVMValueRef img = cg_for(k, &l, k->lo, k->hi);
+		product(k, g, &p, true, g->c, g->h, g->w, b,
+			cg_gep(k, NULL, a, cg_imul(k, img, cg_i64(k, g->o * g->ho * g->wo))),
+			cg_gep(k, NULL, out, cg_imul(k, img, cg_i64(k, g->c * g->h * g->w))), ws);
+		cg_end_for(k, &l, NULL);
+		return;
+	}
+	/* conv2d_dw: a = dy, b = x; a tile of images per index, into the
+	 * thread's partial sum after the tile's padded copies. */
+	(void)n;
+	padding px = x_padding(g), pd = dy_rows(g);
+	int64_t T = cg_conv_implicit_tile(g), per = dw_image_elems(g);
+	LLVMValueRef part = cg_gep(k, NULL, ws, cg_i64(k, cg_conv_implicit_partial(g)));
+	cg_memset0(k, part, cg_i64(k, g->o * g->c * g->kh * g->kw * ir_dtype_size(k->dt)));
+	LLVMValueRef t = cg_for(k, &l, k->lo, k->hi);
+	LLVMValueRef first = cg_imul(k, t, cg_i64(k, T));
+	LLVMValueRef left = cg_isub(k, cg_i64(k, g->n), first);
+	LLVMValueRef count = LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSGT, left, cg_i64(k, T), ""),
+		cg_i64(k, T), left, "");
+	LLVMValueRef xs = cg_gep(k, NULL, b, cg_imul(k, first, cg_i64(k, g->c * g->h * g->w)));
+	LLVMValueRef dys = cg_gep(k, NULL, a, cg_imul(k, first, cg_i64(k, g->o * g->ho * g->wo)));
+	int64_t x_is = g->c * g->h * g->w, dy_is = g->o * g->ho * g->wo;
+	if (pads(&px) || pads(&pd)) {
+		cg_loop li;
+		LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
+		LLVMValueRef mine = cg_gep(k, NULL, ws, cg_imul(k, i, cg_i64(k, per)));
+		if (pads(&px))
+			pad_planes(k, &px, cg_gep(k, NULL, xs, cg_imul(k, i, cg_i64(k, x_is))), mine);
+		if (pads(&pd))
+			pad_planes(k, &pd, cg_gep(k, NULL, dys, cg_imul(k, i, cg_i64(k, dy_is))),
+				cg_gep(k, NULL, mine, cg_i64(k, padded_elems(&px))));
+		cg_keep_loop(&li);
+		cg_end_for(k, &li, NULL);
+	}
+	if (pads(&px)) {
+		xs = ws;
+		x_is = per;
+	}
+	if (pads(&pd)) {
+		dys = cg_gep(k, NULL, ws, cg_i64(k, padded_elems(&px)));
+		dy_is = per;
+	}
+	int64_t a_tap[CG_MAX_TAPS], b_tap[CG_MAX_TAPS];
+	int nt = taps(g, px.wp, false, a_tap, b_tap);
+	cg_abt mm = {
+		.m = g->o, .n = g->c, .q = g->ho * px.wp - (g->kw - 1),
+		.a = dys, .lda = g->ho * px.wp, .a_is = dy_is,
+		.b = xs, .ldb = px.hp * px.wp, .b_is = x_is,
+		.c = part, .ldc = g->c * g->kh * g->kw,
+		.taps = nt, .b_tap = b_tap,
+	};
+	cg_gemm_abt(k, &mm, count);
+	cg_end_for(k, &l, NULL);
+}
