@@ -96,7 +96,8 @@ typedef struct {
 
 bool cli_is_spec(const char *path); /* a .rev file */
 bool cli_model_add_set(cli_model *m, const char *cmd, const char *assignment);
-/* Reads, overrides and checks the spec; reports and returns false on error. */
+/* Reads, overrides and checks the spec; reports, frees what it read and
+ * returns false on error. */
 bool cli_model_load(cli_model *m, const char *path);
 void cli_model_free(cli_model *m);
 void cli_model_report(const cli_model *m, const ir_diags *d);
@@ -172,6 +173,23 @@ int cmd_compile(int argc, char **argv);
 
 /* "512MiB", "1.5GB", "2e9": bytes (cmd_mem.c). */
 bool cli_parse_size(const char *s, int64_t *out);
+/* 1536 -> "1.5 KiB", up to GiB with two decimals (cmd_mem.c). */
+void cli_human_bytes(char *buf, size_t n, int64_t bytes);
+
+/* ---- limits (cli/limits.c) ------------------------------------------------ */
+
+#define CLI_MAX_MEMORY_OPT {"max-memory", 0, "SIZE", "refuse to run when parameters + optimiser state + planned arena exceed SIZE"}
+#define CLI_CHECK_NUMERICS_OPT {"check-numerics", 0, NULL, "stop at the first NaN or Inf and name the node that made it"}
+/* Parses --max-memory (cli_parse_size, > 0); prints a usage error. */
+bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out);
+/* With limit >= 0: the persistent tensors of graphs[0] plus the planned
+ * arenas of all n graphs must fit in limit bytes, else one error line naming
+ * the total and the limit, and false.  Call it before allocating any. */
+bool cli_check_max_memory(int64_t limit, ir_graph *const *graphs, int n);
+/* revc check --drift (drift.c): reconstruction errors per reversible unit
+ * and revnet-vs-store gradient angles, f32 and f64; prints the report and
+ * returns the exit status. */
+int cli_check_drift(const cli_model *m, uint64_t seed, bool json);
 /* The memory timeline as SVG (timeline.c). */
 bool cli_timeline_svg(const char *path, const char *model, ps_strategy s, const ps_memory *m);
 

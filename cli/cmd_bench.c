@@ -15,7 +15,7 @@
 
 static const char usage[] =
 	"revc bench SPEC [--set KEY=VALUE ...] [--steps K] [--engine interp|jit] [--strategy NAME]\n"
-	"                  [--threads N] [--gemm] [--json] [--dump-llvm DIR]";
+	"                  [--threads N] [--gemm] [--json] [--dump-llvm DIR] [--max-memory SIZE]";
 static const char about[] =
 	"Builds SPEC's training step, runs one warm-up step and then K timed steps on\n"
 	"random data, and reports the median and minimum step time, images/s, the\n"
@@ -32,11 +32,13 @@ static const cli_opt opts[] = {
 	{"gemm", 0, NULL, "also measure cblas_sgemm alone on the step's GEMM shapes"},
 	{"json", 0, NULL, "print one JSON object"},
 	{"dump-llvm", 0, "DIR", "write each module's .ll before and after optimisation"},
+	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_STEPS, OPT_ENGINE, OPT_STRATEGY, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP, OPT_SET, OPT_HELP };
+enum { OPT_STEPS, OPT_ENGINE, OPT_STRATEGY, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP, OPT_MAX_MEMORY, OPT_SET,
+	OPT_HELP };
 
 static double now(void)
 {
@@ -144,7 +146,7 @@ int cmd_bench(int argc, char **argv)
 	cli_args a;
 	cli_args_init(&a, "revc bench", argc, argv);
 	const char *spec = NULL, *val, *dump = NULL;
-	int64_t steps = 5, threads = 2;
+	int64_t steps = 5, threads = 2, max_memory = -1;
 	bool json = false, gemm = false;
 	cli_engine_kind kind = CLI_ENGINE_JIT;
 	ps_ctx ctx;
@@ -179,6 +181,10 @@ int cmd_bench(int argc, char **argv)
 		case OPT_GEMM: gemm = true; break;
 		case OPT_JSON: json = true; break;
 		case OPT_DUMP: dump = val; break;
+		case OPT_MAX_MEMORY:
+			if (!cli_parse_max_memory(a.cmd, val, &max_memory))
+				return EXIT_USAGE;
+			break;
 		case OPT_SET:
 			if (!cli_model_add_set(&m, a.cmd, val))
 				return EXIT_USAGE;
@@ -203,7 +209,8 @@ int cmd_bench(int argc, char **argv)
 	rt_exec *x = NULL;
 	rt_err err;
 	double *times = NULL;
-	if (!cli_model_load(&m, spec) || !(g = cli_model_graph(&m, IR_F32, FE_LOWER_TRAIN, &ctx, &(ps_options){0})))
+	if (!cli_model_load(&m, spec) || !(g = cli_model_graph(&m, IR_F32, FE_LOWER_TRAIN, &ctx, &(ps_options){0})) ||
+	    !cli_check_max_memory(max_memory, &g, 1))
 		goto done;
 	if (!rt_store_init_from_graph(&store, g, (uint64_t)m.spec.seed, &err)) {
 		cli_error("%s", err.msg);

@@ -7,7 +7,7 @@
 
 static const char usage[] =
 	"revc eval SPEC --params DIR [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic]\n"
-	"                 [--split test|train] [--json] [--set KEY=VALUE ...]";
+	"                 [--split test|train] [--json] [--max-memory SIZE] [--set KEY=VALUE ...]";
 static const char about[] =
 	"Loads the parameters and batch-norm running statistics in DIR (NAME.npy, e.g.\n"
 	"a checkpoint of revc train) and prints the mean cross-entropy and the accuracy\n"
@@ -19,11 +19,12 @@ static const cli_opt opts[] = {
 	{"split", 0, "NAME", "test (default) or train"},
 	{"json", 0, NULL, "print one JSON object"},
 	{"threads", 0, "N", "threads to use (default 2)"},
+	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_PARAMS, OPT_DATA, OPT_SPLIT, OPT_JSON, OPT_THREADS, OPT_SET, OPT_HELP };
+enum { OPT_PARAMS, OPT_DATA, OPT_SPLIT, OPT_JSON, OPT_THREADS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP };
 
 int cmd_eval(int argc, char **argv)
 {
@@ -31,7 +32,7 @@ int cmd_eval(int argc, char **argv)
 	cli_args_init(&a, "revc eval", argc, argv);
 	const char *spec = NULL, *params = NULL, *data = NULL, *val;
 	bool json = false, train_split = false;
-	int64_t threads = 2;
+	int64_t threads = 2, max_memory = -1;
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
@@ -52,6 +53,10 @@ int cmd_eval(int argc, char **argv)
 		case OPT_JSON: json = true; break;
 		case OPT_THREADS:
 			if (!cli_parse_int(a.cmd, "--threads", val, 1, 256, &threads))
+				return EXIT_USAGE;
+			break;
+		case OPT_MAX_MEMORY:
+			if (!cli_parse_max_memory(a.cmd, val, &max_memory))
 				return EXIT_USAGE;
 			break;
 		case OPT_SET:
@@ -82,12 +87,12 @@ int cmd_eval(int argc, char **argv)
 	double loss, acc;
 	if (!cli_model_load(&m, spec))
 		goto done;
+	g = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &ctx, &cli_eval_passes);
+	if (!g || !cli_check_max_memory(max_memory, &g, 1))
+		goto done;
 	if (!data)
 		data = m.spec.dataset;
 	if (!cli_data_load(data, &m.spec, train_split, &d))
-		goto done;
-	g = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &ctx, &cli_eval_passes);
-	if (!g)
 		goto done;
 	if (!rt_store_load(&store, g, params, false, &e) || !(x = rt_exec_new(g, &store, RT_EXEC_AUTO, &e)) ||
 	    !rt_evaluate(x, &d, &loss, &acc, &e)) {

@@ -9,7 +9,7 @@
 static const char usage[] =
 	"revc grad SPEC --params DIR --input X.npy --labels Y.npy --out DIR\n"
 	"                 [--dtype f32|f64] [--strategy store|revnet|checkpoint] [--engine interp|jit]\n"
-	"                 [--state-out DIR] [--set KEY=VALUE ...]\n"
+	"                 [--state-out DIR] [--check-numerics] [--max-memory SIZE] [--set KEY=VALUE ...]\n"
 	"       revc grad SPEC --params DIR --input X.npy --labels Y.npy --train-steps K --lr LR\n"
 	"                 --params-out DIR [...]";
 static const char about[] =
@@ -34,12 +34,14 @@ static const cli_opt opts[] = {
 	{"lr", 0, "LR", "learning rate of those steps (default: the spec's first)"},
 	{"params-out", 0, "DIR", "where --train-steps writes the model (replaced whole)"},
 	CLI_ENGINE_OPT,
+	CLI_CHECK_NUMERICS_OPT,
+	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_STATE_OUT, OPT_STEPS,
-	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_SET, OPT_HELP };
+	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP };
 
 /* Copies an .npy array into a graph input, converting the element type. */
 static bool fill_input(rt_exec *x, const char *name, const rt_npy *a, const char *path)
@@ -82,13 +84,13 @@ static bool read_batch(cli_model *m, const char *xpath, const char *ypath, rt_np
 			(long long)in[1], (long long)in[2]);
 		return false;
 	}
+	if (x->dim[0] < 1 || x->dim[0] > FE_INT_MAX) {
+		cli_error("%s: batch size %lld out of range", xpath, (long long)x->dim[0]);
+		return false;
+	}
 	if (y->rank != 1 || y->dim[0] != x->dim[0] || (y->dtype != RT_NPY_I64 && y->dtype != RT_NPY_I32 &&
 		y->dtype != RT_NPY_U8)) {
 		cli_error("%s: need integer labels [%lld]", ypath, (long long)x->dim[0]);
-		return false;
-	}
-	if (x->dim[0] < 1 || x->dim[0] > FE_INT_MAX) {
-		cli_error("%s: batch size %lld out of range", xpath, (long long)x->dim[0]);
 		return false;
 	}
 	m->spec.batch = x->dim[0];
@@ -157,7 +159,8 @@ static int train_steps(rt_exec *ex, rt_store *store, int64_t steps, double lr, c
 		*(double *)rate = lr;
 	for (int64_t s = 0; s < steps; s++) {
 		if (!rt_exec_run(ex, &e))
-			return cli_error("%s", e.msg);
+			return rt_exec_fault(ex) ? cli_error("%s, step %lld", e.msg, (long long)s + 1)
+				: cli_error("%s", e.msg);
 		const void *loss = rt_exec_output(ex, "loss", &t);
 		printf("step %lld loss %.9g\n", (long long)s + 1,
 			t->dtype == IR_F32 ? (double)*(const float *)loss : *(const double *)loss);
@@ -181,8 +184,9 @@ int cmd_grad(int argc, char **argv)
 	const char *spec = NULL, *params = NULL, *xpath = NULL, *ypath = NULL, *out = NULL, *state_out = NULL;
 	const char *val, *params_out = NULL;
 	ir_dtype dt = IR_F32;
-	int64_t steps = 0;
+	int64_t steps = 0, max_memory = -1;
 	double lr = -1;
+	bool check_numerics = false;
 	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
@@ -214,6 +218,11 @@ int cmd_grad(int argc, char **argv)
 			break;
 		}
 		case OPT_PARAMS_OUT: params_out = val; break;
+		case OPT_CHECK_NUMERICS: check_numerics = true; break;
+		case OPT_MAX_MEMORY:
+			if (!cli_parse_max_memory(a.cmd, val, &max_memory))
+				return EXIT_USAGE;
+			break;
 		case OPT_ENGINE:
 			if (!cli_engine_parse(a.cmd, val, &engine_kind))
 				return EXIT_USAGE;
@@ -261,8 +270,18 @@ int cmd_grad(int argc, char **argv)
 	ps_options popts = {0};
 	if (!cli_model_load(&m, spec) || !read_batch(&m, xpath, ypath, &x, &y))
 		goto done;
+	/* Fail now on an output that cannot be written, not after the work. */
+	const char *dirs[3] = {steps ? params_out : out, state_out, NULL};
+	for (int i = 0; dirs[i]; i++) {
+		if (!rt_dir_begin(dirs[i], &tmp, &e)) {
+			cli_error("%s", e.msg);
+			goto done;
+		}
+		rt_dir_abort(tmp);
+		tmp = NULL;
+	}
 	g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &popts);
-	if (!g)
+	if (!g || !cli_check_max_memory(max_memory, &g, 1))
 		goto done;
 	if (!rt_store_load(&store, g, params, true, &e)) {
 		cli_error("%s", e.msg);
@@ -272,6 +291,7 @@ int cmd_grad(int argc, char **argv)
 		goto done;
 	if (!fill_input(ex, "x", &x, xpath) || !fill_input(ex, "labels", &y, ypath))
 		goto done;
+	rt_exec_check_numerics(ex, check_numerics);
 	if (steps) {
 		status = train_steps(ex, &store, steps, lr > 0 ? lr : m.spec.lr_list[0], params_out);
 		goto done;

@@ -76,7 +76,7 @@ bool cli_parse_size(const char *s, int64_t *out)
 	return false;
 }
 
-static void human(char *buf, size_t n, int64_t bytes)
+void cli_human_bytes(char *buf, size_t n, int64_t bytes)
 {
 	if (bytes >= (int64_t)1 << 30)
 		snprintf(buf, n, "%.2f GiB", (double)bytes / (1 << 30));
@@ -188,7 +188,7 @@ static void print_text(const report *r, int nr, const cli_model *m)
 	for (int c = 0; c < PS_MEM_CAT_COUNT; c++) {
 		printf("%-38s", ps_mem_cat_name((ps_mem_cat)c));
 		for (int i = 0; i < nr; i++) {
-			human(b1, sizeof b1, at_peak(&r[i], (ps_mem_cat)c));
+			cli_human_bytes(b1, sizeof b1, at_peak(&r[i], (ps_mem_cat)c));
 			printf("%22s", b1);
 		}
 		printf("\n");
@@ -200,7 +200,7 @@ static void print_text(const report *r, int nr, const cli_model *m)
 		for (int i = 0; i < nr; i++) {
 			int64_t v = k == 0 ? r[i].m.peak : k == 1 ? r[i].arena : k == 2 ? r[i].m.saved_transient_peak
 				: total(&r[i]);
-			human(b1, sizeof b1, v);
+			cli_human_bytes(b1, sizeof b1, v);
 			printf("%22s", b1);
 		}
 		printf("\n");
@@ -218,7 +218,7 @@ static void print_text(const report *r, int nr, const cli_model *m)
 	if (r[0].measured >= 0) {
 		printf("%-38s", "measured high-water mark (tracking)");
 		for (int i = 0; i < nr; i++) {
-			human(b1, sizeof b1, r[i].measured);
+			cli_human_bytes(b1, sizeof b1, r[i].measured);
 			printf("%22s", b1);
 		}
 		printf("\n%-38s", "  equals the peak, to the byte");
@@ -234,7 +234,7 @@ static void print_text(const report *r, int nr, const cli_model *m)
 		for (int k = 0; k < n; k++) {
 			char d[256];
 			describe(&r[i], idx[k], d, sizeof d);
-			human(b1, sizeof b1, r[i].m.bytes[idx[k]]);
+			cli_human_bytes(b1, sizeof b1, r[i].m.bytes[idx[k]]);
 			printf("  %10s  %-20s %s\n", b1, ps_mem_cat_name(r[i].m.cat[idx[k]]), d);
 		}
 	}
@@ -373,18 +373,18 @@ int cmd_mem(int argc, char **argv)
 		if (budget >= 0 && total(&r[i]) > budget) {
 			char b1[32], b2[32], d[256];
 			int idx[TOP];
-			human(b1, sizeof b1, total(&r[i]));
-			human(b2, sizeof b2, budget);
+			cli_human_bytes(b1, sizeof b1, total(&r[i]));
+			cli_human_bytes(b2, sizeof b2, budget);
 			int n = largest(&r[i], idx);
-			fprintf(stderr, "revc mem: %s needs %s (%lld bytes), over the budget of %s; the peak is at step %d",
+			fprintf(stderr, "revc: error: %s needs %s (%lld bytes), over the budget of %s; the peak is at step %d",
 				ps_strategy_name(r[i].strategy), b1, (long long)total(&r[i]), b2, r[i].m.peak_step);
 			if (n > 0) {
 				describe(&r[i], idx[0], d, sizeof d);
-				human(b1, sizeof b1, r[i].m.bytes[idx[0]]);
+				cli_human_bytes(b1, sizeof b1, r[i].m.bytes[idx[0]]);
 				fprintf(stderr, ", largest tensor there %s (%s)", d, b1);
 				if (n > 1) {
 					describe(&r[i], idx[1], d, sizeof d);
-					human(b1, sizeof b1, r[i].m.bytes[idx[1]]);
+					cli_human_bytes(b1, sizeof b1, r[i].m.bytes[idx[1]]);
 					fprintf(stderr, ", then %s (%s)", d, b1);
 				}
 			}

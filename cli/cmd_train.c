@@ -11,7 +11,7 @@ static const char usage[] =
 	"revc train SPEC [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic] [--epochs E | --steps N]\n"
 	"                  [--set KEY=VALUE ...] [--threads N] [--save DIR] [--save-every N]\n"
 	"                  [--resume DIR] [--eval-every N] [--json] [--strategy NAME] [--dtype f32|f64]\n"
-	"                  [--engine interp|jit]";
+	"                  [--engine interp|jit] [--check-numerics] [--max-memory SIZE]";
 static const char about[] =
 	"Trains SPEC with momentum SGD (MODEL.md) on the spec's dataset or --data, then\n"
 	"evaluates on the test split with the running statistics.  Progress goes to\n"
@@ -33,12 +33,15 @@ static const cli_opt opts[] = {
 	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
 	{"dtype", 0, "f32|f64", "precision (default f32)"},
 	CLI_ENGINE_OPT,
+	CLI_CHECK_NUMERICS_OPT,
+	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_DATA, OPT_EPOCHS, OPT_STEPS, OPT_THREADS, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME,
-	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_ENGINE, OPT_SET, OPT_HELP };
+	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_ENGINE, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY,
+	OPT_SET, OPT_HELP };
 
 static double lr_at(void *user, int64_t step)
 {
@@ -103,8 +106,8 @@ int cmd_train(int argc, char **argv)
 	cli_args a;
 	cli_args_init(&a, "revc train", argc, argv);
 	const char *spec = NULL, *data = NULL, *save = NULL, *resume = NULL, *val;
-	int64_t epochs = -1, steps = -1, threads = 2, save_every = 0, eval_every = 0;
-	bool json = false;
+	int64_t epochs = -1, steps = -1, threads = 2, save_every = 0, eval_every = 0, max_memory = -1;
+	bool json = false, check_numerics = false;
 	ir_dtype dt = IR_F32;
 	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
 	ps_ctx ctx;
@@ -162,6 +165,11 @@ int cmd_train(int argc, char **argv)
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
+		case OPT_CHECK_NUMERICS: check_numerics = true; break;
+		case OPT_MAX_MEMORY:
+			if (!cli_parse_max_memory(a.cmd, val, &max_memory))
+				return EXIT_USAGE;
+			break;
 		}
 	}
 	if (!spec)
@@ -196,13 +204,14 @@ int cmd_train(int argc, char **argv)
 		}
 		rt_dir_abort(probe);
 	}
+	/* The model first: its errors (and --max-memory) before loading data. */
+	step_g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &all);
+	eval_g = step_g ? cli_model_graph(&m, dt, FE_LOWER_EVAL, &ectx, &cli_eval_passes) : NULL;
+	if (!eval_g || !cli_check_max_memory(max_memory, (ir_graph *[]){step_g, eval_g}, 2))
+		goto done;
 	if (!data)
 		data = m.spec.dataset;
 	if (!cli_data_load(data, &m.spec, true, &train) || !cli_data_load(data, &m.spec, false, &test))
-		goto done;
-	step_g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &all);
-	eval_g = step_g ? cli_model_graph(&m, dt, FE_LOWER_EVAL, &ectx, &cli_eval_passes) : NULL;
-	if (!eval_g)
 		goto done;
 
 	int64_t spe = train.n / m.spec.batch;
@@ -212,7 +221,8 @@ int cmd_train(int argc, char **argv)
 		goto done;
 	}
 	rt_train_cfg c = {.store = &store, .train = &train, .test = &test, .seed = (uint64_t)m.spec.seed,
-		.lr_at = lr_of, .save_dir = save, .save_every = save_every, .eval_every = eval_every};
+		.lr_at = lr_of, .save_dir = save, .save_every = save_every, .eval_every = eval_every,
+		.check_numerics = check_numerics};
 	c.total_steps = steps > 0 ? steps : epochs > 0 ? epochs * spe
 		: m.spec.steps > 0 ? m.spec.steps : m.spec.epochs * spe;
 	if (resume) {

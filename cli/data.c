@@ -16,6 +16,15 @@ bool cli_data_load(const char *which, const fe_spec *s, bool train, rt_dataset *
 	size_t kind = colon ? (size_t)(colon - which) : strlen(which);
 	const char *dir = colon ? colon + 1 : NULL;
 	if (kind == 9 && strncmp(which, "synthetic", 9) == 0 && !dir) {
+		/* rt_data_synthetic takes only shapes rt_dataset_alloc accepts. */
+		int64_t n = train ? SYNTHETIC_TRAIN : SYNTHETIC_TEST, image, bytes;
+		if (!ir_size_mul(s->input[0], s->input[1], &image) || !ir_size_mul(image, s->input[2], &image) ||
+		    image > INT32_MAX || !ir_size_mul(n, image, &bytes) || bytes > RT_DATA_MAX_BYTES) {
+			cli_error("synthetic data: %lld images of %lldx%lldx%lld take more than the 2^34 bytes a "
+				"dataset may hold", (long long)n, (long long)s->input[0], (long long)s->input[1],
+				(long long)s->input[2]);
+			return false;
+		}
 		rt_data_synthetic(train ? SYNTHETIC_TRAIN : SYNTHETIC_TEST, (int)s->input[0],
 			(int)s->input[1], (int)s->input[2], (int)s->classes, (uint64_t)s->seed + !train, d);
 		return true;

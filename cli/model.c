@@ -57,8 +57,10 @@ bool cli_model_load(cli_model *m, const char *path)
 	for (int i = 0; ok && i < m->nsets; i++)
 		ok = fe_spec_set(&m->spec, m->sets[i], i + 1, &d);
 	ok = ok && fe_spec_check(&m->spec, &d);
-	if (!ok)
+	if (!ok) {
 		cli_model_report(m, &d);
+		cli_model_free(m); /* callers may return without it */
+	}
 	ir_diags_free(&d);
 	return ok;
 }
@@ -77,6 +79,10 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 	ctx->weight_decay = m->spec.weight_decay;
 	if (!ctx->workspace)
 		ctx->workspace = rt_workspace_fn;
+	if (!fe_spec_check_sizes(&m->spec, dt, &ctx->diags)) {
+		cli_model_report(m, &ctx->diags);
+		return NULL;
+	}
 	ir_graph *g = fe_lower(&m->spec, dt, mode);
 	if (ps_run(g, ctx, opts) != 0) {
 		cli_model_report(m, &ctx->diags);

@@ -35,6 +35,8 @@
 #define FE_MAX_LINE 4096    /* bytes per line (and per --set string) */
 #define FE_MAX_FILE (1 << 20)
 #define FE_INT_MAX 2147483647 /* every integer in a spec is at most this */
+#define FE_MAX_UNITS 10000    /* reversible units in all stages together */
+#define FE_MAX_WINDOW 1024    /* largest kernel, stride and pooling window (the IR's) */
 
 typedef enum { FE_BLOCK_BASIC, FE_BLOCK_BOTTLENECK, FE_BLOCK_COUNT } fe_block;
 typedef enum { FE_DATA_SYNTHETIC, FE_DATA_FASHION_MNIST, FE_DATA_CIFAR10, FE_DATA_COUNT } fe_dataset;
@@ -148,9 +150,17 @@ typedef enum {
 	FE_LOWER_EVAL,  /* running statistics; loss and logits */
 } fe_lower_mode;
 
+/* Checks that every tensor the network of checked spec s holds in dtype dt
+ * (activations, gradients, weights) is at most IR_MAX_BYTES, with overflow-
+ * checked products, before anything is allocated.  On failure one
+ * diagnostic at the value of the key to blame (of those that make the
+ * tensor large, the one written last), e.g. "batch 100000000 makes the
+ * output of init.conv f32[100000000,16,28,28] larger than 2^40 bytes". */
+bool fe_spec_check_sizes(const fe_spec *s, ir_dtype dt, ir_diags *d);
+
 /* The forward IR of a checked spec in dtype dt: inputs "x" and "labels",
  * outputs "loss" and "logits".  Sources are typed; the shape pass types
- * the rest. */
+ * the rest.  Requires fe_spec_check_sizes(s, dt) to have passed. */
 ir_graph *fe_lower(const fe_spec *s, ir_dtype dt, fe_lower_mode mode);
 
 #endif

@@ -121,6 +121,31 @@ static bool check_schedule(const fe_spec *s, ir_diags *d)
 	return true;
 }
 
+/* What the IR and the passes take: kernels, strides and windows of at most
+ * FE_MAX_WINDOW, and at most FE_MAX_UNITS units (the passes' work grows
+ * faster than the graph; a typo of a few zeros must not run for hours).
+ * Tensor sizes depend on the dtype: fe_spec_check_sizes. */
+static bool check_limits(const fe_spec *s, ir_diags *d)
+{
+	if (s->init_kernel > FE_MAX_WINDOW)
+		return fail_at(d, s->vpos[FE_KEY_INIT_KERNEL], "init_kernel must be at most %d, found %lld",
+			FE_MAX_WINDOW, (long long)s->init_kernel);
+	if (s->init_stride > FE_MAX_WINDOW)
+		return fail_at(d, s->vpos[FE_KEY_INIT_STRIDE], "init_stride must be at most %d, found %lld",
+			FE_MAX_WINDOW, (long long)s->init_stride);
+	int64_t units = 0;
+	for (int i = 0; i < s->nstages; i++) {
+		if (s->strides[i] > FE_MAX_WINDOW)
+			return fail_at(d, s->strides_pos[i], "strides must be at most %d, found %lld", FE_MAX_WINDOW,
+				(long long)s->strides[i]);
+		units += s->units[i];
+	}
+	if (units > FE_MAX_UNITS)
+		return fail_at(d, s->vpos[FE_KEY_UNITS], "%lld units in all, more than the %d revc builds",
+			(long long)units, FE_MAX_UNITS);
+	return true;
+}
+
 bool fe_spec_check(const fe_spec *s, ir_diags *d)
 {
 	/* A spec from fe_spec_parse has them all; one built in code may not. */
@@ -130,5 +155,6 @@ bool fe_spec_check(const fe_spec *s, ir_diags *d)
 	if (s->classes < 2)
 		return fail_at(d, s->vpos[FE_KEY_CLASSES], "classes must be at least 2, found %lld",
 			(long long)s->classes);
-	return check_stage_lists(s, d) && check_widths(s, d) && check_strides(s, d) && check_schedule(s, d);
+	return check_stage_lists(s, d) && check_limits(s, d) && check_widths(s, d) && check_strides(s, d) &&
+		check_schedule(s, d);
 }

@@ -76,6 +76,12 @@ bool ir_node_infer(ir_node *n, ir_diags *d)
 	ir_type t = n->type;
 	if (!info->rule(n, &t, d))
 		return false;
+	if (!ir_type_size_ok(&t)) {
+		char type[160];
+		ir_type_str(&t, type, sizeof type);
+		ir_diag_add(d, n->pos, "%s: result type %s is larger than 2^40 bytes", info->name, type);
+		return false;
+	}
 	n->type = t;
 	return true;
 }

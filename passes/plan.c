@@ -4,7 +4,8 @@
  * guarantees: mem(OFFSET, SIZE) on every value with live(B, E), ws(OFFSET,
  *   SIZE) on every node with workspace; no two buffers live at the same
  *   step overlap (checked before the pass returns); offsets are multiples
- *   of PS_ALIGN.
+ *   of PS_ALIGN; the arena is at most IR_MAX_BYTES (a larger plan, or a
+ *   workspace beyond it, is an error, not an abort).
  *
  * Greedy by size, best fit (TensorFlow Lite's arena planner): buffers from
  * the largest down; each goes into the smallest gap, among the buffers
@@ -75,10 +76,29 @@ static int64_t place(slot *s, int n)
 	return arena;
 }
 
+/* Reports the first workspace beyond IR_MAX_BYTES (a backend saturates an
+ * absurd one there); false then. */
+static bool workspace_ok(const ps_memory *m, const ir_graph *g, ps_ctx *ctx)
+{
+	for (int t = 0; t < m->steps; t++)
+		if (m->ws[t] < 0 || m->ws[t] > IR_MAX_BYTES) {
+			char ref[80];
+			const ir_node *v = g->nodes[t];
+			ir_diag_add(&ctx->diags, v->pos, "plan: %s (%s) needs a workspace larger than 2^40 bytes",
+				ir_node_ref(v, ref, sizeof ref), ir_op_name(v->op));
+			return false;
+		}
+	return true;
+}
+
 int ps_plan(ir_graph *g, ps_ctx *ctx)
 {
 	ps_memory m;
 	ps_memory_compute(g, g->nodes, ctx->workspace, ctx->workspace_user, &m);
+	if (!workspace_ok(&m, g, ctx)) {
+		ps_memory_free(&m);
+		return 1;
+	}
 	int n = 0;
 	slot *s = malloc(((size_t)m.nbuf + g->n + 1) * sizeof *s);
 	if (!s)
@@ -89,7 +109,15 @@ int ps_plan(ir_graph *g, ps_ctx *ctx)
 		if (m.ws[t] > 0)
 			s[n++] = (slot){m.ws[t], 0, t, t, m.nbuf + t};
 	qsort(s, (size_t)n, sizeof *s, by_size);
-	place(s, n);
+	int64_t arena = place(s, n);
+	if (arena > IR_MAX_BYTES) {
+		ir_diag_add(&ctx->diags, (ir_pos){0},
+			"plan: the arena of @%s would need %lld bytes, more than 2^40 (the largest buffer is %lld)",
+			g->name, (long long)arena, (long long)(n > 0 ? s[0].bytes : 0));
+		free(s);
+		ps_memory_free(&m);
+		return 1;
+	}
 	/* Back to the nodes. */
 	int64_t *offset = malloc(((size_t)m.nbuf + g->n + 1) * sizeof *offset);
 	if (!offset)

@@ -17,7 +17,18 @@
  * the model's fragmentation-free peak to the byte.
  *
  * In both modes the caller fills inputs through rt_exec_input (staging
- * buffers outside the step's memory) before each run. */
+ * buffers outside the step's memory) before each run.
+ *
+ * With rt_exec_check_numerics, every float value is scanned for NaN and Inf
+ * as it is made (inputs, params and state as the step starts, every
+ * kernel's result right after the kernel), and the first non-finite one
+ * stops the run naming its node.  Native code cannot stop mid-step: the run
+ * keeps a copy of the params and state from before it, looks at what the
+ * step left behind (rt_exec_nonfinite) and, on a non-finite value, restores
+ * the copy and replays the step in the interpreter's tracking mode,
+ * checking every kernel, to name the node the same way. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +63,10 @@ struct rt_exec {
 	buffer *bufs;        /* by node id of the value that created it */
 	int *buf_of;         /* by node id: its buffer (a node id), or -1 */
 	int64_t live, peak;
+	/* rt_exec_check_numerics */
+	bool check_numerics;
+	const ir_node *fault; /* the node whose value was not finite, or NULL */
+	void **saved;         /* native mode: by node id, param and state data before the run */
 };
 
 static void *xcalloc(size_t n, size_t size)
@@ -104,6 +119,9 @@ void rt_exec_free(rt_exec *x)
 	free(x->arena);
 	free(x->persist);
 	free(x->inputs);
+	for (int i = 0; x->saved && i < x->g->n; i++)
+		free(x->saved[i]);
+	free(x->saved);
 	free(x);
 }
 
@@ -283,6 +301,112 @@ static void track_output(rt_exec *x, const ir_node *n, int i)
 	track_alloc(x, i, bytes);
 }
 
+/* ---- numerics -------------------------------------------------------------- */
+
+static bool persistent(const ir_node *n)
+{
+	return n->op == IR_OP_PARAM || n->op == IR_OP_STATE;
+}
+
+static bool all_finite(const void *data, const ir_type *t)
+{
+	int64_t n = ir_type_elems(t);
+	if (t->dtype == IR_F32) {
+		const float *p = data;
+		for (int64_t i = 0; i < n; i++)
+			if (!isfinite(p[i]))
+				return false;
+	} else if (t->dtype == IR_F64) {
+		const double *p = data;
+		for (int64_t i = 0; i < n; i++)
+			if (!isfinite(p[i]))
+				return false;
+	}
+	return true;
+}
+
+/* Records n as the fault and says where it is: "the first non-finite value
+ * came from %12 (conv2d_dx in s1.u0.f) at models/x.rev:20:9". */
+static bool nonfinite(rt_exec *x, const ir_node *n, rt_err *e)
+{
+	char ref[80], where[300] = "", scope[96] = "";
+	x->fault = n;
+	if (n->scope)
+		snprintf(scope, sizeof scope, " in %s", n->scope);
+	if (n->pos.file)
+		snprintf(where, sizeof where, " at %s:%d:%d", n->pos.file, n->pos.line, n->pos.col);
+	return rt_errorf(e, "the first non-finite value came from %s (%s%s)%s", ir_node_ref(n, ref, sizeof ref),
+		ir_op_name(n->op), scope, where);
+}
+
+void rt_exec_check_numerics(rt_exec *x, bool on)
+{
+	x->check_numerics = on;
+}
+
+const ir_node *rt_exec_fault(const rt_exec *x)
+{
+	return x->fault;
+}
+
+const char *rt_exec_nonfinite(const rt_exec *x)
+{
+	const ir_graph *g = x->g;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op == IR_OP_OUTPUT && !all_finite(x->val[n->in[0]->id], &n->type))
+			return ir_node_str(n, IR_ATTR_NAME);
+		if (persistent(n) && !all_finite(x->val[i], &n->type))
+			return n->name;
+	}
+	return NULL;
+}
+
+const ir_graph *rt_exec_graph(const rt_exec *x)
+{
+	return x->g;
+}
+
+/* Native mode: copies (restore false) or restores the params and state. */
+static void save_persistent(rt_exec *x, bool restore)
+{
+	const ir_graph *g = x->g;
+	if (!x->saved)
+		x->saved = xcalloc((size_t)g->n + 1, sizeof *x->saved);
+	for (int i = 0; i < g->n; i++) {
+		if (!persistent(g->nodes[i]))
+			continue;
+		size_t bytes = (size_t)ir_type_bytes(&g->nodes[i]->type);
+		if (!x->saved[i])
+			x->saved[i] = xcalloc(1, bytes + 1);
+		if (restore)
+			memcpy(x->val[i], x->saved[i], bytes);
+		else
+			memcpy(x->saved[i], x->val[i], bytes);
+	}
+}
+
+/* A native step left the non-finite value `what`: puts the params and state
+ * back as they were and replays the step, same inputs, in tracking mode
+ * with every kernel checked.  Always false, with the fault in e. */
+static bool replay(rt_exec *x, const char *what, rt_err *e)
+{
+	save_persistent(x, true);
+	rt_exec *r = rt_exec_new(x->g, x->store, RT_EXEC_TRACK, e);
+	if (!r)
+		return false;
+	for (int i = 0; i < x->g->n; i++)
+		if (x->g->nodes[i]->op == IR_OP_INPUT)
+			memcpy(r->staging[i], x->staging[i], (size_t)ir_type_bytes(&x->g->nodes[i]->type));
+	r->check_numerics = true;
+	if (rt_exec_run(r, e))
+		rt_errorf(e, "native code left a non-finite value in '%s', but the interpreter's replay of the "
+			"step found none", what);
+	x->fault = r->fault;
+	rt_exec_free(r);
+	return false;
+}
+
 /* ---- running --------------------------------------------------------------- */
 
 /* Every label input read by a softmax op is within its classes. */
@@ -333,13 +457,25 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 		/* Compiled kernels cannot report a bad label: check them first. */
 		if (!check_labels(x, e))
 			return false;
+		x->fault = NULL;
+		if (x->check_numerics)
+			save_persistent(x, false);
 		x->step(x->arena, x->persist, x->inputs, rt_parallel, x->pool);
-		return true;
+		const char *bad = x->check_numerics ? rt_exec_nonfinite(x) : NULL;
+		return bad ? replay(x, bad, e) : true;
 	}
 	const ir_graph *g = x->g;
 	bool track = x->mode == RT_EXEC_TRACK;
 	release_buffers(x);
 	x->peak = 0;
+	x->fault = NULL;
+	if (x->check_numerics) /* what the step starts from: inputs, params and state */
+		for (int i = 0; i < g->n; i++) {
+			const ir_node *n = g->nodes[i];
+			if ((n->op == IR_OP_INPUT && !all_finite(x->staging[i], &n->type)) ||
+			    (persistent(n) && !all_finite(x->val[i], &n->type)))
+				return nonfinite(x, n, e);
+		}
 	if (track) {
 		for (int i = 0; i < g->n; i++)
 			x->buf_of[i] = -1;
@@ -391,6 +527,8 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 			a.ws = ws > 0 ? x->arena + n->ws_offset : NULL;
 		}
 		bool ok = x->kern[i](&a, e);
+		if (ok && x->check_numerics && !all_finite(a.out, &n->type))
+			ok = nonfinite(x, n, e);
 		if (track) {
 			free(a.ws);
 			for (int k = 0; k < n->nin; k++) {

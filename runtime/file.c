@@ -163,6 +163,10 @@ bool rt_file_write_atomic(const char *path, const void *data, size_t len, rt_err
 
 bool rt_dir_begin(const char *path, char **tmp, rt_err *e)
 {
+	/* rt_dir_commit could not replace a file: say so before the work. */
+	struct stat st;
+	if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode))
+		return rt_errorf(e, "'%s' exists and is not a directory", path);
 	size_t n = strlen(path) + 32;
 	char *t = malloc(n);
 	if (!t)

@@ -83,8 +83,14 @@ static int64_t conv_workspace(const ir_node *n, const ir_type *x, const ir_type 
 		unpadded = unpadded && pad->u.ints.v[i] == 0;
 	if (w->dim[2] == 1 && w->dim[3] == 1 && ir_node_int(n, IR_ATTR_STRIDE) == 1 && unpadded)
 		return 0;
-	return x->dim[1] * w->dim[2] * w->dim[3] * y->dim[2] * y->dim[3] *
-	       ir_dtype_size(n->type.dtype);
+	/* Checked: a verified graph can still ask for an absurd workspace, which
+	 * the planner refuses; saturate past IR_MAX_BYTES instead of wrapping. */
+	int64_t f[5] = {w->dim[2], w->dim[3], y->dim[2], y->dim[3], ir_dtype_size(n->type.dtype)};
+	int64_t bytes = x->dim[1];
+	for (int i = 0; i < 5; i++)
+		if (!ir_size_mul(bytes, f[i], &bytes) || bytes > IR_MAX_BYTES)
+			return IR_MAX_BYTES + 1;
+	return bytes;
 }
 
 int64_t rt_kernel_workspace(const ir_node *n)

@@ -259,6 +259,23 @@ const void *rt_exec_output(const rt_exec *x, const char *name, const ir_type **t
 /* Tracking mode: the high-water mark of buffer and workspace bytes in the
  * last run.  Arena mode: the arena's size. */
 int64_t rt_exec_peak_bytes(const rt_exec *x);
+/* The graph x runs. */
+const ir_graph *rt_exec_graph(const rt_exec *x);
+/* Check every float value for NaN and Inf as it is made (inputs, params and
+ * state as the step starts, each kernel's result right after it runs).  The first non-finite one
+ * stops rt_exec_run with "the first non-finite value came from %12
+ * (conv2d_dx in s1.u0.f) at FILE:LINE:COL" (node, op, scope, spec
+ * position), and rt_exec_fault gives its node.  Native code cannot stop
+ * mid-step: each run copies the params and state first, checks outputs,
+ * params and state after it, and on a non-finite value restores the copy
+ * and replays the step in the interpreter to find the node (the store is
+ * then as that replay left it). */
+void rt_exec_check_numerics(rt_exec *x, bool on);
+/* The node of the last run's non-finite value, or NULL. */
+const ir_node *rt_exec_fault(const rt_exec *x);
+/* After a run, any mode: the name of the first output, param or state
+ * (in list order) holding a non-finite value, or NULL when all are finite. */
+const char *rt_exec_nonfinite(const rt_exec *x);
 
 /* ---- training (runtime/train.c) ------------------------------------------ */
 
@@ -282,6 +299,8 @@ typedef struct {
 	int64_t start_step, total_steps;
 	double (*lr_at)(void *user, int64_t step);
 	int64_t report_every;       /* steps per progress window */
+	bool check_numerics;        /* stop at the first non-finite value (rt_exec_check_numerics;
+	                               native steps are replayed in the interpreter to find it) */
 	const char *save_dir;       /* checkpoint directory, or NULL */
 	int64_t save_every;         /* checkpoint every N steps (0: only at the end) */
 	int64_t eval_every;         /* evaluate every N steps (0: only at the end) */

@@ -10,7 +10,11 @@
  * NAME.npy, plus step.npy (steps done) and data_seed.npy, written under a
  * temporary name and swapped into place (rt_dir_commit), so a run killed at
  * any moment leaves the previous checkpoint whole.  The loop itself never
- * prints: it reports through the callbacks in rt_train_cfg. */
+ * prints: it reports through the callbacks in rt_train_cfg.
+ *
+ * With check_numerics the step stops at its first non-finite value
+ * (rt_exec_check_numerics: per kernel in the interpreter, by a replay in it
+ * for native code), and the error names the node and the step. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +161,7 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 	if (!perm)
 		IR_DIE("out of memory");
 	int64_t epoch = -1;
+	rt_exec_check_numerics(c->step, c->check_numerics);
 	double t0 = now(), window_loss = 0;
 	int64_t window_correct = 0, window_steps = 0;
 	bool ok = true;
@@ -173,8 +178,13 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 			*(float *)lr = (float)rate;
 		else
 			*(double *)lr = rate;
-		if (!(ok = rt_exec_run(c->step, e)))
+		if (!(ok = rt_exec_run(c->step, e))) {
+			if (rt_exec_fault(c->step)) {
+				rt_err inner = *e;
+				rt_errorf(e, "%s, step %lld", inner.msg, (long long)step + 1);
+			}
 			break;
+		}
 		const ir_type *lt;
 		const void *loss = rt_exec_output(c->step, "loss", &lt);
 		double l = logit(loss, lt->dtype, 0);

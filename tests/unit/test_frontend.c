@@ -326,6 +326,46 @@ START_TEST(test_set_units_batch)
 }
 END_TEST
 
+/* Tensor sizes: every preset fits in both dtypes; too large a tensor is one
+ * diagnostic at the value of the key written last among those to blame. */
+START_TEST(test_sizes)
+{
+	static const char *const big_batch[] = {"batch=100000000", NULL};
+	static const char *const big_input[] = {"input=3,100000,100000", NULL};
+	static const char *const wide[] = {"filters=32,64,2000000000", NULL};
+	static const char *const logits[] = {"classes=2147483647", "batch=100000", NULL};
+	static const struct {
+		const char *const *sets;
+		ir_dtype dt;
+		int line, col;
+		const char *msg;
+	} cases[] = {
+		{big_batch, IR_F32, 1, 7, "batch 100000000 makes the input tensor f32[100000000,3,32,32] larger than 2^40 bytes"},
+		{big_input, IR_F32, 1, 7, "input 3,100000,100000 makes the input tensor f32[100,3,100000,100000] larger than 2^40 bytes"},
+		{wide, IR_F64, 1, 15, "filters 2000000000 makes the weight s2.u0.f.conv0.w f64[1000000000,32,3,3] larger than 2^40 bytes"},
+		{logits, IR_F32, 2, 7, "batch 100000 makes the logits f32[100000,2147483647] larger than 2^40 bytes"},
+	};
+	static const char *const files[] = {"models/revnet-38.rev", "models/revnet-110.rev", "models/revnet-164.rev",
+		"models/fashion.rev"};
+	fe_spec s;
+	ir_diags d;
+	ir_diags_init(&d);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		load(&s, files[i], NULL);
+		ck_assert(fe_spec_check_sizes(&s, IR_F32, &d) && fe_spec_check_sizes(&s, IR_F64, &d));
+	}
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		load(&s, "models/revnet-38.rev", cases[i].sets);
+		ck_assert(!fe_spec_check_sizes(&s, cases[i].dt, &d));
+		ck_assert_int_eq(d.n, 1);
+		ck_assert_str_eq(d.items[0].msg, cases[i].msg);
+		ck_assert(pos_is(d.items[0].pos, "--set", cases[i].line, cases[i].col));
+		ir_diags_clear(&d);
+	}
+	ir_diags_free(&d);
+}
+END_TEST
+
 /* lr=X replaces a whole schedule; the last assignment of lr, lr_list or
  * lr_steps wins. */
 START_TEST(test_set_lr)
@@ -748,6 +788,7 @@ static Suite *frontend_suite(void)
 	tcase_add_test(tc, test_model_name);
 	tcase_add_test(tc, test_layout);
 	tcase_add_test(tc, test_set_units_batch);
+	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_set_lr);
 	tcase_add_test(tc, test_set_other);
 	tcase_add_test(tc, test_set_errors);

@@ -1,0 +1,45 @@
+/* limits.c: --max-memory, the limit train, grad, bench and eval put on a
+ * plan before they allocate it: parameters + optimiser state + the planned
+ * arenas of the graphs the command runs (the same total `revc mem` shows). */
+#include "cli.h"
+
+bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out)
+{
+	if (cli_parse_size(val, out) && *out > 0)
+		return true;
+	cli_usage_error(cmd, "--max-memory must be a size such as 512MiB, 1.5GB or 1000000, not '%s'", val);
+	return false;
+}
+
+bool cli_check_max_memory(int64_t limit, ir_graph *const *graphs, int n)
+{
+	if (limit < 0 || n < 1)
+		return true;
+	/* Persistent tensors: those of the first graph; a momentum buffer is
+	 * optimiser state, the rest parameters (passes/memory.c's rule). */
+	int64_t params = 0, opt = 0, arena = 0;
+	const ir_graph *g = graphs[0];
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *v = g->nodes[i];
+		if (v->op == IR_OP_MOMENTUM)
+			opt += ir_type_bytes(&v->in[0]->type);
+		else if (v->op == IR_OP_PARAM || v->op == IR_OP_STATE)
+			params += ir_type_bytes(&v->type);
+	}
+	params -= opt;
+	for (int k = 0; k < n; k++)
+		arena += ps_arena_bytes(graphs[k]);
+	int64_t total = params + opt + arena;
+	if (total <= limit)
+		return true;
+	char t[32], p[32], o[32], a[32], l[32];
+	cli_human_bytes(t, sizeof t, total);
+	cli_human_bytes(p, sizeof p, params);
+	cli_human_bytes(o, sizeof o, opt);
+	cli_human_bytes(a, sizeof a, arena);
+	cli_human_bytes(l, sizeof l, limit);
+	cli_error("the plan needs %s (%lld bytes: parameters %s + optimiser state %s + arena%s %s), more "
+		"than --max-memory %s (%lld bytes)", t, (long long)total, p, o, n > 1 ? "s" : "", a, l,
+		(long long)limit);
+	return false;
+}
