@@ -1,7 +1,9 @@
 /* args.c: a small option parser shared by the subcommands.  Accepts
  * --name=value, --name value, -x value, and "--" to end options. */
+#include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -107,6 +109,22 @@ bool cli_pass_option(int k, const char *val, ps_options *opts)
 				table[i].requires ? "; requires " : "", table[i].requires ? table[i].requires : "");
 		return false;
 	}
+	}
+	return true;
+}
+
+bool cli_make_dir(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return true;
+		cli_error("'%s' is not a directory", path);
+		return false;
+	}
+	if (mkdir(path, 0777) != 0) {
+		cli_error("cannot create directory '%s': %s", path, strerror(errno));
+		return false;
 	}
 	return true;
 }

@@ -59,6 +59,9 @@ bool cli_pass_option(int k, const char *val, ps_options *opts);
 /* Validates pass names; prints a usage error and returns false if one is
  * unknown. */
 bool cli_pass_options_check(const char *cmd, const ps_options *opts);
+/* Creates directory path unless it exists (its parent must); reports and
+ * returns false when it cannot, or when path is not a directory. */
+bool cli_make_dir(const char *path);
 
 /* ---- reporting (cli/report.c) ----------------------------------------- */
 

@@ -196,6 +196,8 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
+	if (dump && !cli_make_dir(dump))
+		return EXIT_USER;
 
 	double rss_base = rss_mib();
 	cli_engine e;

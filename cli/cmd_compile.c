@@ -258,6 +258,8 @@ int cmd_compile(int argc, char **argv)
 		snprintf(prefix, sizeof prefix, "%s", name);
 	if (!valid_prefix(prefix))
 		return cli_usage_error(a.cmd, "'%s' is not a C identifier (use --name)", prefix);
+	if (dump && !cli_make_dir(dump))
+		return EXIT_USER;
 
 	int status = EXIT_USER;
 	cg_options co = {.threads = 1, .optimize = true, .dump_llvm = dump, .name = prefix};
@@ -267,6 +269,20 @@ int cmd_compile(int argc, char **argv)
 	char dir[] = "/tmp/revc-compile-XXXXXX";
 	char obj[256] = "", api[256] = "", api_o[256] = "", map[256] = "", tmp_out[4200] = "";
 	bool made = false;
+	/* Fail now on an output that cannot be written, not after the work. */
+	snprintf(tmp_out, sizeof tmp_out, "%s.tmp.%d", out, (int)getpid());
+	const char *probe[] = {tmp_out, header};
+	for (int i = 0; i < 2 && probe[i]; i++) {
+		char path[4300];
+		snprintf(path, sizeof path, i == 0 ? "%s" : "%s.tmp.probe", probe[i]);
+		FILE *pf = fopen(path, "w");
+		if (!pf) {
+			cli_error("cannot write '%s': %s", i == 0 ? out : header, strerror(errno));
+			goto done;
+		}
+		fclose(pf);
+		remove(path);
+	}
 	if (!cli_model_load(&m, spec) || !(step = cli_model_graph(&m, IR_F32, FE_LOWER_TRAIN, &ctx, &(ps_options){0})) ||
 	    !(fwd = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &fctx, &cli_eval_passes)))
 		goto done;
@@ -279,7 +295,6 @@ int cmd_compile(int argc, char **argv)
 	snprintf(api, sizeof api, "%s/api.c", dir);
 	snprintf(api_o, sizeof api_o, "%s/api.o", dir);
 	snprintf(map, sizeof map, "%s/exports.map", dir);
-	snprintf(tmp_out, sizeof tmp_out, "%s.tmp.%d", out, (int)getpid());
 	ir_diags d;
 	ir_diags_init(&d);
 	if (!cg_emit_object(step, fwd, &co, obj, &d)) {

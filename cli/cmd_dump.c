@@ -91,6 +91,8 @@ int cmd_dump(int argc, char **argv)
 		return cli_usage_error(a.cmd, "missing FILE");
 	if (!cli_pass_options_check(a.cmd, &popts))
 		return EXIT_USAGE;
+	if (popts.dump_dir && !cli_make_dir(popts.dump_dir))
+		return EXIT_USER;
 	bool spec = cli_is_spec(file);
 	if (!spec && (m.nsets || eval))
 		return cli_usage_error(a.cmd, "--set and --eval apply to specs (.rev files) only");

@@ -329,6 +329,8 @@ int cmd_mem(int argc, char **argv)
 		return cli_usage_error(a.cmd, "missing SPEC");
 	if (!cli_pass_options_check(a.cmd, &popts))
 		return EXIT_USAGE;
+	if (popts.dump_dir && !cli_make_dir(popts.dump_dir))
+		return EXIT_USER;
 	if (!cli_model_load(&m, spec))
 		return EXIT_USER;
 

@@ -2,7 +2,9 @@
 # Ahead-of-time compilation end to end: revc compile makes libtiny.so and
 # tiny.h; a C program built against only those and OpenBLAS trains three
 # steps and must match revc's JIT doing the same (losses within 1e-5
-# relative, logits of the two models within 1e-4); the .o form links too.
+# relative, logits of the two models within 1e-4); the .o form links too,
+# and --dump-llvm creates its directory with the module before and after
+# optimisation.
 # Usage: run.sh REVC ROOT
 set -u
 revc=$(realpath "$1") root=$(realpath "$2")
@@ -21,7 +23,8 @@ paste jit.txt lib.txt | awk '{ d = $4 - $8; if (d < 0) d = -d; if (d > 1e-5 * ($
   || { paste jit.txt lib.txt; fail "losses differ"; }
 [ -f lib/s0.u0.f.conv0.w.npy ] && [ -f lib/s0.u0.f.conv0.w.mom.npy ] || fail "the library did not save its tensors"
 # The object form: one relocatable object with everything but BLAS.
-(cd "$root" && "$revc" compile "${spec[@]}" -o "$tmp/tiny.o" --name tiny) || fail "revc compile -o tiny.o"
+(cd "$root" && "$revc" compile "${spec[@]}" -o "$tmp/tiny.o" --name tiny --dump-llvm "$tmp/ll") || fail "revc compile -o tiny.o"
+[ -s ll/tiny.ll ] && [ -s ll/tiny.opt.ll ] || fail "--dump-llvm did not write the module before and after optimisation"
 cc -O2 -I. "$root/tests/aot/main.c" tiny.o -lopenblas -lm -o main_o || fail "linking the object"
 ./main_o 3 "$tmp/jit" "$tmp/lib2" > lib2.txt || fail "the object's training does not match"
 cmp -s lib.txt lib2.txt || fail "library and object disagree"
