@@ -38,41 +38,46 @@ static int by_size(const void *a, const void *b)
 	return x->index - y->index;
 }
 
-static int by_offset(const void *a, const void *b)
-{
-	const slot *x = *(slot *const *)a, *y = *(slot *const *)b;
-	return x->offset < y->offset ? -1 : x->offset > y->offset;
-}
-
-/* Places s[0..n) (sorted by size) and returns the arena size. */
+/* Places s[0..n) (sorted by size) and returns the arena size.  The buffers
+ * placed so far are kept in offset order, so each new one walks them once
+ * and skips those not live with it: O(n^2) in all, no sorting per buffer. */
 static int64_t place(slot *s, int n)
 {
-	slot **near = malloc(((size_t)n + 1) * sizeof *near);
-	if (!near)
+	slot **placed = malloc(((size_t)n + 1) * sizeof *placed);
+	if (!placed)
 		IR_DIE("out of memory");
 	int64_t arena = 0;
 	for (int i = 0; i < n; i++) {
-		int k = 0;
-		for (int j = 0; j < i; j++)
-			if (s[j].begin <= s[i].end && s[i].begin <= s[j].end)
-				near[k++] = &s[j];
-		qsort(near, (size_t)k, sizeof *near, by_offset);
 		int64_t need = aligned(s[i].bytes), at = 0, best = -1, best_gap = 0;
-		for (int j = 0; j < k; j++) {
-			int64_t gap = near[j]->offset - at;
+		for (int j = 0; j < i; j++) {
+			const slot *p = placed[j];
+			if (p->begin > s[i].end || s[i].begin > p->end)
+				continue;
+			int64_t gap = p->offset - at;
 			if (gap >= need && (best < 0 || gap < best_gap)) {
 				best = at;
 				best_gap = gap;
 			}
-			int64_t top = near[j]->offset + aligned(near[j]->bytes);
+			int64_t top = p->offset + aligned(p->bytes);
 			if (top > at)
 				at = top;
 		}
 		s[i].offset = best >= 0 ? best : at;
 		if (s[i].offset + need > arena)
 			arena = s[i].offset + need;
+		/* Insert after every buffer at an offset no higher. */
+		int lo = 0, hi = i;
+		while (lo < hi) {
+			int mid = (lo + hi) / 2;
+			if (placed[mid]->offset <= s[i].offset)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		memmove(placed + lo + 1, placed + lo, (size_t)(i - lo) * sizeof *placed);
+		placed[lo] = &s[i];
 	}
-	free(near);
+	free(placed);
 	return arena;
 }
 
