@@ -295,6 +295,7 @@ char *ir_print_str(const ir_graph *g);
 /* Limits the parser enforces on any input. */
 #define IR_MAX_LINE 65536
 #define IR_MAX_NODES 10000000
+#define IR_MAX_PASSES 64 /* names in passes(...) */
 
 /* Parses one graph from text (len bytes, need not be NUL-terminated).  file
  * names the source for positions.  On error returns NULL with exactly one

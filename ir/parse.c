@@ -505,6 +505,8 @@ static bool parse_graph(parser *p)
 			name[p->tok.len] = 0;
 			if (ir_graph_has_pass(p->g, name))
 				return error_at(p, p->tok.pos, "pass '%s' listed twice", name);
+			if (p->g->npasses >= IR_MAX_PASSES)
+				return error_at(p, p->tok.pos, "more than %d passes listed", IR_MAX_PASSES);
 			ir_graph_mark_pass(p->g, name);
 			next(p);
 		} while (accept(p, TK_COMMA));

@@ -426,10 +426,13 @@ bool ir_rule_avgpool_grad(const ir_node *n, ir_type *out, ir_diags *d)
 	int64_t k = ir_node_int(n, IR_ATTR_WINDOW);
 	if (!need_float(n, 0, 4, d))
 		return false;
+	if (k < 1 || k > 1024)
+		return fail(n, d, "window must be between 1 and 1024, got %lld", (long long)k);
 	if (!declared(out)) {
 		*out = *dy;
-		out->dim[2] *= k;
-		out->dim[3] *= k;
+		if (__builtin_mul_overflow(out->dim[2], k, &out->dim[2]) ||
+		    __builtin_mul_overflow(out->dim[3], k, &out->dim[3]))
+			return fail(n, d, "the result's size overflows");
 	}
 	if (out->rank != 4)
 		return fail(n, d, "result must have rank 4");
