@@ -5,7 +5,8 @@
  * applied with fe_spec_set, the result checked with fe_spec_check and
  * printed with fe_spec_print.  fe_spec_print promises text that parses back
  * to an fe_spec_equal spec, so that is checked too: a spec that does not
- * survive print -> parse is a bug and aborts.  When the file does not parse,
+ * survive print -> parse is a bug and aborts.  A checked spec also goes
+ * through fe_spec_check_sizes in both dtypes.  When the file does not parse,
  * the override is still applied to a default spec, so fe_spec_set sees every
  * input.  Built by scripts/fuzz; nothing is kept between runs. */
 #include <stdbool.h>
@@ -95,6 +96,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				fe_spec_stage_input(s, i, NULL, NULL, NULL);
 			(void)fe_spec_lr_at(s, 0);
 			(void)fe_spec_dataset_dir(s);
+			/* The size limits: one diagnostic when a tensor is too large. */
+			for (int dt = 0; dt < 2; dt++) {
+				if (!fe_spec_check_sizes(s, dt ? IR_F64 : IR_F32, &d) && d.n != 1)
+					abort();
+				ir_diags_clear(&d);
+			}
 		} else if (d.n != 1) {
 			abort();
 		}
