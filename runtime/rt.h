@@ -271,6 +271,12 @@ const ir_graph *rt_exec_graph(const rt_exec *x);
  * and replays the step in the interpreter to find the node (the store is
  * then as that replay left it). */
 void rt_exec_check_numerics(rt_exec *x, bool on);
+/* Interpreter modes: while on, each run digests which outputs of every
+ * relu are positive (its kinks' sides); rt_exec_kinks gives the last run's
+ * digest.  Two runs with equal digests took the same side of every kink,
+ * so a finite difference between them is not spoilt by one. */
+void rt_exec_kink_digest(rt_exec *x, bool on);
+uint64_t rt_exec_kinks(const rt_exec *x);
 /* The node of the last run's non-finite value, or NULL. */
 const ir_node *rt_exec_fault(const rt_exec *x);
 /* After a run, any mode: the name of the first output, param or state

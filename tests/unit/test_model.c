@@ -396,6 +396,40 @@ START_TEST(test_reconstructions_have_edges)
 }
 END_TEST
 
+/* The kink digest revc check relies on: equal for equal runs, changed when
+ * a ReLU input changes sign (init.bn.beta shifts every pre-activation of
+ * the init block: at +100 all are positive), unchanged by a shift too small
+ * to cross any. */
+START_TEST(test_kink_digest)
+{
+	static const char *const sets[] = {"batch=2", "units=1,1,1"};
+	ir_graph *g = build("fashion", sets, 2, IR_F64, PS_STORE, false, true);
+	rt_store s;
+	rt_err e;
+	rt_exec *x = run_random(g, &s);
+	rt_exec_kink_digest(x, true);
+	ck_assert(rt_exec_run(x, &e));
+	uint64_t d0 = rt_exec_kinks(x);
+	ck_assert(rt_exec_run(x, &e));
+	ck_assert(rt_exec_kinks(x) == d0);
+	rt_tensor *beta = rt_store_find(&s, "init.bn.beta");
+	ck_assert(beta);
+	double *b = beta->data, b0 = b[0];
+	b[0] = b0 + 1e-300;
+	ck_assert(rt_exec_run(x, &e));
+	ck_assert(rt_exec_kinks(x) == d0);
+	b[0] = b0 + 100;
+	ck_assert(rt_exec_run(x, &e));
+	ck_assert(rt_exec_kinks(x) != d0);
+	b[0] = b0;
+	ck_assert(rt_exec_run(x, &e));
+	ck_assert(rt_exec_kinks(x) == d0);
+	rt_exec_free(x);
+	rt_store_free(&s);
+	ir_graph_free(g);
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
 	Suite *s = suite_create("model");
@@ -415,6 +449,7 @@ static Suite *model_suite(void)
 	tcase_add_loop_test(tc, test_tracking_equals_plan, 0, 4);
 	tcase_add_test(tc, test_depth_scaling);
 	tcase_add_test(tc, test_reconstructions_have_edges);
+	tcase_add_test(tc, test_kink_digest);
 	suite_add_tcase(s, tc);
 	return s;
 }
