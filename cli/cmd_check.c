@@ -223,6 +223,10 @@ int cmd_check(int argc, char **argv)
 		return st;
 	}
 
+	/* One BLAS thread: the check's products are small and many, and a
+	 * second thread's hand-offs cost more than it does (revnet-38 at batch
+	 * 8: a third longer, mostly in sched_yield). */
+	rt_set_threads(1);
 	int status = EXIT_USER;
 	ir_graph *gg = NULL, *fg = NULL;
 	rt_exec *gx = NULL, *fx = NULL;
