@@ -266,7 +266,8 @@ int cmd_compile(int argc, char **argv)
 	ctx.workspace = fctx.workspace = cg_workspace;
 	ctx.workspace_user = fctx.workspace_user = &co;
 	ir_graph *step = NULL, *fwd = NULL;
-	char dir[] = "/tmp/revc-compile-XXXXXX";
+	char dir[64];
+	rt_temp_template(dir, sizeof dir, "/tmp/revc-compile", strlen("/tmp/revc-compile"), "-");
 	char obj[256] = "", api[256] = "", api_o[256] = "", map[256] = "", tmp_out[4200] = "";
 	bool made = false;
 	/* Fail now on an output that cannot be written, not after the work. */

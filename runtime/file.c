@@ -71,6 +71,18 @@ bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err
 	return true;
 }
 
+bool rt_temp_template(char *buf, size_t n, const char *base, size_t len, const char *tag)
+{
+	size_t t = strlen(tag);
+	if (len + t + 7 > n)
+		return false;
+	memcpy(buf, base, len);
+	memcpy(buf + len, tag, t);
+	memset(buf + len + t, 'X', 6);
+	buf[len + t + 6] = 0;
+	return true;
+}
+
 bool rt_atomic_open(rt_atomic *a, const char *path, rt_err *e)
 {
 	memset(a, 0, sizeof *a);
@@ -81,7 +93,7 @@ bool rt_atomic_open(rt_atomic *a, const char *path, rt_err *e)
 		rt_atomic_abort(a);
 		return rt_errorf(e, "out of memory");
 	}
-	snprintf(a->tmp, n, "%s.tmp.XXXXXX", path);
+	rt_temp_template(a->tmp, n, path, strlen(path), ".tmp.");
 	int fd = mkstemp(a->tmp);
 	if (fd < 0) {
 		int err = errno;
@@ -175,7 +187,7 @@ bool rt_dir_begin(const char *path, char **tmp, rt_err *e)
 	size_t len = strlen(path);
 	while (len > 1 && path[len - 1] == '/')
 		len--;
-	snprintf(t, n, "%.*s.tmp.XXXXXX", (int)len, path);
+	rt_temp_template(t, n, path, len, ".tmp.");
 	if (!mkdtemp(t)) {
 		int err = errno;
 		free(t);

@@ -25,6 +25,11 @@ bool rt_errorf(rt_err *e, const char *fmt, ...) __attribute__((format(printf, 2,
  * a NUL after the data. */
 bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err *e);
 
+/* Writes into buf (n bytes) the template mkstemp and mkdtemp take: the
+ * first len bytes of base, then tag, then the six characters they replace
+ * with a unique suffix.  False when buf is too small. */
+bool rt_temp_template(char *buf, size_t n, const char *base, size_t len, const char *tag);
+
 /* A file written under a temporary name in the same directory, made durable
  * and renamed into place on commit, so readers never see half of it. */
 typedef struct {
