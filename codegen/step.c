@@ -24,7 +24,7 @@ typedef struct {
 	LLVMValueRef fn, arena, persist, inputs, par, par_ctx, args;
 	int *persist_index; /* by node id */
 	int *input_index;   /* by node id */
-	int *readers_out;   /* scratch */
+	ir_users users;     /* the readers of each node */
 	int nargs;
 } stepper;
 
@@ -88,7 +88,7 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
 	if (fresh) {
 		LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
 		cg_kb k;
-		cg_kb_begin(&k, home.m, home.fn, n->op == IR_OP_SOFTMAX_XENT ? n->in[0]->type.dtype : n->type.dtype);
+		cg_kb_begin(&k, home.m, home.fn, n->type.dtype);
 		impl->emit(&k, n);
 		cg_kb_end(&k);
 		LLVMPositionBuilderAtEnd(s->b, at);
@@ -117,21 +117,16 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
 
 /* Is member n of the group read by a node outside it (or an output)? */
 typedef struct {
-	const ir_graph *g;
+	const ir_users *users;
 	int first, last; /* the group's list positions */
 } group_span;
 
 static bool needed_outside(const ir_node *n, void *user)
 {
 	const group_span *gs = user;
-	for (int i = 0; i < gs->g->n; i++) {
-		if (i >= gs->first && i <= gs->last)
-			continue;
-		const ir_node *r = gs->g->nodes[i];
-		for (int k = 0; k < r->nin; k++)
-			if (r->in[k] == n)
-				return true;
-	}
+	for (int k = gs->users->start[n->id]; k < gs->users->start[n->id + 1]; k++)
+		if (gs->users->user[k]->id < gs->first || gs->users->user[k]->id > gs->last)
+			return true;
 	return false;
 }
 
@@ -142,7 +137,7 @@ static void emit_group(stepper *s, int first, int last)
 		IR_ASSERT(grp.n < CG_MAX_GROUP);
 		grp.member[grp.n++] = s->g->nodes[i];
 	}
-	group_span gs = {s->g, first, last};
+	group_span gs = {&s->users, first, last};
 	cg_group_bind(&grp, needed_outside, &gs);
 	LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
 	LLVMValueRef fn = cg_group_kernel(s->m, &grp);
@@ -163,7 +158,7 @@ static void emit_input(stepper *s, const ir_node *n)
 LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_diags *d)
 {
 	stepper s = {.m = m, .g = g, .b = m->b};
-	ir_graph_renumber((ir_graph *)g);
+	ir_users_build((ir_graph *)g, &s.users); /* renumbers: ids are list positions */
 	s.persist_index = calloc((size_t)g->n + 1, sizeof(int));
 	s.input_index = calloc((size_t)g->n + 1, sizeof(int));
 	if (!s.persist_index || !s.input_index)
@@ -233,5 +228,6 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 	LLVMBuildRetVoid(s.b);
 	free(s.persist_index);
 	free(s.input_index);
+	ir_users_free(&s.users);
 	return ok ? s.fn : NULL;
 }
