@@ -20,12 +20,6 @@ bool cli_engine_parse(const char *cmd, const char *val, cli_engine_kind *out)
 	return true;
 }
 
-static int64_t interp_workspace(const ir_node *n, void *user)
-{
-	(void)user;
-	return rt_kernel_workspace(n);
-}
-
 void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads)
 {
 	memset(e, 0, sizeof *e);
@@ -45,7 +39,7 @@ void cli_engine_plan(cli_engine *e, ps_ctx *ctx)
 		ctx->workspace = cg_workspace;
 		ctx->workspace_user = &e->cg;
 	} else {
-		ctx->workspace = interp_workspace;
+		ctx->workspace = rt_workspace_fn;
 		ctx->workspace_user = NULL;
 	}
 }

@@ -15,18 +15,10 @@ bool cli_check_max_memory(int64_t limit, ir_graph *const *graphs, int n)
 {
 	if (limit < 0 || n < 1)
 		return true;
-	/* Persistent tensors: those of the first graph; a momentum buffer is
-	 * optimiser state, the rest parameters (passes/memory.c's rule). */
-	int64_t params = 0, opt = 0, arena = 0;
-	const ir_graph *g = graphs[0];
-	for (int i = 0; i < g->n; i++) {
-		const ir_node *v = g->nodes[i];
-		if (v->op == IR_OP_MOMENTUM)
-			opt += ir_type_bytes(&v->in[0]->type);
-		else if (v->op == IR_OP_PARAM || v->op == IR_OP_STATE)
-			params += ir_type_bytes(&v->type);
-	}
-	params -= opt;
+	/* Persistent tensors: those of the first graph, as revc mem counts them. */
+	int64_t persistent[PS_MEM_CAT_COUNT] = {0}, arena = 0;
+	ps_memory_persistent(graphs[0], persistent);
+	int64_t params = persistent[PS_MEM_PARAMS], opt = persistent[PS_MEM_OPTSTATE];
 	for (int k = 0; k < n; k++)
 		arena += ps_arena_bytes(graphs[k]);
 	int64_t total = params + opt + arena;

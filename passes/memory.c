@@ -56,6 +56,25 @@ void ps_memory_free(ps_memory *m)
 	memset(m, 0, sizeof *m);
 }
 
+void ps_memory_persistent(const ir_graph *g, int64_t persistent[PS_MEM_CAT_COUNT])
+{
+	/* Momentum buffers are optimiser state, the rest (parameters, running
+	 * statistics) parameters. */
+	bool *opt = calloc((size_t)g->n + 1, sizeof *opt);
+	if (!opt)
+		IR_DIE("out of memory");
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->op == IR_OP_MOMENTUM)
+			opt[g->nodes[i]->in[0]->id] = true;
+	persistent[PS_MEM_PARAMS] = persistent[PS_MEM_OPTSTATE] = 0;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *v = g->nodes[i];
+		if (v->op == IR_OP_PARAM || v->op == IR_OP_STATE)
+			persistent[opt[v->id] ? PS_MEM_OPTSTATE : PS_MEM_PARAMS] += ir_type_bytes(&v->type);
+	}
+	free(opt);
+}
+
 bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn ws_fn, void *ws_user,
 	ps_memory *m)
 {
@@ -155,20 +174,7 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 	free(read_late);
 	free(grad);
 
-	/* Persistent tensors: momentum buffers are optimiser state, the rest
-	 * (parameters, running statistics) parameters. */
-	bool *opt = calloc((size_t)n + 1, sizeof *opt);
-	if (!opt)
-		IR_DIE("out of memory");
-	for (int t = 0; t < n; t++)
-		if (order[t]->op == IR_OP_MOMENTUM)
-			opt[order[t]->in[0]->id] = true;
-	for (int i = 0; i < n; i++) {
-		const ir_node *v = g->nodes[i];
-		if (v->op == IR_OP_PARAM || v->op == IR_OP_STATE)
-			m->persistent[opt[i] ? PS_MEM_OPTSTATE : PS_MEM_PARAMS] += ir_type_bytes(&v->type);
-	}
-	free(opt);
+	ps_memory_persistent(g, m->persistent);
 
 	/* Live bytes by step and category (difference arrays, then a sweep). */
 	int64_t *delta = calloc(((size_t)n + 2) * PS_MEM_CAT_COUNT, sizeof *delta);

@@ -177,6 +177,9 @@ typedef struct {
 bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn ws, void *ws_user,
 	ps_memory *m);
 void ps_memory_free(ps_memory *m);
+/* The persistent bytes of g (ids must be list positions): persistent[
+ * PS_MEM_PARAMS] and [PS_MEM_OPTSTATE]; other entries are left alone. */
+void ps_memory_persistent(const ir_graph *g, int64_t persistent[PS_MEM_CAT_COUNT]);
 
 /* ---- passes (one file each) ------------------------------------------- */
 
