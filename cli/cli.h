@@ -134,6 +134,9 @@ void cli_progress_eval(void *p, int64_t step, double loss, double accuracy);
 void cli_progress_save(void *p, int64_t step, const char *dir);
 /* Writes s escaped for the inside of a JSON string. */
 void cli_json_string(FILE *out, const char *s);
+/* Seconds on the monotonic clock; the process's peak RSS in MiB. */
+double cli_now(void);
+double cli_rss_mib(void);
 
 /* ---- engines (cli/engine.c) ----------------------------------------------- */
 

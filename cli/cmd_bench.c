@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,7 +25,7 @@ static const char about[] =
 
 static const cli_opt opts[] = {
 	{"steps", 0, "K", "timed steps (default 5)"},
-	{"engine", 0, "interp|jit", "engine (default jit)"},
+	CLI_ENGINE_OPT,
 	{"strategy", 0, "NAME", "store, revnet or checkpoint (default revnet)"},
 	{"threads", 0, "N", "threads (default 2)"},
 	{"gemm", 0, NULL, "also measure cblas_sgemm alone on the step's GEMM shapes"},
@@ -39,13 +38,6 @@ static const cli_opt opts[] = {
 };
 enum { OPT_STEPS, OPT_ENGINE, OPT_STRATEGY, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP, OPT_MAX_MEMORY, OPT_SET,
 	OPT_HELP };
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int by_value(const void *a, const void *b)
 {
@@ -120,11 +112,11 @@ static double gemm_seconds(const gemm_shape *s, int n, int threads)
 		int reps = (int)fmin(200, fmax(3, 2e8 / (2.0 * (double)a * (double)s[i].n + 1)));
 		double best = INFINITY;
 		for (int trial = 0; trial < 3; trial++) {
-			double t0 = now();
+			double t0 = cli_now();
 			for (int r = 0; r < reps; r++)
 				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)s[i].m, (blasint)s[i].n,
 					(blasint)s[i].k, 1, A, (blasint)s[i].k, B, (blasint)s[i].n, 0, C, (blasint)s[i].n);
-			best = fmin(best, (now() - t0) / reps);
+			best = fmin(best, (cli_now() - t0) / reps);
 		}
 		total += best * (double)s[i].count;
 		free(A);
@@ -132,13 +124,6 @@ static double gemm_seconds(const gemm_shape *s, int n, int threads)
 		free(C);
 	}
 	return total;
-}
-
-static double rss_mib(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_maxrss / 1024.0;
 }
 
 int cmd_bench(int argc, char **argv)
@@ -199,7 +184,7 @@ int cmd_bench(int argc, char **argv)
 	if (dump && !cli_make_dir(dump))
 		return EXIT_USER;
 
-	double rss_base = rss_mib();
+	double rss_base = cli_rss_mib();
 	cli_engine e;
 	cli_engine_init(&e, kind, (int)threads);
 	e.cg.dump_llvm = dump;
@@ -218,10 +203,10 @@ int cmd_bench(int argc, char **argv)
 		cli_error("%s", err.msg);
 		goto done;
 	}
-	double t0 = now();
+	double t0 = cli_now();
 	if (!(x = cli_engine_exec(&e, g, &store)))
 		goto done;
-	double compile = now() - t0;
+	double compile = cli_now() - t0;
 	/* Random data; a tiny learning rate keeps the parameters sane. */
 	const ir_type *t;
 	float *in = rt_exec_input(x, "x", &t);
@@ -240,13 +225,13 @@ int cmd_bench(int argc, char **argv)
 	for (int64_t s = -1; s < steps; s++) {
 		if (tty)
 			fprintf(stderr, "\rrevc bench: step %lld/%lld", (long long)s + 1, (long long)steps);
-		double s0 = now();
+		double s0 = cli_now();
 		if (!rt_exec_run(x, &err)) {
 			cli_error("%s", err.msg);
 			goto done;
 		}
 		if (s >= 0)
-			times[s] = now() - s0;
+			times[s] = cli_now() - s0;
 	}
 	if (tty)
 		fprintf(stderr, "\r\033[K");
@@ -257,6 +242,7 @@ int cmd_bench(int argc, char **argv)
 	double flops = flops_of(shapes, ns);
 	double gemm_s = gemm ? gemm_seconds(shapes, ns, (int)threads) : 0;
 	int64_t arena = rt_exec_peak_bytes(x);
+	double rss = cli_rss_mib();
 	if (json) {
 		printf("{\"model\":\"");
 		cli_json_string(stdout, m.spec.name);
@@ -267,7 +253,7 @@ int cmd_bench(int argc, char **argv)
 		       "\"compile_seconds\":%.4f,\"kernels\":%d,\"kernel_calls\":%d",
 			cli_engine_name(&e), ps_strategy_name(ctx.strategy), (long long)threads, (long long)m.spec.batch,
 			(long long)steps, median, best, (double)m.spec.batch / median, flops / 1e9, flops / median / 1e9,
-			(long long)arena, rss_mib(), rss_mib() - rss_base, compile, e.stats.kernels, e.stats.calls);
+			(long long)arena, rss, rss - rss_base, compile, e.stats.kernels, e.stats.calls);
 		if (gemm)
 			printf(",\"gemm_only_seconds\":%.6f,\"gemm_only_gflops\":%.2f,\"share_of_gemm\":%.4f",
 				gemm_s, flops / gemm_s / 1e9, gemm_s / median);
@@ -283,7 +269,7 @@ int cmd_bench(int argc, char **argv)
 			printf("  sgemm alone   %.4f s for the same GEMMs, %.1f GFLOP/s: the step reaches %.0f%% of it\n",
 				gemm_s, flops / gemm_s / 1e9, 100 * gemm_s / median);
 		printf("  memory        planned arena %.2f MiB, process RSS %.1f MiB (+%.1f MiB over the start)\n",
-			(double)arena / (1 << 20), rss_mib(), rss_mib() - rss_base);
+			(double)arena / (1 << 20), rss, rss - rss_base);
 		if (kind == CLI_ENGINE_JIT)
 			printf("  compile       %.3f s (emit %.3f, optimise %.3f, JIT %.3f), %d kernels for %d calls\n",
 				compile, e.stats.seconds_emit, e.stats.seconds_optimize, e.stats.seconds_jit, e.stats.kernels,

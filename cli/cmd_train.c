@@ -2,7 +2,6 @@
  * progress, evaluation and crash-safe checkpoints, and ends with a summary. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "cli.h"
 #include "rt.h"
@@ -63,13 +62,6 @@ static void on_step(void *u, const rt_train_progress *p) { cli_progress_step(&((
 static void on_eval(void *u, int64_t s, double l, double a) { cli_progress_eval(&((train_user *)u)->progress, s, l, a); }
 static void on_save(void *u, int64_t s, const char *d) { cli_progress_save(&((train_user *)u)->progress, s, d); }
 
-static double rss_mib(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_maxrss / 1024.0;
-}
-
 static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_result *r,
 	int64_t batch, int64_t peak, bool json, const char *strategy, const char *engine)
 {
@@ -83,7 +75,7 @@ static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_re
 		       "\"images_per_sec\":%.1f,\"step_seconds\":%.6f,\"peak_bytes\":%lld,\"rss_mib\":%.1f,"
 		       "\"wall_seconds\":%.3f}\n",
 			engine, (long long)r->steps, (long long)c->total_steps, (long long)batch, strategy, r->train_loss,
-			r->train_accuracy, r->test_loss, r->test_accuracy, ips, step_s, (long long)peak, rss_mib(),
+			r->train_accuracy, r->test_loss, r->test_accuracy, ips, step_s, (long long)peak, cli_rss_mib(),
 			r->seconds);
 		return;
 	}
@@ -97,7 +89,7 @@ static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_re
 			100 * r->test_accuracy, (long long)c->test->n);
 	printf("  speed           %.1f images/s, %.4f s/step\n", ips, step_s);
 	printf("  peak memory     %.2f MiB of tensors in a step, process RSS %.1f MiB\n",
-		(double)peak / (1 << 20), rss_mib());
+		(double)peak / (1 << 20), cli_rss_mib());
 	printf("  wall time       %.1f s\n", r->seconds);
 }
 

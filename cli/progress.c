@@ -4,12 +4,13 @@
  * object per event on stdout instead. */
 #include <math.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 
-static double now(void)
+double cli_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -63,7 +64,7 @@ void cli_progress_step(void *user, const rt_train_progress *s)
 	format_time(t1, sizeof t1, s->elapsed);
 	format_time(t2, sizeof t2, eta);
 	if (p->tty) {
-		double t = now();
+		double t = cli_now();
 		if (t - p->last_draw < 0.1 && s->step != s->total)
 			return;
 		p->last_draw = t;
@@ -125,4 +126,11 @@ void cli_json_string(FILE *out, const char *s)
 		else
 			fputc(*c, out);
 	}
+}
+
+double cli_rss_mib(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_maxrss / 1024.0;
 }
