@@ -450,12 +450,8 @@ static bool check_labels(const rt_exec *x, rt_err *e)
 		const ir_node *lab = n->in[1];
 		if (lab->op != IR_OP_INPUT)
 			continue;
-		const int32_t *y = x->staging[lab->id];
-		int64_t k = n->in[0]->type.dim[1];
-		for (int64_t j = 0; j < lab->type.dim[0]; j++)
-			if (y[j] < 0 || y[j] >= k)
-				return rt_errorf(e, "label %d out of range 0..%lld at example %lld", y[j],
-					(long long)k - 1, (long long)j);
+		if (!rt_check_labels(x->staging[lab->id], lab->type.dim[0], n->in[0]->type.dim[1], e))
+			return false;
 	}
 	return true;
 }

@@ -9,19 +9,9 @@
  *
  * Compiled once per real type (kernels.h).  Preconditions: the node
  * verified.  The result never overlaps an operand. */
-#include <inttypes.h>
 #include <math.h>
 
 #include "kernels.h"
-
-static bool check_labels(const int32_t *labels, int64_t n, int64_t k, rt_err *e)
-{
-	for (int64_t i = 0; i < n; i++)
-		if (labels[i] < 0 || labels[i] >= k)
-			return rt_errorf(e, "label %" PRId32 " out of range 0..%" PRId64 " at example %" PRId64,
-				labels[i], k - 1, i);
-	return true;
-}
 
 /* The row's maximum and log Σ exp(row − max). */
 static void row_lse(const real *row, int64_t k, double *max, double *lse)
@@ -44,7 +34,7 @@ bool K(rt_k_softmax_xent)(const rt_kargs *a, rt_err *e)
 	const real *x = a->in[0];
 	const int32_t *labels = a->in[1];
 	real *out = a->out;
-	if (!check_labels(labels, n, k, e))
+	if (!rt_check_labels(labels, n, k, e))
 		return false;
 	double total = 0;
 	for (int64_t i = 0; i < n; i++) {
@@ -66,7 +56,7 @@ bool K(rt_k_softmax_xent_grad)(const rt_kargs *a, rt_err *e)
 	const real *x = a->in[0];
 	const int32_t *labels = a->in[1];
 	real *dx = a->out;
-	if (!check_labels(labels, n, k, e))
+	if (!rt_check_labels(labels, n, k, e))
 		return false;
 	for (int64_t i = 0; i < n; i++) {
 		double m, lse;

@@ -4,6 +4,8 @@
  * The table is indexed by op; sources (input, param, state) and output have
  * no kernel, since the executor binds their values to outside storage.
  * Preconditions: the node verified. */
+#include <inttypes.h>
+
 #include "kernels.h"
 
 typedef struct {
@@ -105,6 +107,15 @@ int64_t rt_kernel_workspace(const ir_node *n)
 	default:
 		return 0;
 	}
+}
+
+bool rt_check_labels(const int32_t *labels, int64_t n, int64_t k, rt_err *e)
+{
+	for (int64_t i = 0; i < n; i++)
+		if (labels[i] < 0 || labels[i] >= k)
+			return rt_errorf(e, "label %" PRId32 " out of range 0..%" PRId64 " at example %" PRId64,
+				labels[i], k - 1, i);
+	return true;
 }
 
 int64_t rt_workspace_fn(const ir_node *n, void *user)

@@ -219,6 +219,9 @@ bool rt_store_save(const rt_store *s, const char *dir, rt_err *e);
 int64_t rt_kernel_workspace(const ir_node *n);
 /* The same, in the planner's form (ps_workspace_fn); user is ignored. */
 int64_t rt_workspace_fn(const ir_node *n, void *user);
+/* Every one of n labels is a class in 0..k-1, else an error naming the
+ * first that is not (softmax kernels; native runs check before a step). */
+bool rt_check_labels(const int32_t *labels, int64_t n, int64_t k, rt_err *e);
 
 typedef struct rt_exec rt_exec;
 
