@@ -38,19 +38,6 @@ typedef struct {
 	double deg[NDT];
 } grad_angle;
 
-/* The recompute subtraction of unit whose second operand comes from
- * unit.part (revbwd's reconstruction of x2 for "g", of x1 for "f"). */
-static ir_node *reconstruction(const ir_graph *g, const char *unit, const char *part)
-{
-	for (int i = 0; i < g->n; i++) {
-		ir_node *n = g->nodes[i];
-		if (n->op == IR_OP_SUB && n->role == IR_ROLE_RECOMPUTE && ps_scope_is(n->scope, unit, NULL) &&
-		    ps_scope_is(n->in[1]->scope, unit, part))
-			return n;
-	}
-	return NULL;
-}
-
 static void add_output(ir_graph *g, ir_node *v, const char *name)
 {
 	ir_node *o = ir_node_new(g, IR_OP_OUTPUT, &v, 1);
@@ -80,8 +67,15 @@ static ir_graph *revnet_graph(const cli_model *m, ir_dtype dt, unit_drift **u, i
 	*u = calloc((size_t)n + 1, sizeof **u);
 	if (!*u)
 		IR_DIE("out of memory");
+	ps_unit_map map;
+	ps_unit_map_build(g, units, n, &map);
+	ir_node **x = calloc(2 * (size_t)n + 1, sizeof *x);
+	if (!x)
+		IR_DIE("out of memory");
+	ps_reconstructions(g, &map, n, x);
+	ps_unit_map_free(&map);
 	for (int k = 0; k < n; k++) {
-		ir_node *x1 = reconstruction(g, units[k].scope, "f"), *x2 = reconstruction(g, units[k].scope, "g");
+		ir_node *x1 = x[2 * k + 1], *x2 = x[2 * k];
 		if (!units[k].invertible || !x1 || !x2)
 			continue;
 		char name[96];
@@ -97,6 +91,7 @@ static ir_graph *revnet_graph(const cli_model *m, ir_dtype dt, unit_drift **u, i
 		snprintf((*u)[*nu].unit, sizeof (*u)[*nu].unit, "%s", s);
 		(*nu)++;
 	}
+	free(x);
 	free(units);
 	if (ps_run(g, &ctx, &all) != 0) {
 		cli_model_report(m, &ctx.diags);

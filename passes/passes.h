@@ -112,6 +112,11 @@ typedef struct {
 /* Renumbers g and maps it against its nu units (from ps_units_find). */
 void ps_unit_map_build(ir_graph *g, const ps_unit *units, int nu, ps_unit_map *m);
 void ps_unit_map_free(ps_unit_map *m);
+/* x[2 * k] and x[2 * k + 1] (2 * nu slots, filled with NULL where none):
+ * unit k's reconstructions x2 = y2 - G(y1) and x1 = y1 - F(x2), the first
+ * recompute subtractions in the unit's own scope whose second operand
+ * comes from its G or F.  m is g's unit map. */
+void ps_reconstructions(const ir_graph *g, const ps_unit_map *m, int nu, ir_node **x);
 
 /* Forward values and their recomputed (or reconstructed) stand-ins.  New
  * nodes are appended to the graph and recorded with the original node they

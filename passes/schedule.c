@@ -34,14 +34,12 @@ static void insert_edges(ir_graph *g)
 	int nu = ps_units_find(g, &u);
 	ps_unit_map m;
 	ps_unit_map_build(g, u, nu, &m);
-	/* x[2 * k] and x[2 * k + 1]: unit k's reconstructions x2 = y2 - G(y1)
-	 * and x1 = y1 - F(x2), recompute subtractions in the unit's scope whose
-	 * second operand comes from its G or F. */
 	ir_node **x = calloc(2 * (size_t)nu + 1, sizeof *x);
 	/* read_in_scope[id]: a gradient node of the same scope reads it. */
 	bool *read_in_scope = calloc((size_t)g->n + 1, sizeof *read_in_scope);
 	if (!x || !read_in_scope)
 		IR_DIE("out of memory");
+	ps_reconstructions(g, &m, nu, x);
 	for (int i = 0; i < g->n; i++) {
 		ir_node *r = g->nodes[i];
 		if (r->role == IR_ROLE_BWD && r->scope)
@@ -50,13 +48,6 @@ static void insert_edges(ir_graph *g)
 				if (o->role == IR_ROLE_BWD && o->scope && strcmp(o->scope, r->scope) == 0)
 					read_in_scope[o->id] = true;
 			}
-		int k = m.unit[i], op = r->nin > 1 ? r->in[1]->id : -1;
-		if (r->op == IR_OP_SUB && r->role == IR_ROLE_RECOMPUTE && k >= 0 && m.part[i] == 0 &&
-		    m.unit[op] == k && (m.part[op] == 'g' || m.part[op] == 'f')) {
-			ir_node **slot = &x[2 * k + (m.part[op] == 'f')];
-			if (!*slot)
-				*slot = r;
-		}
 	}
 	/* Each reconstruction runs after every gradient node of its part that
 	 * no other gradient node of that part reads. */

@@ -291,3 +291,19 @@ ir_node *ps_recompute_clone(ps_recompute *r, ir_node *n, const ir_node *at)
 	}
 	return c;
 }
+
+void ps_reconstructions(const ir_graph *g, const ps_unit_map *m, int nu, ir_node **x)
+{
+	for (int k = 0; k < 2 * nu; k++)
+		x[k] = NULL;
+	for (int i = 0; i < g->n; i++) {
+		ir_node *r = g->nodes[i];
+		int k = m->unit[i], op = r->nin > 1 ? r->in[1]->id : -1;
+		if (r->op == IR_OP_SUB && r->role == IR_ROLE_RECOMPUTE && k >= 0 && m->part[i] == 0 &&
+		    m->unit[op] == k && (m->part[op] == 'g' || m->part[op] == 'f')) {
+			ir_node **slot = &x[2 * k + (m->part[op] == 'f')];
+			if (!*slot)
+				*slot = r;
+		}
+	}
+}
