@@ -135,14 +135,7 @@ static bool write_state(const rt_store *s, const char *dir, rt_err *e)
 				continue;
 			rt_store_add_copy(&st, &s->t[i]);
 		}
-	char *tmp;
-	bool ok = rt_dir_begin(dir, &tmp, e);
-	if (ok && !rt_store_save(&st, tmp, e)) {
-		rt_dir_abort(tmp);
-		ok = false;
-	} else if (ok) {
-		ok = rt_dir_commit(tmp, dir, e);
-	}
+	bool ok = rt_store_save_dir(&st, dir, e);
 	rt_store_free(&st);
 	return ok;
 }
@@ -165,14 +158,7 @@ static int train_steps(rt_exec *ex, rt_store *store, int64_t steps, double lr, c
 		printf("step %lld loss %.9g\n", (long long)s + 1,
 			t->dtype == IR_F32 ? (double)*(const float *)loss : *(const double *)loss);
 	}
-	char *tmp;
-	if (!rt_dir_begin(dir, &tmp, &e))
-		return cli_error("%s", e.msg);
-	if (!rt_store_save(store, tmp, &e)) {
-		rt_dir_abort(tmp);
-		return cli_error("%s", e.msg);
-	}
-	if (!rt_dir_commit(tmp, dir, &e))
+	if (!rt_store_save_dir(store, dir, &e))
 		return cli_error("%s", e.msg);
 	return EXIT_OK;
 }

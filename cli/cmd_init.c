@@ -65,21 +65,11 @@ int cmd_init(int argc, char **argv)
 	rt_store store;
 	rt_store_init(&store);
 	rt_err e;
-	char *tmp = NULL;
 	ir_graph *g = cli_model_graph(&m, IR_F32, FE_LOWER_TRAIN, &ctx, &popts);
 	if (!g)
 		goto done;
 	if (!rt_store_init_from_graph(&store, g, (uint64_t)(seed >= 0 ? seed : m.spec.seed), &e) ||
-	    !rt_dir_begin(out, &tmp, &e)) {
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	if (!rt_store_save(&store, tmp, &e)) {
-		rt_dir_abort(tmp);
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	if (!rt_dir_commit(tmp, out, &e)) { /* frees tmp either way */
+	    !rt_store_save_dir(&store, out, &e)) {
 		cli_error("%s", e.msg);
 		goto done;
 	}

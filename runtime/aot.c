@@ -70,17 +70,7 @@ int revc_aot_load(revc_aot_state *s, const char *dir)
 int revc_aot_save(revc_aot_state *s, const char *dir)
 {
 	rt_err e;
-	char *tmp;
-	if (!rt_dir_begin(dir, &tmp, &e)) {
-		snprintf(s->err, sizeof s->err, "%s", e.msg);
-		return -1;
-	}
-	if (!rt_store_save(&s->store, tmp, &e)) {
-		rt_dir_abort(tmp);
-		snprintf(s->err, sizeof s->err, "%s", e.msg);
-		return -1;
-	}
-	if (!rt_dir_commit(tmp, dir, &e)) {
+	if (!rt_store_save_dir(&s->store, dir, &e)) {
 		snprintf(s->err, sizeof s->err, "%s", e.msg);
 		return -1;
 	}

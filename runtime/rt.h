@@ -211,6 +211,9 @@ bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_
 bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e);
 /* Writes every tensor as DIR/NAME.npy, each file atomically. */
 bool rt_store_save(const rt_store *s, const char *dir, rt_err *e);
+/* The same into a new directory that replaces DIR whole once complete
+ * (rt_dir_begin .. rt_dir_commit), so DIR is never half-written. */
+bool rt_store_save_dir(const rt_store *s, const char *dir, rt_err *e);
 
 /* ---- the interpreter (runtime/exec.c) ----------------------------------- */
 

@@ -243,3 +243,15 @@ bool rt_store_save(const rt_store *s, const char *dir, rt_err *e)
 	}
 	return true;
 }
+
+bool rt_store_save_dir(const rt_store *s, const char *dir, rt_err *e)
+{
+	char *tmp;
+	if (!rt_dir_begin(dir, &tmp, e))
+		return false;
+	if (!rt_store_save(s, tmp, e)) {
+		rt_dir_abort(tmp);
+		return false;
+	}
+	return rt_dir_commit(tmp, dir, e);
+}
