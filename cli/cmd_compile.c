@@ -208,7 +208,6 @@ static void write_header(FILE *f, const char *p, const ir_graph *step, const ir_
 	fprintf(f, "/* Logits of a batch, batch norm using the running statistics. */\n");
 	fprintf(f, "void %s_forward(%s_model *m, const float *x, float *logits);\n", p, p);
 	fprintf(f, "const char *%s_error(const %s_model *m);\nvoid %s_free(%s_model *m);\n\n#endif\n", p, p, p, p);
-	(void)step;
 }
 
 int cmd_compile(int argc, char **argv)
@@ -270,19 +269,20 @@ int cmd_compile(int argc, char **argv)
 	rt_temp_template(dir, sizeof dir, "/tmp/revc-compile", strlen("/tmp/revc-compile"), "-");
 	char obj[256] = "", api[256] = "", api_o[256] = "", map[256] = "", tmp_out[4200] = "";
 	bool made = false;
-	/* Fail now on an output that cannot be written, not after the work. */
+	/* Fail now on an output that cannot be written, not after the work:
+	 * the linker's output is probed, the header opened (atomically). */
+	rt_atomic hdr = {0};
+	rt_err e;
 	snprintf(tmp_out, sizeof tmp_out, "%s.tmp.%d", out, (int)getpid());
-	const char *probe[] = {tmp_out, header};
-	for (int i = 0; i < 2 && probe[i]; i++) {
-		char path[4300];
-		snprintf(path, sizeof path, i == 0 ? "%s" : "%s.tmp.probe", probe[i]);
-		FILE *pf = fopen(path, "w");
-		if (!pf) {
-			cli_error("cannot write '%s': %s", i == 0 ? out : header, strerror(errno));
-			goto done;
-		}
-		fclose(pf);
-		remove(path);
+	FILE *probe = fopen(tmp_out, "w");
+	if (!probe) {
+		cli_error("cannot write '%s': %s", out, strerror(errno));
+		goto done;
+	}
+	fclose(probe);
+	if (header && !rt_atomic_open(&hdr, header, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
 	}
 	if (!cli_model_load(&m, spec) || !(step = cli_model_graph(&m, IR_F32, FE_LOWER_TRAIN, &ctx, &(ps_options){0})) ||
 	    !(fwd = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &fctx, &cli_eval_passes)))
@@ -339,14 +339,9 @@ int cmd_compile(int argc, char **argv)
 		goto done;
 	}
 	if (header) {
-		char *text = NULL;
-		size_t len = 0;
-		FILE *hf = open_memstream(&text, &len);
-		write_header(hf, prefix, step, fwd, &m.spec, spec);
-		fclose(hf);
-		bool ok = cli_write_output(header, text, len);
-		free(text);
-		if (!ok) {
+		write_header(hdr.f, prefix, step, fwd, &m.spec, spec);
+		if (!rt_atomic_commit(&hdr, &e)) {
+			cli_error("%s", e.msg);
 			unlink(out);
 			goto done;
 		}
@@ -357,6 +352,7 @@ int cmd_compile(int argc, char **argv)
 done:
 	if (status != EXIT_OK && tmp_out[0])
 		unlink(tmp_out);
+	rt_atomic_abort(&hdr); /* nothing left to do after a commit */
 	if (made) {
 		unlink(obj);
 		unlink(api);
