@@ -36,7 +36,7 @@
 #define FE_MAX_FILE (1 << 20)
 #define FE_INT_MAX 2147483647 /* every integer in a spec is at most this */
 #define FE_MAX_UNITS 10000    /* reversible units in all stages together */
-#define FE_MAX_WINDOW 1024    /* largest kernel, stride and pooling window (the IR's) */
+#define FE_MAX_WINDOW IR_MAX_WINDOW /* largest kernel, stride and pooling window */
 
 typedef enum { FE_BLOCK_BASIC, FE_BLOCK_BOTTLENECK, FE_BLOCK_COUNT } fe_block;
 typedef enum { FE_DATA_SYNTHETIC, FE_DATA_FASHION_MNIST, FE_DATA_CIFAR10, FE_DATA_COUNT } fe_dataset;

@@ -90,6 +90,7 @@ void ir_diag_print(FILE *out, const ir_diag_item *it, const char *src, size_t sr
 typedef enum { IR_F32, IR_F64, IR_I32, IR_DTYPE_COUNT } ir_dtype;
 
 #define IR_MAX_RANK 6
+#define IR_MAX_WINDOW 1024 /* largest stride, padding and pooling window */
 
 typedef struct {
 	ir_dtype dtype;

@@ -207,14 +207,14 @@ static bool conv_params(const ir_node *n, int64_t *s, int64_t pad[4], ir_diags *
 {
 	const ir_attr *p = ir_node_attr(n, IR_ATTR_PAD);
 	*s = ir_node_int(n, IR_ATTR_STRIDE);
-	if (*s < 1 || *s > 1024)
-		return fail(n, d, "stride must be between 1 and 1024, got %lld", (long long)*s);
+	if (*s < 1 || *s > IR_MAX_WINDOW)
+		return fail(n, d, "stride must be between 1 and %d, got %lld", IR_MAX_WINDOW, (long long)*s);
 	if (p->u.ints.n != 4)
 		return fail(n, d, "pad must be [top, bottom, left, right]");
 	for (int i = 0; i < 4; i++) {
 		pad[i] = p->u.ints.v[i];
-		if (pad[i] < 0 || pad[i] > 1024)
-			return fail(n, d, "padding must be between 0 and 1024, got %lld", (long long)pad[i]);
+		if (pad[i] < 0 || pad[i] > IR_MAX_WINDOW)
+			return fail(n, d, "padding must be between 0 and %d, got %lld", IR_MAX_WINDOW, (long long)pad[i]);
 	}
 	return true;
 }
@@ -398,10 +398,17 @@ bool ir_rule_bn_running(const ir_node *n, ir_type *out, ir_diags *d)
 	return true;
 }
 
+static bool window_ok(const ir_node *n, int64_t k, ir_diags *d)
+{
+	if (k < 1 || k > IR_MAX_WINDOW)
+		return fail(n, d, "window must be between 1 and %d, got %lld", IR_MAX_WINDOW, (long long)k);
+	return true;
+}
+
 static bool pool_fits(const ir_node *n, const ir_type *x, int64_t k, ir_diags *d)
 {
-	if (k < 1 || k > 1024)
-		return fail(n, d, "window must be between 1 and 1024, got %lld", (long long)k);
+	if (!window_ok(n, k, d))
+		return false;
 	if (x->dim[2] < k || x->dim[3] < k)
 		return fail(n, d, "a %lldx%lld window does not fit %lldx%lld", (long long)k,
 			(long long)k, (long long)x->dim[2], (long long)x->dim[3]);
@@ -426,8 +433,8 @@ bool ir_rule_avgpool_grad(const ir_node *n, ir_type *out, ir_diags *d)
 	int64_t k = ir_node_int(n, IR_ATTR_WINDOW);
 	if (!need_float(n, 0, 4, d))
 		return false;
-	if (k < 1 || k > 1024)
-		return fail(n, d, "window must be between 1 and 1024, got %lld", (long long)k);
+	if (!window_ok(n, k, d))
+		return false;
 	if (!declared(out)) {
 		*out = *dy;
 		if (__builtin_mul_overflow(out->dim[2], k, &out->dim[2]) ||
@@ -450,8 +457,8 @@ static bool maxpool_shape(const ir_node *n, const ir_type *x, ir_type *y, ir_dia
 	int64_t s, pad[4], k = ir_node_int(n, IR_ATTR_WINDOW);
 	if (!conv_params(n, &s, pad, d))
 		return false;
-	if (k < 1 || k > 1024)
-		return fail(n, d, "window must be between 1 and 1024, got %lld", (long long)k);
+	if (!window_ok(n, k, d))
+		return false;
 	int64_t ho = window_out(x->dim[2], k, s, pad[0], pad[1]);
 	int64_t wo = window_out(x->dim[3], k, s, pad[2], pad[3]);
 	if (ho < 1 || wo < 1)
