@@ -225,14 +225,6 @@ void ir_graph_reorder(ir_graph *g, ir_node **order)
 		g->nodes[i]->label = -1;
 }
 
-ir_node *ir_graph_find_param(const ir_graph *g, const char *name)
-{
-	for (int i = 0; i < g->n; i++)
-		if (g->nodes[i]->name && strcmp(g->nodes[i]->name, name) == 0)
-			return g->nodes[i];
-	return NULL;
-}
-
 void ir_graph_mark_pass(ir_graph *g, const char *pass)
 {
 	if (ir_graph_has_pass(g, pass))

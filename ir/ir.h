@@ -267,7 +267,6 @@ void ir_graph_renumber(ir_graph *g);
 void ir_graph_remove(ir_graph *g, const bool *dead);
 /* Reorders the node list to order (a permutation of the nodes), renumbers. */
 void ir_graph_reorder(ir_graph *g, ir_node **order);
-ir_node *ir_graph_find_param(const ir_graph *g, const char *name);
 void ir_graph_mark_pass(ir_graph *g, const char *pass);
 bool ir_graph_has_pass(const ir_graph *g, const char *pass);
 

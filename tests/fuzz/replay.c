@@ -11,38 +11,21 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Feeds one file to the target in an exactly sized buffer; false when it
- * cannot be read. */
-static int replay_file(const char *path)
+/* Feeds one file of size bytes to the target in an exactly sized buffer
+ * (so that ASan sees a read past it); false when it cannot be read. */
+static int replay_file(const char *path, size_t size)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f)
 		return 0;
-	uint8_t *buf = NULL;
-	size_t len = 0, cap = 0, got;
-	uint8_t chunk[65536];
-	while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-		if (len + got > cap) {
-			cap = (len + got) * 2;
-			uint8_t *p = realloc(buf, cap);
-			if (!p)
-				abort();
-			buf = p;
-		}
-		memcpy(buf + len, chunk, got);
-		len += got;
-	}
-	int ok = !ferror(f);
-	fclose(f);
-	uint8_t *exact = malloc(len ? len : 1);
-	if (!exact)
+	uint8_t *buf = malloc(size ? size : 1);
+	if (!buf)
 		abort();
-	if (len)
-		memcpy(exact, buf, len);
-	free(buf);
+	int ok = fread(buf, 1, size, f) == size;
+	fclose(f);
 	if (ok)
-		LLVMFuzzerTestOneInput(exact, len);
-	free(exact);
+		LLVMFuzzerTestOneInput(buf, size);
+	free(buf);
 	return ok;
 }
 
@@ -56,7 +39,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (!S_ISDIR(st.st_mode)) {
-			if (!replay_file(argv[i])) {
+			if (!replay_file(argv[i], (size_t)st.st_size)) {
 				fprintf(stderr, "replay: cannot read '%s'\n", argv[i]);
 				return 1;
 			}
@@ -74,7 +57,7 @@ int main(int argc, char **argv)
 			snprintf(path, sizeof path, "%s/%s", argv[i], names[j]->d_name);
 			struct stat fs;
 			if (names[j]->d_name[0] != '.' && stat(path, &fs) == 0 && S_ISREG(fs.st_mode)) {
-				if (!replay_file(path)) {
+				if (!replay_file(path, (size_t)fs.st_size)) {
 					fprintf(stderr, "replay: cannot read '%s'\n", path);
 					return 1;
 				}
