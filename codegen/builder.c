@@ -72,6 +72,16 @@ LLVMValueRef cg_isub(cg_kb *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuil
 LLVMValueRef cg_imul(cg_kb *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildNSWMul(k->b, a, b, ""); }
 LLVMValueRef cg_idiv(cg_kb *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSDiv(k->b, a, b, ""); }
 LLVMValueRef cg_irem(cg_kb *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSRem(k->b, a, b, ""); }
+
+LLVMValueRef cg_imin(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+LLVMValueRef cg_imax(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSGT, a, b, ""), a, b, "");
+}
 LLVMValueRef cg_fadd(cg_kb *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(k->b, a, b, ""); }
 LLVMValueRef cg_fsub(cg_kb *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(k->b, a, b, ""); }
 LLVMValueRef cg_fmul(cg_kb *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFMul(k->b, a, b, ""); }

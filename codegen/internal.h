@@ -117,6 +117,8 @@ LLVMValueRef cg_isub(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_imul(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_idiv(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_irem(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_imin(cg_kb *k, LLVMValueRef a, LLVMValueRef b); /* signed */
+LLVMValueRef cg_imax(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 /* Real arithmetic (in the kernel's type, or f64 for accumulators). */
 LLVMValueRef cg_fadd(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_fsub(cg_kb *k, LLVMValueRef a, LLVMValueRef b);

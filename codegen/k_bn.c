@@ -274,9 +274,7 @@ static void reduce_rows(cg_kb *k, const ir_node *n, const space *kept, const spa
 	LLVMValueRef j = cg_for(k, &lj, first, last);
 	LLVMValueRef start = cg_imul(k, j, kk);
 	LLVMValueRef lo = cg_isub(k, k->lo, start), hi = cg_isub(k, k->hi, start);
-	LLVMValueRef q0 = LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSGT, lo, cg_i64(k, 0), ""), lo,
-		cg_i64(k, 0), "");
-	LLVMValueRef q1 = LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSLT, hi, kk, ""), hi, kk, "");
+	LLVMValueRef q0 = cg_imax(k, lo, cg_i64(k, 0)), q1 = cg_imin(k, hi, kk);
 	LLVMValueRef base = space_offset(k, kept, kept->n - 1, j);
 	LLVMValueRef q = cg_for(k, &lz, q0, q1);
 	LLVMBuildStore(k->b, cg_f64(k, 0), cg_gep(k, M->f64, acc, q));

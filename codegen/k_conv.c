@@ -151,16 +151,6 @@ static LLVMValueRef slice(cg_kb *k, const ir_node *n, int64_t per_thread)
 	return cg_gep(k, NULL, ws, cg_imul(k, k->tid, cg_i64(k, per_thread)));
 }
 
-static LLVMValueRef imax(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSGT, a, b, ""), a, b, "");
-}
-
-static LLVMValueRef imin(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSLT, a, b, ""), a, b, "");
-}
-
 /* The output rows (or columns) o whose input row i = o·s + off lands inside
  * [0, in): [*lo, *hi) of [0, out), off being the window offset minus the
  * padding. */
@@ -169,11 +159,11 @@ static void valid_range(cg_kb *k, LLVMValueRef off, int64_t s, int64_t in, int64
 {
 	/* o >= ceil(-off / s) and o <= floor((in - 1 - off) / s). */
 	LLVMValueRef a = cg_isub(k, cg_i64(k, 0), off), b = cg_isub(k, cg_i64(k, in - 1), off);
-	LLVMValueRef l = cg_idiv(k, cg_iadd(k, imax(k, a, cg_i64(k, 0)), cg_i64(k, s - 1)), cg_i64(k, s));
+	LLVMValueRef l = cg_idiv(k, cg_iadd(k, cg_imax(k, a, cg_i64(k, 0)), cg_i64(k, s - 1)), cg_i64(k, s));
 	LLVMValueRef h = LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSLT, b, cg_i64(k, 0), ""), cg_i64(k, 0),
 		cg_iadd(k, cg_idiv(k, b, cg_i64(k, s)), cg_i64(k, 1)), "");
-	*hi = imin(k, h, cg_i64(k, out));
-	*lo = imin(k, l, *hi);
+	*hi = cg_imin(k, h, cg_i64(k, out));
+	*lo = cg_imin(k, l, *hi);
 }
 
 /* Zeroes n elements at p (n an i64 value, possibly 0). */
@@ -217,7 +207,7 @@ static void fold(cg_kb *k, const cg_conv_geom *g, LLVMValueRef img, LLVMValueRef
 		LLVMValueRef none = LLVMBuildICmp(k->b, LLVMIntEQ, ow0, ow1, "");
 		LLVMValueRef top = LLVMBuildSelect(k->b, none, cg_i64(k, g->ho), oh0, "");
 		zero(k, dst, cg_imul(k, top, cg_i64(k, g->wo)));
-		LLVMValueRef from = imax(k, oh1, top);
+		LLVMValueRef from = cg_imax(k, oh1, top);
 		zero(k, cg_gep(k, NULL, dst, cg_imul(k, from, cg_i64(k, g->wo))),
 			cg_imul(k, cg_isub(k, cg_i64(k, g->ho), from), cg_i64(k, g->wo)));
 	}
@@ -279,9 +269,7 @@ static void tile_span(cg_kb *k, const cg_conv_geom *g, LLVMValueRef t, LLVMValue
 {
 	int64_t T = tile(g);
 	*first = cg_imul(k, t, cg_i64(k, T));
-	LLVMValueRef left = cg_isub(k, cg_i64(k, g->n), *first);
-	LLVMValueRef full = LLVMBuildICmp(k->b, LLVMIntSGT, left, cg_i64(k, T), "");
-	*count = LLVMBuildSelect(k->b, full, cg_i64(k, T), left, "");
+	*count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), *first), cg_i64(k, T));
 }
 
 /* Unfolds images first .. first+count-1 of x into col (rows of ld). */

@@ -233,9 +233,7 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const cg_conv_geom *g, LL
 	cg_memset0(k, part, cg_i64(k, g->o * g->c * g->kh * g->kw * ir_dtype_size(k->dt)));
 	LLVMValueRef t = cg_for(k, &l, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, t, cg_i64(k, T));
-	LLVMValueRef left = cg_isub(k, cg_i64(k, g->n), first);
-	LLVMValueRef count = LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSGT, left, cg_i64(k, T), ""),
-		cg_i64(k, T), left, "");
+	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, T));
 	LLVMValueRef xs = cg_gep(k, NULL, b, cg_imul(k, first, cg_i64(k, g->c * g->h * g->w)));
 	LLVMValueRef dys = cg_gep(k, NULL, a, cg_imul(k, first, cg_i64(k, g->o * g->ho * g->wo)));
 	int64_t x_is = g->c * g->h * g->w, dy_is = g->o * g->ho * g->wo;

@@ -304,9 +304,7 @@ LLVMValueRef cg_group_kernel(cg_module *m, const cg_group *g)
 		preload(&e, r, NULL);
 		int64_t total = ir_type_elems(&g->member[g->n - 1]->type);
 		LLVMValueRef start = cg_imul(&k, r, cg_i64(&k, CHUNK));
-		LLVMValueRef end = cg_iadd(&k, start, cg_i64(&k, CHUNK));
-		LLVMValueRef over = LLVMBuildICmp(k.b, LLVMIntSGT, end, cg_i64(&k, total), "");
-		end = LLVMBuildSelect(k.b, over, cg_i64(&k, total), end, "");
+		LLVMValueRef end = cg_imin(&k, cg_iadd(&k, start, cg_i64(&k, CHUNK)), cg_i64(&k, total));
 		LLVMValueRef i = cg_for(&k, &in, start, end);
 		element(&e, i);
 	}

@@ -116,9 +116,7 @@ static void emit_piece(cg_kb *k, const layout *l, const segment *s, int64_t dst_
 	LLVMValueRef start = cg_imul(k, q, cg_i64(k, CHUNK));
 	LLVMValueRef len = cg_i64(k, s->len);
 	if (pieces(s->len) > 1) { /* the last piece may be short */
-		LLVMValueRef rest = cg_isub(k, len, start);
-		LLVMValueRef big = LLVMBuildICmp(k->b, LLVMIntSGT, rest, cg_i64(k, CHUNK), "");
-		len = LLVMBuildSelect(k->b, big, cg_i64(k, CHUNK), rest, "");
+		len = cg_imin(k, cg_isub(k, len, start), cg_i64(k, CHUNK));
 	}
 	LLVMValueRef bytes = cg_imul(k, len, cg_i64(k, es));
 	LLVMValueRef at = cg_iadd(k, cg_imul(k, o, cg_i64(k, l->row)), cg_iadd(k, cg_i64(k, dst_off), start));

@@ -43,16 +43,6 @@ static int64_t plane_extent(const ir_node *n)
 	return n->op == IR_OP_GLOBAL_AVGPOOL ? n->type.dim[0] * n->type.dim[1] : geom(n).planes;
 }
 
-static LLVMValueRef imax(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSGT, a, b, ""), a, b, "");
-}
-
-static LLVMValueRef imin(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
-{
-	return LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntSLT, a, b, ""), a, b, "");
-}
-
 /* &base[pl·elems]: plane pl of a tensor of elems-element planes. */
 static LLVMValueRef plane(cg_kb *k, LLVMValueRef base, LLVMValueRef pl, int64_t elems)
 {
@@ -140,8 +130,8 @@ static void clamp(cg_kb *k, const window *w, int64_t pad, int64_t size, LLVMValu
 	LLVMValueRef *hi)
 {
 	LLVMValueRef first = cg_isub(k, cg_imul(k, o, cg_i64(k, w->s)), cg_i64(k, pad));
-	*lo = imax(k, first, cg_i64(k, 0));
-	*hi = imin(k, cg_iadd(k, first, cg_i64(k, w->k)), cg_i64(k, size));
+	*lo = cg_imax(k, first, cg_i64(k, 0));
+	*hi = cg_imin(k, cg_iadd(k, first, cg_i64(k, w->k)), cg_i64(k, size));
 }
 
 /* A window's search: the maximum m and its offset idx in the plane (-1
