@@ -109,13 +109,19 @@ LLVMValueRef cg_to_real(cg_kb *k, LLVMValueRef v)
 	return LLVMTypeOf(v) == k->real ? v : LLVMBuildFPTrunc(k->b, v, k->real, "");
 }
 
-LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v)
+LLVMValueRef cg_intrinsic(cg_kb *k, const char *name, LLVMTypeRef *over, int nover, LLVMTypeRef *fty)
 {
-	LLVMTypeRef ty = LLVMTypeOf(v);
 	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
 	IR_ASSERT(id != 0);
-	LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->m->mod, id, &ty, 1);
-	LLVMTypeRef fty = LLVMFunctionType(ty, &ty, 1, 0);
+	LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->m->mod, id, over, (size_t)nover);
+	*fty = LLVMGlobalGetValueType(f);
+	return f;
+}
+
+LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v)
+{
+	LLVMTypeRef ty = LLVMTypeOf(v), fty;
+	LLVMValueRef f = cg_intrinsic(k, name, &ty, 1, &fty);
 	return LLVMBuildCall2(k->b, fty, f, &v, 1, "");
 }
 

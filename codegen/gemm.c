@@ -34,15 +34,6 @@ static LLVMTypeRef vec_ty(const cg_kb *k)
 	return LLVMVectorType(k->real, (unsigned)lanes(k));
 }
 
-static LLVMValueRef intrinsic(cg_kb *k, const char *name, LLVMTypeRef *over, int nover, LLVMTypeRef *fty)
-{
-	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-	IR_ASSERT(id != 0);
-	LLVMValueRef f = LLVMGetIntrinsicDeclaration(k->m->mod, id, over, (size_t)nover);
-	*fty = LLVMGlobalGetValueType(f);
-	return f;
-}
-
 /* A mask with the first n of the vector's lanes on. */
 static LLVMValueRef first_lanes(cg_kb *k, int n)
 {
@@ -62,7 +53,7 @@ static LLVMValueRef vload(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
 		return v;
 	}
 	LLVMTypeRef over[2] = {vec_ty(k), k->m->ptr}, fty;
-	LLVMValueRef f = intrinsic(k, "llvm.masked.load", over, 2, &fty);
+	LLVMValueRef f = cg_intrinsic(k, "llvm.masked.load", over, 2, &fty);
 	LLVMValueRef args[4] = {p, LLVMConstInt(k->m->i32, (unsigned long long)ir_dtype_size(k->dt), 0),
 		first_lanes(k, n), LLVMConstNull(vec_ty(k))};
 	return LLVMBuildCall2(k->b, fty, f, args, 4, "");
@@ -77,7 +68,7 @@ static void vstore(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, 
 		return;
 	}
 	LLVMTypeRef over[2] = {vec_ty(k), k->m->ptr}, fty;
-	LLVMValueRef f = intrinsic(k, "llvm.masked.store", over, 2, &fty);
+	LLVMValueRef f = cg_intrinsic(k, "llvm.masked.store", over, 2, &fty);
 	LLVMValueRef args[4] = {v, p, LLVMConstInt(k->m->i32, (unsigned long long)ir_dtype_size(k->dt), 0),
 		first_lanes(k, n)};
 	LLVMBuildCall2(k->b, fty, f, args, 4, "");
@@ -94,7 +85,7 @@ static LLVMValueRef splat(cg_kb *k, LLVMValueRef x)
 static LLVMValueRef vfma(cg_kb *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 {
 	LLVMTypeRef over = vec_ty(k), fty;
-	LLVMValueRef f = intrinsic(k, "llvm.fmuladd", &over, 1, &fty);
+	LLVMValueRef f = cg_intrinsic(k, "llvm.fmuladd", &over, 1, &fty);
 	LLVMValueRef args[3] = {a, b, c};
 	return LLVMBuildCall2(k->b, fty, f, args, 3, "");
 }
@@ -103,7 +94,7 @@ static LLVMValueRef vfma(cg_kb *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef 
 static LLVMValueRef vsum(cg_kb *k, LLVMValueRef v)
 {
 	LLVMTypeRef over = vec_ty(k), fty;
-	LLVMValueRef f = intrinsic(k, "llvm.vector.reduce.fadd", &over, 1, &fty);
+	LLVMValueRef f = cg_intrinsic(k, "llvm.vector.reduce.fadd", &over, 1, &fty);
 	LLVMValueRef args[2] = {cg_real(k, 0), v};
 	LLVMValueRef s = LLVMBuildCall2(k->b, fty, f, args, 2, "");
 	LLVMSetFastMathFlags(s, LLVMFastMathAllowReassoc);

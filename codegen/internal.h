@@ -32,6 +32,9 @@ LLVMTargetMachineRef cg_host_machine(LLVMCodeGenOptLevel level, LLVMRelocMode re
 /* default<O3> for tm; on failure *err (LLVMDisposeErrorMessage it). */
 bool cg_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, char **err);
 bool cg_dump_module(LLVMModuleRef mod, const char *dir, const char *name, ir_diags *d);
+/* Verifies a module, writing its text to dump_dir first when asked (so an
+ * invalid module can be read); false with a diagnostic when invalid. */
+bool cg_check_module(LLVMModuleRef mod, const char *dump_dir, const char *name, ir_diags *d);
 
 typedef struct cg_module cg_module;
 
@@ -130,6 +133,9 @@ LLVMValueRef cg_pos_select(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_to_f64(cg_kb *k, LLVMValueRef v);
 LLVMValueRef cg_to_real(cg_kb *k, LLVMValueRef v);
 /* A unary math intrinsic ("llvm.exp", "llvm.log", "llvm.sqrt") on v's type. */
+/* The declaration of LLVM intrinsic `name` overloaded on over[0..nover),
+ * and its function type in *fty. */
+LLVMValueRef cg_intrinsic(cg_kb *k, const char *name, LLVMTypeRef *over, int nover, LLVMTypeRef *fty);
 LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v);
 void cg_memset0(cg_kb *k, LLVMValueRef ptr, LLVMValueRef bytes);
 void cg_memcpy(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes);

@@ -22,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <llvm-c/Analysis.h>
 #include <llvm-c/LLJIT.h>
 
 #include "internal.h"
@@ -45,21 +44,6 @@ static bool llvm_error(ir_diags *d, const char *what, LLVMErrorRef e)
 	ir_diag_add(d, (ir_pos){0}, "codegen: %s: %s", what, msg);
 	LLVMDisposeErrorMessage(msg);
 	return false;
-}
-
-/* Verifies a module, writing its text to dump_dir first when asked. */
-static bool check_module(LLVMModuleRef mod, const char *dump_dir, const char *name, ir_diags *d)
-{
-	if (dump_dir && !cg_dump_module(mod, dump_dir, name, d))
-		return false;
-	char *err = NULL;
-	if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &err)) {
-		ir_diag_add(d, (ir_pos){0}, "codegen: the generated module %s is invalid: %s", name, err);
-		LLVMDisposeMessage(err);
-		return false;
-	}
-	LLVMDisposeMessage(err);
-	return true;
 }
 
 /* One module to optimise and turn into an object file. */
@@ -217,7 +201,7 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 		nj++;
 	}
 	for (int i = 0; i < nj; i++)
-		if (!check_module(jobs[i].mod, o->dump_llvm, jobs[i].name, d)) {
+		if (!cg_check_module(jobs[i].mod, o->dump_llvm, jobs[i].name, d)) {
 			cg_module_free(&m);
 			return NULL;
 		}

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llvm-c/Analysis.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
@@ -173,6 +174,20 @@ bool cg_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, char **err)
 		*err = LLVMGetErrorMessage(e);
 		return false;
 	}
+	return true;
+}
+
+bool cg_check_module(LLVMModuleRef mod, const char *dump_dir, const char *name, ir_diags *d)
+{
+	if (dump_dir && !cg_dump_module(mod, dump_dir, name, d))
+		return false;
+	char *err = NULL;
+	if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &err)) {
+		ir_diag_add(d, (ir_pos){0}, "codegen: the generated module %s is invalid: %s", name, err);
+		LLVMDisposeMessage(err);
+		return false;
+	}
+	LLVMDisposeMessage(err);
 	return true;
 }
 

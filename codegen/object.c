@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <llvm-c/Analysis.h>
 
 #include "internal.h"
 
@@ -41,15 +40,8 @@ bool cg_emit_object(const ir_graph *step, const ir_graph *eval, const cg_options
 	bool ok = cg_emit_step(&m, step, name, d) != NULL && (!eval || cg_emit_step(&m, eval, fwd, d) != NULL);
 	if (ok) {
 		emit_serial(&m, name);
-		char *err = NULL;
-		if (LLVMVerifyModule(m.mod, LLVMReturnStatusAction, &err)) {
-			ir_diag_add(d, (ir_pos){0}, "codegen: the generated module is invalid: %s", err);
-			ok = false;
-		}
-		LLVMDisposeMessage(err);
+		ok = cg_check_module(m.mod, o->dump_llvm, name, d);
 	}
-	if (ok && o->dump_llvm)
-		ok = cg_dump_module(m.mod, o->dump_llvm, name, d);
 	char *err = NULL;
 	LLVMTargetMachineRef tm = ok ? cg_host_machine(LLVMCodeGenLevelAggressive, LLVMRelocPIC, &err) : NULL;
 	if (ok && !tm) {
