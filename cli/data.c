@@ -25,7 +25,7 @@ bool cli_data_load(const char *which, const fe_spec *s, bool train, rt_dataset *
 				(long long)s->input[2]);
 			return false;
 		}
-		rt_data_synthetic(train ? SYNTHETIC_TRAIN : SYNTHETIC_TEST, (int)s->input[0],
+		rt_data_synthetic(n, (int)s->input[0],
 			(int)s->input[1], (int)s->input[2], (int)s->classes, (uint64_t)s->seed + !train, d);
 		return true;
 	} else if (kind == 13 && strncmp(which, "fashion-mnist", 13) == 0) {
