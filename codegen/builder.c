@@ -125,6 +125,19 @@ LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v)
 	return LLVMBuildCall2(k->b, fty, f, &v, 1, "");
 }
 
+void cg_zero(cg_kb *k, LLVMValueRef p, LLVMValueRef elems)
+{
+	cg_memset0(k, p, cg_imul(k, elems, cg_i64(k, ir_dtype_size(k->dt))));
+}
+
+void cg_zero_loop(cg_kb *k, LLVMValueRef p, LLVMValueRef lo, LLVMValueRef hi)
+{
+	cg_loop l;
+	LLVMValueRef i = cg_for(k, &l, lo, hi);
+	cg_st(k, p, i, cg_real(k, 0));
+	cg_end_for(k, &l, NULL);
+}
+
 void cg_memset0(cg_kb *k, LLVMValueRef ptr, LLVMValueRef bytes)
 {
 	LLVMBuildMemSet(k->b, ptr, LLVMConstInt(LLVMInt8TypeInContext(k->m->ctx), 0, 0), bytes, 4);

@@ -138,6 +138,10 @@ LLVMValueRef cg_to_real(cg_kb *k, LLVMValueRef v);
 LLVMValueRef cg_intrinsic(cg_kb *k, const char *name, LLVMTypeRef *over, int nover, LLVMTypeRef *fty);
 LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v);
 void cg_memset0(cg_kb *k, LLVMValueRef ptr, LLVMValueRef bytes);
+/* Zeroes elems elements of the kernel's type at p (a call), or p[lo .. hi)
+ * with a loop (for the few elements at a row's edge). */
+void cg_zero(cg_kb *k, LLVMValueRef p, LLVMValueRef elems);
+void cg_zero_loop(cg_kb *k, LLVMValueRef p, LLVMValueRef lo, LLVMValueRef hi);
 void cg_memcpy(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes);
 
 /* for (i = lo; i < hi; i++): cg_for positions the builder in the body and

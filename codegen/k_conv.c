@@ -166,21 +166,6 @@ static void valid_range(cg_kb *k, LLVMValueRef off, int64_t s, int64_t in, int64
 	*lo = cg_imin(k, l, *hi);
 }
 
-/* Zeroes n elements at p (n an i64 value, possibly 0). */
-static void zero(cg_kb *k, LLVMValueRef p, LLVMValueRef n)
-{
-	cg_memset0(k, p, cg_imul(k, n, cg_i64(k, ir_dtype_size(k->dt))));
-}
-
-/* The same for the few elements at a row's edge: a loop, not a call. */
-static void zero_few(cg_kb *k, LLVMValueRef p, LLVMValueRef lo, LLVMValueRef hi)
-{
-	cg_loop l;
-	LLVMValueRef i = cg_for(k, &l, lo, hi);
-	cg_st(k, p, i, cg_real(k, 0));
-	cg_end_for(k, &l, NULL);
-}
-
 /* The im2col and col2im loops over one image, row by row of col (c, kh,
  * kw).  For each window offset the rows and columns where it falls inside
  * the image form a range, computed once per offset: inside it the innermost
@@ -191,7 +176,7 @@ static void fold(cg_kb *k, const cg_conv_geom *g, LLVMValueRef img, LLVMValueRef
 {
 	cg_loop lr, lo, li;
 	if (!unfold)
-		zero(k, img, cg_i64(k, g->c * g->h * g->w));
+		cg_zero(k, img, cg_i64(k, g->c * g->h * g->w));
 	int64_t win = g->kh * g->kw;
 	LLVMValueRef row = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, g->c * win));
 	LLVMValueRef c = cg_idiv(k, row, cg_i64(k, win)), rem = cg_irem(k, row, cg_i64(k, win));
@@ -206,9 +191,9 @@ static void fold(cg_kb *k, const cg_conv_geom *g, LLVMValueRef img, LLVMValueRef
 		/* Rows outside the range, and every row when no column is inside. */
 		LLVMValueRef none = LLVMBuildICmp(k->b, LLVMIntEQ, ow0, ow1, "");
 		LLVMValueRef top = LLVMBuildSelect(k->b, none, cg_i64(k, g->ho), oh0, "");
-		zero(k, dst, cg_imul(k, top, cg_i64(k, g->wo)));
+		cg_zero(k, dst, cg_imul(k, top, cg_i64(k, g->wo)));
 		LLVMValueRef from = cg_imax(k, oh1, top);
-		zero(k, cg_gep(k, NULL, dst, cg_imul(k, from, cg_i64(k, g->wo))),
+		cg_zero(k, cg_gep(k, NULL, dst, cg_imul(k, from, cg_i64(k, g->wo))),
 			cg_imul(k, cg_isub(k, cg_i64(k, g->ho), from), cg_i64(k, g->wo)));
 	}
 	LLVMValueRef oh = cg_for(k, &lo, oh0, oh1);
@@ -216,8 +201,8 @@ static void fold(cg_kb *k, const cg_conv_geom *g, LLVMValueRef img, LLVMValueRef
 	LLVMValueRef crow = cg_gep(k, NULL, dst, cg_imul(k, oh, cg_i64(k, g->wo)));
 	LLVMValueRef irow = cg_gep(k, NULL, plane, cg_imul(k, ih, cg_i64(k, g->w)));
 	if (unfold) {
-		zero_few(k, crow, cg_i64(k, 0), ow0);
-		zero_few(k, crow, ow1, cg_i64(k, g->wo));
+		cg_zero_loop(k, crow, cg_i64(k, 0), ow0);
+		cg_zero_loop(k, crow, ow1, cg_i64(k, g->wo));
 	}
 	LLVMValueRef ow = cg_for(k, &li, ow0, ow1);
 	LLVMValueRef iw = cg_iadd(k, cg_imul(k, ow, cg_i64(k, g->s)), offw);
@@ -361,7 +346,7 @@ static void emit_conv2d_dw(cg_kb *k, const ir_node *n)
 	LLVMValueRef col = slice(k, n, per_thread(&g, n));
 	LLVMValueRef ybuf = cg_gep(k, NULL, col, cg_i64(k, col_elems(&g)));
 	LLVMValueRef part = cg_gep(k, NULL, ybuf, cg_i64(k, y_elems(&g)));
-	cg_memset0(k, part, cg_i64(k, g.o * K * ir_dtype_size(k->dt)));
+	cg_zero(k, part, cg_i64(k, g.o * K));
 	cg_loop l;
 	LLVMValueRef t = cg_for(k, &l, k->lo, k->hi), first, count;
 	tile_span(k, &g, t, &first, &count);

@@ -69,29 +69,22 @@ static void pad_planes(cg_kb *k, const padding *p, LLVMValueRef src, LLVMValueRe
 	LLVMValueRef in = cg_gep(k, NULL, src, cg_imul(k, c, cg_i64(k, p->h * p->w)));
 	LLVMValueRef out = cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, p->hp * p->wp)));
 	if (p->top > 0)
-		cg_memset0(k, out, cg_i64(k, p->top * p->wp * ir_dtype_size(k->dt)));
+		cg_zero(k, out, cg_i64(k, p->top * p->wp));
 	int64_t below = p->hp - p->top - p->h;
 	if (below > 0)
-		cg_memset0(k, cg_gep(k, NULL, out, cg_i64(k, (p->top + p->h) * p->wp)),
-			cg_i64(k, below * p->wp * ir_dtype_size(k->dt)));
+		cg_zero(k, cg_gep(k, NULL, out, cg_i64(k, (p->top + p->h) * p->wp)), cg_i64(k, below * p->wp));
 	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, p->h));
 	LLVMValueRef row = cg_gep(k, NULL, out, cg_imul(k, cg_iadd(k, r, cg_i64(k, p->top)), cg_i64(k, p->wp)));
 	LLVMValueRef from = cg_gep(k, NULL, in, cg_imul(k, r, cg_i64(k, p->w)));
 	/* Left border, the row, right border: constant trip counts. */
 	int64_t right = p->wp - p->left - p->w;
-	if (p->left > 0) {
-		LLVMValueRef x = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, p->left));
-		cg_st(k, row, x, cg_real(k, 0));
-		cg_end_for(k, &lw, NULL);
-	}
+	if (p->left > 0)
+		cg_zero_loop(k, row, cg_i64(k, 0), cg_i64(k, p->left));
 	LLVMValueRef x = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, p->w));
 	cg_st(k, row, cg_iadd(k, x, cg_i64(k, p->left)), cg_ld(k, from, x));
 	cg_end_for(k, &lw, NULL);
-	if (right > 0) {
-		x = cg_for(k, &lw, cg_i64(k, p->left + p->w), cg_i64(k, p->wp));
-		cg_st(k, row, x, cg_real(k, 0));
-		cg_end_for(k, &lw, NULL);
-	}
+	if (right > 0)
+		cg_zero_loop(k, row, cg_i64(k, p->left + p->w), cg_i64(k, p->wp));
 	cg_keep_loop(&lr);
 	cg_end_for(k, &lr, NULL);
 	cg_keep_loop(&lc);
@@ -230,7 +223,7 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const cg_conv_geom *g, LL
 	padding px = x_padding(g), pd = dy_rows(g);
 	int64_t T = cg_conv_implicit_tile(g), per = dw_image_elems(g);
 	LLVMValueRef part = cg_gep(k, NULL, ws, cg_i64(k, cg_conv_implicit_partial(g)));
-	cg_memset0(k, part, cg_i64(k, g->o * g->c * g->kh * g->kw * ir_dtype_size(k->dt)));
+	cg_zero(k, part, cg_i64(k, g->o * g->c * g->kh * g->kw));
 	LLVMValueRef t = cg_for(k, &l, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, t, cg_i64(k, T));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, T));

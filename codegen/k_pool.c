@@ -102,8 +102,7 @@ static void emit_avgpool_grad(cg_kb *k, const ir_node *n)
 	}
 	cg_end_for(k, &lr, NULL);
 	if (rows < p.h)
-		cg_memset0(k, cg_gep(k, NULL, dxp, cg_i64(k, rows * p.w)),
-			cg_i64(k, (p.h - rows) * p.w * ir_dtype_size(k->dt)));
+		cg_zero(k, cg_gep(k, NULL, dxp, cg_i64(k, rows * p.w)), cg_i64(k, (p.h - rows) * p.w));
 	cg_end_for(k, &lp, NULL);
 }
 
@@ -214,7 +213,7 @@ static void emit_maxpool_grad(cg_kb *k, const ir_node *n)
 	LLVMValueRef pl = cg_for(k, &lp, k->lo, k->hi);
 	LLVMValueRef dxp = plane(k, dx, pl, p.h * p.w), xp = plane(k, x, pl, p.h * p.w);
 	LLVMValueRef dyp = plane(k, dy, pl, p.ho * p.wo);
-	cg_memset0(k, dxp, cg_i64(k, p.h * p.w * ir_dtype_size(k->dt)));
+	cg_zero(k, dxp, cg_i64(k, p.h * p.w));
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), cg_i64(k, p.ho));
 	LLVMValueRef j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, p.wo));
 	LLVMValueRef at;
