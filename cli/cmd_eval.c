@@ -1,5 +1,7 @@
 /* cmd_eval.c: `revc eval` reports a model's loss and accuracy on the test
  * split, normalising with the running statistics. */
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
@@ -11,7 +13,9 @@ static const char usage[] =
 static const char about[] =
 	"Loads the parameters and batch-norm running statistics in DIR (NAME.npy, e.g.\n"
 	"a checkpoint of revc train) and prints the mean cross-entropy and the accuracy\n"
-	"over the whole split, in batches of the spec's batch size.";
+	"over the whole split, in batches of the spec's batch size.  When any image's\n"
+	"logits are not finite (NaN or Inf in the parameters, say), it reports that as\n"
+	"an error instead.";
 
 static const cli_opt opts[] = {
 	{"params", 0, "DIR", "parameters and running statistics (required)"},
@@ -85,6 +89,7 @@ int cmd_eval(int argc, char **argv)
 	ctx.optimizer = false;
 	rt_err e;
 	double loss, acc;
+	int64_t bad;
 	if (!cli_model_load(&m, spec))
 		goto done;
 	g = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &ctx, &cli_eval_passes);
@@ -95,8 +100,19 @@ int cmd_eval(int argc, char **argv)
 	if (!cli_data_load(data, &m.spec, train_split, &d))
 		goto done;
 	if (!rt_store_load(&store, g, params, false, &e) || !(x = rt_exec_new(g, &store, RT_EXEC_AUTO, &e)) ||
-	    !rt_evaluate(x, &d, &loss, &acc, &e)) {
+	    !rt_evaluate(x, &d, &loss, &acc, &bad, &e)) {
 		cli_error("%s", e.msg);
+		goto done;
+	}
+	if (bad > 0) { /* no plausible accuracy from broken outputs */
+		const rt_tensor *first;
+		int n = rt_store_nonfinite(&store, &first);
+		char why[400] = "";
+		if (n > 0)
+			snprintf(why, sizeof why, "; %s%s in %s holds NaN or Inf", first->name,
+				n > 1 ? " (and more tensors)" : "", params);
+		cli_error("the loss is %s: the logits of %lld of %lld images are not finite%s",
+			isnan(loss) ? "NaN" : "infinite", (long long)bad, (long long)d.n, why);
 		goto done;
 	}
 	if (json)

@@ -90,13 +90,16 @@ LLVMValueRef cg_fdiv(cg_kb *k, LLVMValueRef a, LLVMValueRef b) { return LLVMBuil
 LLVMValueRef cg_fmax(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
 {
 	LLVMValueRef gt = LLVMBuildFCmp(k->b, LLVMRealOGT, a, b, "");
-	return LLVMBuildSelect(k->b, gt, a, b, "");
+	LLVMValueRef nan = LLVMBuildFCmp(k->b, LLVMRealUNO, a, a, "");
+	return LLVMBuildSelect(k->b, LLVMBuildOr(k->b, gt, nan, ""), a, b, "");
 }
 
-LLVMValueRef cg_pos_select(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
+LLVMValueRef cg_relu_select(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
 {
-	LLVMValueRef gt = LLVMBuildFCmp(k->b, LLVMRealOGT, a, LLVMConstReal(LLVMTypeOf(a), 0), "");
-	return LLVMBuildSelect(k->b, gt, b, LLVMConstReal(LLVMTypeOf(b), 0), "");
+	/* ugt is "not ole": true for NaN, so NaN passes b (fcmp ogt would
+	 * give 0). */
+	LLVMValueRef on = LLVMBuildFCmp(k->b, LLVMRealUGT, a, LLVMConstReal(LLVMTypeOf(a), 0), "");
+	return LLVMBuildSelect(k->b, on, b, LLVMConstReal(LLVMTypeOf(b), 0), "");
 }
 
 LLVMValueRef cg_to_f64(cg_kb *k, LLVMValueRef v)

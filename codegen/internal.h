@@ -127,9 +127,12 @@ LLVMValueRef cg_fadd(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_fsub(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_fmul(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_fdiv(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+/* a > b || isnan(a) ? a : b: a NaN in either wins, as in PyTorch's max and
+ * max pooling; of equal values, b (so a running maximum keeps the first). */
 LLVMValueRef cg_fmax(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
-/* a > 0 ? b : 0 */
-LLVMValueRef cg_pos_select(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
+/* a <= 0 ? 0 : b, relu's select (a = b = x) and relu_grad's (a = y, b = dy):
+ * a NaN a passes b, so NaN propagates as in IEEE arithmetic and PyTorch. */
+LLVMValueRef cg_relu_select(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_to_f64(cg_kb *k, LLVMValueRef v);
 LLVMValueRef cg_to_real(cg_kb *k, LLVMValueRef v);
 /* A unary math intrinsic ("llvm.exp", "llvm.log", "llvm.sqrt") on v's type. */

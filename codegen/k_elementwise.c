@@ -195,10 +195,10 @@ static LLVMValueRef compute(emitter *e, int i, LLVMValueRef idx)
 		return cg_fmul(k, cg_real(k, ir_node_float(n, IR_ATTR_FACTOR)), operand(e, i, 0, idx));
 	case IR_OP_RELU: {
 		LLVMValueRef x = operand(e, i, 0, idx);
-		return cg_pos_select(k, x, x);
+		return cg_relu_select(k, x, x);
 	}
 	case IR_OP_RELU_GRAD:
-		return cg_pos_select(k, operand(e, i, 1, idx), operand(e, i, 0, idx));
+		return cg_relu_select(k, operand(e, i, 1, idx), operand(e, i, 0, idx));
 	case IR_OP_BIAS_ADD:
 		return cg_fadd(k, operand(e, i, 0, idx), operand(e, i, 1, idx));
 	case IR_OP_BN_NORM:

@@ -6,8 +6,9 @@
  * overlapping windows stay inside a plane).  Arithmetic follows
  * runtime/kern_pool.c: averages are summed in double in the reference's
  * order and rounded once; maxpool pads with −∞ and a window's maximum is
- * found with a strict comparison, so NaNs never win and the gradient goes to
- * the first maximum in row-major order.  Window extents are clamped to the
+ * found with a strict comparison, or is its last NaN (as in PyTorch, NaN
+ * propagates), and the gradient goes to that element: the first maximum in
+ * row-major order, or the last NaN.  Window extents are clamped to the
  * plane, so padded windows never load outside it. */
 #include <math.h>
 
@@ -134,8 +135,8 @@ static void clamp(cg_kb *k, const window *w, int64_t pad, int64_t size, LLVMValu
 }
 
 /* A window's search: the maximum m and its offset idx in the plane (-1
- * while none).  An element wins over nothing if it is not NaN, else when it
- * is strictly greater, as in the reference's argmax. */
+ * while none).  An element wins over nothing, and over m when it is
+ * strictly greater or NaN (cg_fmax), as in the reference's argmax. */
 typedef struct {
 	cg_loop lr, lc;
 	LLVMValueRef m, idx;
@@ -166,9 +167,9 @@ static void scan_end(cg_kb *k, window_scan *s, LLVMValueRef v, LLVMValueRef at)
 	LLVMValueRef next[2];
 	if (s->idx) {
 		LLVMValueRef none = LLVMBuildICmp(k->b, LLVMIntSLT, s->idx, cg_i64(k, 0), "");
-		LLVMValueRef num = LLVMBuildFCmp(k->b, LLVMRealORD, v, v, "");
 		LLVMValueRef gt = LLVMBuildFCmp(k->b, LLVMRealOGT, v, s->m, "");
-		LLVMValueRef take = LLVMBuildSelect(k->b, none, num, gt, "");
+		LLVMValueRef nan = LLVMBuildFCmp(k->b, LLVMRealUNO, v, v, "");
+		LLVMValueRef take = LLVMBuildOr(k->b, none, LLVMBuildOr(k->b, gt, nan, ""), "");
 		next[0] = LLVMBuildSelect(k->b, take, v, s->m, "");
 		next[1] = LLVMBuildSelect(k->b, take, at, s->idx, "");
 	} else {

@@ -13,12 +13,13 @@
 
 #include "kernels.h"
 
-/* The row's maximum and log Σ exp(row − max). */
+/* The row's maximum and log Σ exp(row − max).  A NaN in the row is its
+ * maximum, so NaN propagates to both (as it would through the sum). */
 static void row_lse(const real *row, int64_t k, double *max, double *lse)
 {
 	double m = (double)row[0], s = 0;
 	for (int64_t j = 1; j < k; j++)
-		if ((double)row[j] > m)
+		if ((double)row[j] > m || isnan(row[j]))
 			m = (double)row[j];
 	for (int64_t j = 0; j < k; j++)
 		s += exp((double)row[j] - m);

@@ -4,9 +4,10 @@
  * All work on [N,C,H,W] one plane (n,c) at a time.  avgpool is VALID with
  * stride = window, so rows and columns beyond the last full tile take no
  * part (and get a zero gradient).  maxpool pads with −∞: padding never wins,
- * and a window entirely in padding gives −∞ and routes nothing back.  The
- * gradient goes to the first maximum of a window in row-major order, the
- * element maxpool's strict comparison keeps.
+ * and a window entirely in padding gives −∞ and routes nothing back.  As in
+ * PyTorch, a NaN in a window wins (the last NaN, in row-major order), so
+ * NaN propagates; otherwise the gradient goes to the first maximum of the
+ * window, the element maxpool's strict comparison keeps.
  *
  * Compiled once per real type (kernels.h).  Preconditions: the node
  * verified.  Results never overlap operands. */
@@ -80,8 +81,9 @@ static window window_of(const ir_node *n)
 	return w;
 }
 
-/* The offset in plane xp of the first maximum of output (i,j)'s window, or
- * -1 when the window lies entirely in padding.  NaNs never win. */
+/* The offset in plane xp of the first maximum of output (i,j)'s window (of
+ * its last NaN if it holds one), or -1 when the window lies entirely in
+ * padding: PyTorch's "val > maxval || isnan(val)". */
 static int64_t argmax(const pool_geom *p, const window *w, const real *xp, int64_t i, int64_t j)
 {
 	int64_t best = -1;
@@ -92,7 +94,7 @@ static int64_t argmax(const pool_geom *p, const window *w, const real *xp, int64
 			if (c < 0 || c >= p->w)
 				continue;
 			int64_t o = r * p->w + c;
-			if (best < 0 ? !isnan(xp[o]) : xp[o] > xp[best])
+			if (best < 0 || xp[o] > xp[best] || isnan(xp[o]))
 				best = o;
 		}
 	}

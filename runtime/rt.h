@@ -192,6 +192,9 @@ typedef struct {
 void rt_store_init(rt_store *s);
 void rt_store_free(rt_store *s);
 rt_tensor *rt_store_find(const rt_store *s, const char *name);
+/* The number of tensors holding a NaN or an infinity, and in *first the
+ * first of them (NULL when none). */
+int rt_store_nonfinite(const rt_store *s, const rt_tensor **first);
 /* Adds a copy of t. */
 void rt_store_add_copy(rt_store *s, const rt_tensor *t);
 /* Adds a zeroed tensor. */
@@ -339,8 +342,11 @@ typedef struct {
 /* Trains from cfg->start_step to cfg->total_steps (see train.c for the
  * exact order of examples), checkpointing and evaluating as configured. */
 bool rt_train_run(const rt_train_cfg *cfg, rt_train_result *res, rt_err *e);
-/* Mean cross-entropy and accuracy of the evaluation graph over all of d. */
-bool rt_evaluate(rt_exec *eval, const rt_dataset *d, double *loss, double *accuracy, rt_err *e);
+/* Mean cross-entropy and accuracy of the evaluation graph over all of d,
+ * and how many examples gave a non-finite loss (a NaN or +∞ logit makes the
+ * loss NaN; such an example counts as wrong). */
+bool rt_evaluate(rt_exec *eval, const rt_dataset *d, double *loss, double *accuracy, int64_t *nonfinite,
+	rt_err *e);
 /* A checkpoint: the store's tensors, step.npy and data_seed.npy in dir,
  * swapped in whole. */
 bool rt_checkpoint_save(const rt_store *s, int64_t step, uint64_t seed, const char *dir, rt_err *e);

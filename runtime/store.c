@@ -32,6 +32,26 @@ rt_tensor *rt_store_find(const rt_store *s, const char *name)
 	return NULL;
 }
 
+static bool tensor_finite(const rt_tensor *t)
+{
+	int64_t n = ir_type_elems(&t->type);
+	for (int64_t i = 0; i < n; i++)
+		if (t->type.dtype == IR_F32 ? !isfinite(((const float *)t->data)[i])
+		                            : t->type.dtype == IR_F64 && !isfinite(((const double *)t->data)[i]))
+			return false;
+	return true;
+}
+
+int rt_store_nonfinite(const rt_store *s, const rt_tensor **first)
+{
+	int count = 0;
+	*first = NULL;
+	for (int i = 0; i < s->n; i++)
+		if (!tensor_finite(&s->t[i]) && count++ == 0)
+			*first = &s->t[i];
+	return count;
+}
+
 rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool trainable)
 {
 	if (s->n == s->cap) {

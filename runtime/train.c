@@ -14,7 +14,11 @@
  *
  * With check_numerics the step stops at its first non-finite value
  * (rt_exec_check_numerics: per kernel in the interpreter, by a replay in it
- * for native code), and the error names the node and the step. */
+ * for native code), and the error names the node and the step.  Without
+ * it, every step's loss (a scalar read anyway) is checked, and the state
+ * before each checkpoint: a NaN loss or a non-finite tensor stops the run
+ * with an error naming the step and the checkpoint kept, so the poisoned
+ * state is never saved. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,16 +66,20 @@ static double row_loss(const void *logits, ir_dtype dt, int64_t r, int64_t k, in
 	double sum = 0;
 	for (int64_t j = 0; j < k; j++)
 		sum += exp(logit(logits, dt, r * k + j) - mx);
-	*correct = arg == label;
-	return mx + log(sum) - logit(logits, dt, r * k + label);
+	double loss = mx + log(sum) - logit(logits, dt, r * k + label);
+	/* A NaN or +∞ logit makes the loss NaN and predicts nothing (NaN never
+	 * wins the argmax above). */
+	*correct = arg == label && isfinite(loss);
+	return loss;
 }
 
-bool rt_evaluate(rt_exec *x, const rt_dataset *d, double *loss, double *accuracy, rt_err *e)
+bool rt_evaluate(rt_exec *x, const rt_dataset *d, double *loss, double *accuracy, int64_t *nonfinite,
+	rt_err *e)
 {
 	const ir_type *t;
 	if (!rt_exec_input(x, "x", &t))
 		return rt_errorf(e, "the evaluation graph has no input \"x\"");
-	int64_t bs = t->dim[0], correct = 0;
+	int64_t bs = t->dim[0], correct = 0, bad = 0;
 	int64_t *idx = malloc((size_t)bs * sizeof *idx);
 	if (!idx)
 		IR_DIE("out of memory");
@@ -90,13 +98,16 @@ bool rt_evaluate(rt_exec *x, const rt_dataset *d, double *loss, double *accuracy
 		const void *logits = rt_exec_output(x, "logits", &lt);
 		for (int64_t i = 0; i < valid; i++) {
 			bool ok;
-			total += row_loss(logits, lt->dtype, i, lt->dim[1], d->labels[start + i], &ok);
+			double l = row_loss(logits, lt->dtype, i, lt->dim[1], d->labels[start + i], &ok);
+			total += l;
 			correct += ok;
+			bad += !isfinite(l);
 		}
 	}
 	free(idx);
 	*loss = total / (double)d->n;
 	*accuracy = (double)correct / (double)d->n;
+	*nonfinite = bad;
 	return true;
 }
 
@@ -147,6 +158,20 @@ bool rt_checkpoint_load(rt_store *s, const ir_graph *g, const char *dir, int64_t
 	return true;
 }
 
+/* Ends e's message with what the checkpoint directory keeps: the last
+ * checkpoint this run saved (at step `saved`, 0 for none), never the state
+ * that stopped it. */
+static bool stopped(const rt_train_cfg *c, int64_t saved, rt_err *e)
+{
+	rt_err inner = *e;
+	if (c->save_dir && saved > 0)
+		return rt_errorf(e, "%s; the last checkpoint (step %lld) is kept in %s", inner.msg,
+			(long long)saved, c->save_dir);
+	if (c->save_dir)
+		return rt_errorf(e, "%s; nothing was saved to %s", inner.msg, c->save_dir);
+	return false;
+}
+
 bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 {
 	memset(res, 0, sizeof *res);
@@ -163,7 +188,7 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 	int64_t epoch = -1;
 	rt_exec_check_numerics(c->step, c->check_numerics);
 	double t0 = now(), window_loss = 0;
-	int64_t window_correct = 0, window_steps = 0;
+	int64_t window_correct = 0, window_steps = 0, saved = 0;
 	bool ok = true;
 	for (int64_t step = c->start_step; step < c->total_steps; step++) {
 		if (step / spe != epoch) {
@@ -182,6 +207,7 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 			if (rt_exec_fault(c->step)) {
 				rt_err inner = *e;
 				rt_errorf(e, "%s, step %lld", inner.msg, (long long)step + 1);
+				stopped(c, saved, e);
 			}
 			break;
 		}
@@ -196,7 +222,9 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 			window_correct += right;
 		}
 		if (!isfinite(l)) {
-			ok = rt_errorf(e, "the loss became %g at step %lld", l, (long long)step + 1);
+			rt_errorf(e, "the loss became %s at step %lld", isnan(l) ? "NaN" : "infinite",
+				(long long)step + 1);
+			ok = stopped(c, saved, e);
 			break;
 		}
 		window_loss += l;
@@ -226,15 +254,35 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 			c->on_step(c->user, &p);
 		bool last = step + 1 == c->total_steps;
 		if (c->save_dir && ((c->save_every > 0 && (step + 1) % c->save_every == 0) || last)) {
+			const rt_tensor *bad;
+			int nbad = rt_store_nonfinite(c->store, &bad);
+			if (nbad > 0) {
+				if (nbad == 1)
+					rt_errorf(e, "after step %lld, %s holds NaN or Inf", (long long)step + 1, bad->name);
+				else
+					rt_errorf(e, "after step %lld, %d of %d tensors hold NaN or Inf, %s first",
+						(long long)step + 1, nbad, c->store->n, bad->name);
+				ok = stopped(c, saved, e);
+				break;
+			}
 			if (!(ok = rt_checkpoint_save(c->store, step + 1, c->seed, c->save_dir, e)))
 				break;
+			saved = step + 1;
 			if (c->on_save)
 				c->on_save(c->user, step + 1, c->save_dir);
 		}
 		if (c->eval && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) || last)) {
 			double el, ea;
-			if (!(ok = rt_evaluate(c->eval, c->test, &el, &ea, e)))
+			int64_t bad;
+			if (!(ok = rt_evaluate(c->eval, c->test, &el, &ea, &bad, e)))
 				break;
+			if (bad > 0) {
+				rt_errorf(e, "after step %lld, the test loss is %s: the logits of %lld of %lld images are "
+					"not finite", (long long)step + 1, isnan(el) ? "NaN" : "infinite", (long long)bad,
+					(long long)c->test->n);
+				ok = stopped(c, saved, e);
+				break;
+			}
 			res->test_loss = el;
 			res->test_accuracy = ea;
 			res->evaluated = true;

@@ -3,24 +3,13 @@
 # exit status 1, and leaves no checkpoint or temporary directory behind.
 # Usage: train-errors.sh REVC ROOT
 set -u
-revc=$(realpath "$1") root=$2 fail=0 n=0
+revc=$(realpath "$1") root=$2 fail=0 n=0 here=$(dirname "$(realpath "$0")")
 tmp=$(mktemp -d); trap 'chmod -R u+w "$tmp"; rm -rf "$tmp"' EXIT
 cd "$root" || exit 1
 fm=/usr/share/datasets/fashion-mnist
 tiny=(models/fashion.rev --set units=1,1,1 --set batch=10)
 
-# expect WANT-REGEX CMD...: exit 1, one "error:" line matching, nothing saved.
-expect() {
-  local want=$1; shift
-  n=$((n + 1))
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ $rc -ne 1 ] || [ "$(grep -c 'error:' "$tmp/err")" -ne 1 ] || ! grep -qE "$want" "$tmp/err" ||
-     grep -qE 'Sanitizer|runtime error' "$tmp/err" || ls "$tmp"/save* "$tmp"/*.tmp.* >/dev/null 2>&1; then
-    echo "FAIL ($rc): $*"; cat "$tmp/err"; ls "$tmp"; fail=$((fail + 1))
-  fi
-  rm -rf "$tmp"/save*
-}
+source "$here/expect.sh" # expect WANT-REGEX CMD...: exit 1, one error line, nothing saved
 
 mkdir "$tmp/data"
 cp $fm/*.gz "$tmp/data/"

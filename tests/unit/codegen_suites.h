@@ -15,6 +15,18 @@ void cgt_plan(ir_graph *g, int threads);
  * from seed, and returns the worst max|a-b|/max|b| over every output and
  * every parameter and state tensor. */
 double cgt_compare(ir_graph *g, int threads, uint64_t seed, int steps);
+/* A value written over element `at` of the input or the parameter or state
+ * tensor called `name`, after the random fill. */
+typedef struct {
+	const char *name;
+	int64_t at;
+	double value;
+} cgt_poke;
+/* cgt_compare with the pokes applied (to inputs at every step), and, when
+ * out is given, output `out` of the last step copied as doubles into jit
+ * (the JIT's) and ref (the interpreter's). */
+double cgt_compare_poked(ir_graph *g, int threads, uint64_t seed, int steps, const cgt_poke *pokes,
+	int npokes, const char *out, double *jit, double *ref);
 double cgt_rel_err(const void *a, const void *b, ir_dtype dt, int64_t n);
 
 Suite *cg_ops_suite(void);

@@ -12,6 +12,7 @@
  * and split pieces, copies long enough to be cut into pieces, and logits
  * large enough to overflow exp without the max shift. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "codegen_suites.h"
@@ -420,6 +421,121 @@ START_TEST(test_matmul)
 }
 END_TEST
 
+/* ---- NaN and ±∞ ------------------------------------------------------------------ */
+
+/* Poked inputs: the JIT must agree with the interpreter element by element,
+ * NaN where it has NaN, and both must give what PyTorch gives. */
+
+typedef struct {
+	int64_t at;
+	double want; /* NaN: must be NaN */
+} expect;
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Plans and runs b's graph on the poked inputs, checks output `out` of both
+ * engines against want, and frees the graph. */
+static void check_poked(gb *b, const cgt_poke *p, int np, const char *out, const expect *want, int nwant)
+{
+	static double jit[4096], ref[4096];
+	cgt_plan(b->g, b->threads);
+	double err = cgt_compare_poked(b->g, b->threads, 81, 1, p, np, out, jit, ref);
+	ck_assert_msg(err <= (b->dt == IR_F32 ? 1e-5 : 1e-12), "%s: JIT vs interpreter %g", out, err);
+	for (int k = 0; k < nwant; k++) {
+		double w = want[k].want, j = jit[want[k].at], r = ref[want[k].at];
+		ck_assert_msg(isnan(w) ? isnan(j) && isnan(r) : j == w && r == w,
+			"%s[%lld] (%s, %d threads): JIT %g, interpreter %g, want %g", out, (long long)want[k].at,
+			ir_dtype_name(b->dt), b->threads, j, r, w);
+	}
+	ir_graph_free(b->g);
+}
+
+/* relu(NaN) = NaN, relu(±∞) = ∞, 0; relu_grad passes dy where y is NaN (as
+ * PyTorch's threshold_backward) and gives 0 where y <= 0, even for a NaN
+ * dy.  1938 elements, so the vector loop sees the NaNs, and the tail. */
+START_TEST(test_relu_nan)
+{
+	static const int64_t dims[4] = {2, 3, 17, 19};
+	static const cgt_poke pokes[] = {
+		{"x", 0, NAN}, {"x", 1, INFINITY}, {"x", 2, -INFINITY}, {"x", 100, NAN}, {"x", 500, -1},
+		{"x", 1001, NAN}, {"x", 1937, NAN},
+		{"dy", 0, 0.5}, {"dy", 1, 0.25}, {"dy", 2, 4}, {"dy", 100, NAN}, {"dy", 500, NAN},
+		{"dy", 1001, -2}, {"dy", 1937, 3},
+	};
+	static const expect y_want[] = {{0, NAN}, {1, INFINITY}, {2, 0}, {100, NAN}, {500, 0},
+		{1001, NAN}, {1937, NAN}};
+	static const expect dx_want[] = {{0, 0.5}, {1, 0.25}, {2, 0}, {100, NAN}, {500, 0},
+		{1001, -2}, {1937, 3}};
+	for (int k = 0; k < 2; k++) {
+		gb b = gb_new("relu_nan", _i);
+		ir_node *y = typed(node(&b, IR_OP_RELU, input(&b, "x", 4, dims), NULL, NULL));
+		output(&b, y, "y");
+		output(&b, typed(node(&b, IR_OP_RELU_GRAD, input(&b, "dy", 4, dims), y, NULL)), "dx");
+		check_poked(&b, pokes, COUNT(pokes), k ? "dx" : "y", k ? dx_want : y_want,
+			k ? COUNT(dx_want) : COUNT(y_want));
+	}
+}
+END_TEST
+
+static ir_node *window3s2(gb *b, ir_node *n)
+{
+	static const int64_t pad[4] = {1, 1, 1, 1};
+	ir_node_set_int(b->g, n, IR_ATTR_WINDOW, 3);
+	ir_node_set_int(b->g, n, IR_ATTR_STRIDE, 2);
+	ir_node_set_ints(b->g, n, IR_ATTR_PAD, pad, 4);
+	return n;
+}
+
+/* A NaN wins its windows; of two NaNs in one window, the last in row-major
+ * order takes the gradient (PyTorch's "val > maxval || isnan(val)"). */
+START_TEST(test_maxpool_nan)
+{
+	static const int64_t dims[4] = {2, 3, 7, 7};
+	/* Plane 0: NaN at (1,1), in windows (0,0), (0,1), (1,0), (1,1), and at
+	 * (0,2), in window (0,1) only, before (1,1).  Plane 1: +∞ at (3,3). */
+	static const cgt_poke pokes[] = {
+		{"x", 8, NAN}, {"x", 2, NAN}, {"x", 49 + 24, INFINITY},
+		{"dy", 0, 1}, {"dy", 1, 2}, {"dy", 4, 4}, {"dy", 5, 8},
+	};
+	static const expect y_want[] = {{0, NAN}, {1, NAN}, {4, NAN}, {5, NAN}, {16 + 5, INFINITY}};
+	static const expect dx_want[] = {{8, 1 + 2 + 4 + 8}, {2, 0}};
+	for (int k = 0; k < 2; k++) {
+		gb b = gb_new("maxpool_nan", _i);
+		ir_node *x = input(&b, "x", 4, dims);
+		ir_node *y = typed(window3s2(&b, node(&b, IR_OP_MAXPOOL, x, NULL, NULL)));
+		ir_node *dy = input(&b, "dy", 4, y->type.dim);
+		output(&b, y, "y");
+		output(&b, declared(window3s2(&b, node(&b, IR_OP_MAXPOOL_GRAD, dy, x, NULL)), &x->type), "dx");
+		check_poked(&b, pokes, COUNT(pokes), k ? "dx" : "y", k ? dx_want : y_want,
+			k ? COUNT(dx_want) : COUNT(y_want));
+	}
+}
+END_TEST
+
+/* A NaN logit (also as a row's first, where the max starts) or +∞ makes the
+ * loss and its row's gradient NaN; −∞ (not the label) is harmless, which
+ * the comparison with the interpreter checks. */
+START_TEST(test_softmax_xent_nan)
+{
+	static const int64_t dims[2] = {5, 10};
+	static const cgt_poke pokes[] = {
+		{"logits", 3, NAN}, {"logits", 10, NAN}, {"logits", 25, INFINITY}, {"logits", 32, -INFINITY},
+	};
+	static const expect loss_want[] = {{0, NAN}};
+	expect rows_want[30];
+	for (int i = 0; i < 30; i++)
+		rows_want[i] = (expect){i, NAN};
+	for (int k = 0; k < 2; k++) {
+		gb b = gb_new("xent_nan", _i);
+		ir_node *x = input(&b, "logits", 2, dims), *lab = labels(&b, "labels", 5);
+		output(&b, typed(node(&b, IR_OP_SOFTMAX_XENT, x, lab, NULL)), "loss");
+		output(&b, typed(node(&b, IR_OP_SOFTMAX_XENT_GRAD, x, lab, NULL)), "dlogits");
+		check_poked(&b, pokes, COUNT(pokes), k ? "dlogits" : "loss", k ? rows_want : loss_want,
+			k ? COUNT(rows_want) : COUNT(loss_want));
+	}
+}
+END_TEST
+
 Suite *cg_ops_suite(void)
 {
 	Suite *s = suite_create("codegen ops");
@@ -435,6 +551,9 @@ Suite *cg_ops_suite(void)
 	tcase_add_loop_test(tc, test_layout_3, 0, LOOPS(layout_cases) / 4);
 	tcase_add_loop_test(tc, test_softmax_xent, 0, LOOPS(xent_cases));
 	tcase_add_loop_test(tc, test_matmul, 0, LOOPS(matmul_cases));
+	tcase_add_loop_test(tc, test_relu_nan, 0, 4);
+	tcase_add_loop_test(tc, test_maxpool_nan, 0, 4);
+	tcase_add_loop_test(tc, test_softmax_xent_nan, 0, 4);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -98,22 +98,29 @@ START_TEST(test_pool)
 }
 END_TEST
 
+/* maxpool(x) {window k, stride s, pad} and, in *dx, maxpool_grad(dy, x) of a
+ * new input dy; returns the maxpool. */
+static ir_node *maxpool_and_grad(net *t, ir_node *x, int64_t k, int64_t s, const int64_t pad[4], ir_node **dx)
+{
+	ir_node *y = op(t, IR_OP_MAXPOOL, 1, x);
+	ir_node_set_int(t->g, y, IR_ATTR_WINDOW, k);
+	set_window(t, y, s, pad);
+	fin(y);
+	*dx = op(t, IR_OP_MAXPOOL_GRAD, 2, input(t, 4, y->type.dim, 0, 1), x);
+	ir_node_set_int(t->g, *dx, IR_ATTR_WINDOW, k);
+	set_window(t, *dx, s, pad);
+	fin(*dx);
+	return y;
+}
+
 /* Ties go to the first maximum in row-major order; padding never wins, and a
  * window entirely in padding gives −∞ and routes nothing back. */
 START_TEST(test_maxpool_ties_and_padding)
 {
 	net t;
 	net_init(&t, IR_F64);
-	ir_node *x = input(&t, 4, (int64_t[]){1, 1, 2, 2}, 0, 1);
-	ir_node *y = op(&t, IR_OP_MAXPOOL, 1, x);
-	ir_node_set_int(t.g, y, IR_ATTR_WINDOW, 2);
-	set_window(&t, y, 1, (int64_t[]){1, 1, 1, 1});
-	fin(y);
-	ir_node *dy = input(&t, 4, y->type.dim, 0, 1);
-	ir_node *dx = op(&t, IR_OP_MAXPOOL_GRAD, 2, dy, x);
-	ir_node_set_int(t.g, dx, IR_ATTR_WINDOW, 2);
-	set_window(&t, dx, 1, (int64_t[]){1, 1, 1, 1});
-	fin(dx);
+	ir_node *x = input(&t, 4, (int64_t[]){1, 1, 2, 2}, 0, 1), *dx;
+	ir_node *y = maxpool_and_grad(&t, x, 2, 1, (int64_t[]){1, 1, 1, 1}, &dx), *dy = dx->in[0];
 	memcpy(dval(&t, x), (double[]){-3, -2, -4, -5}, 4 * sizeof(double));
 	for (int i = 0; i < 9; i++)
 		dval(&t, dy)[i] = 1 << i;
@@ -161,6 +168,43 @@ START_TEST(test_global_avgpool)
 			dref, 120, dt ? 1e-16 : 1e-7);
 		if (dt)
 			fd_check(&t, x, y, dy, dx, 1e-8, "global_avgpool_grad fd");
+		net_free(&t);
+	}
+}
+END_TEST
+
+/* got[i] is want[i] exactly, or NaN where want[i] is. */
+static void check_special(const char *what, const double *got, const double *want, int n)
+{
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(isnan(want[i]) ? isnan(got[i]) : got[i] == want[i], "%s[%d]: %g, want %g",
+			what, i, got[i], want[i]);
+}
+
+/* NaN propagates as in PyTorch 1.13's max_pool2d: one plane per case of
+ * 2x2, one window; values and gradients as torch gives them. */
+START_TEST(test_maxpool_nan)
+{
+	static const double x[5][4] = {
+		{1, NAN, 3, 2},                                   /* NaN wins */
+		{NAN, 1, NAN, 2},                                 /* the last NaN takes the gradient */
+		{1, INFINITY, NAN, 2},                            /* over +∞ too */
+		{NAN, INFINITY, 1, 2},                            /* NaN first */
+		{-INFINITY, -INFINITY, -INFINITY, -INFINITY},     /* −∞ is a value: the first wins */
+	};
+	static const double y_want[5] = {NAN, NAN, NAN, NAN, -INFINITY};
+	static const double dx_want[20] = {0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0};
+	for (int dt = 0; dt < 2; dt++) {
+		net t;
+		net_init(&t, dt ? IR_F64 : IR_F32);
+		ir_node *xn = input(&t, 4, (int64_t[]){1, 5, 2, 2}, 0, 1), *dx;
+		memcpy(dval(&t, xn), x, sizeof x);
+		ir_node *y = maxpool_and_grad(&t, xn, 2, 2, (int64_t[]){0, 0, 0, 0}, &dx);
+		for (int i = 0; i < 5; i++)
+			dval(&t, dx->in[0])[i] = 1;
+		net_eval(&t, dx->id);
+		check_special(dt ? "maxpool f64" : "maxpool f32", dval(&t, y), y_want, 5);
+		check_special(dt ? "maxpool_grad f64" : "maxpool_grad f32", dval(&t, dx), dx_want, 20);
 		net_free(&t);
 	}
 }
@@ -327,6 +371,40 @@ START_TEST(test_softmax_xent)
 }
 END_TEST
 
+/* PyTorch 1.13's cross_entropy: a NaN logit (also first in its row, where
+ * the max starts) or a +∞ one makes the loss and that row's gradient NaN;
+ * a −∞ one that is not the label is harmless: [1, −∞, 2] with label 0 has
+ * loss log(1 + e) and gradient (−e/(1+e), 0, e/(1+e)) / N. */
+START_TEST(test_softmax_xent_nan)
+{
+	static const double x[4][3] = {{1, NAN, 2}, {NAN, 1, 2}, {1, INFINITY, 2}, {1, -INFINITY, 2}};
+	const double e1 = exp(1.0);
+	for (int dt = 0; dt < 2; dt++) {
+		net t;
+		net_init(&t, dt ? IR_F64 : IR_F32);
+		ir_node *xn = input(&t, 2, (int64_t[]){4, 3}, 0, 1);
+		memcpy(dval(&t, xn), x, sizeof x);
+		ir_node *lab = labels(&t, 4, (int32_t[]){0, 0, 0, 0});
+		ir_node *loss = fin(op(&t, IR_OP_SOFTMAX_XENT, 2, xn, lab));
+		ir_node *grad = fin(op(&t, IR_OP_SOFTMAX_XENT_GRAD, 2, xn, lab));
+		net_eval(&t, grad->id);
+		ck_assert(isnan(dval(&t, loss)[0]));
+		for (int i = 0; i < 9; i++)
+			ck_assert_msg(isnan(dval(&t, grad)[i]), "dlogits[%d] = %g", i, dval(&t, grad)[i]);
+		double want[3] = {-e1 / (1 + e1) / 4, 0, e1 / (1 + e1) / 4};
+		check_close("softmax_xent_grad −∞", dval(&t, grad) + 9, want, 3, dt ? 1e-15 : 1e-7);
+		/* The −∞ row alone: a finite loss. */
+		ir_node *one = input(&t, 2, (int64_t[]){1, 3}, 0, 1);
+		memcpy(dval(&t, one), x[3], sizeof x[3]);
+		ir_node *l1 = fin(op(&t, IR_OP_SOFTMAX_XENT, 2, one, labels(&t, 1, (int32_t[]){0})));
+		net_eval(&t, l1->id);
+		double lw = log(1 + e1);
+		check_close("softmax_xent −∞", dval(&t, l1), &lw, 1, dt ? 1e-15 : 1e-7);
+		net_free(&t);
+	}
+}
+END_TEST
+
 START_TEST(test_softmax_xent_bad_label)
 {
 	net t;
@@ -391,6 +469,59 @@ START_TEST(test_elementwise)
 			}
 			net_free(&t);
 		}
+}
+END_TEST
+
+/* As in PyTorch 1.13: relu(NaN) = NaN, relu(±∞) = ∞, 0; relu_grad (its
+ * threshold_backward: 0 where y <= 0, else dy) passes dy where y is NaN and
+ * gives 0 where y <= 0 even for a NaN dy.  40 elements, so the vectorised
+ * loop sees them, in place too. */
+START_TEST(test_relu_nan)
+{
+	static const double x[8] = {NAN, -1, 0, 2, INFINITY, -INFINITY, -1, NAN};
+	static const double dy[8] = {1, 2, 3, 4, 5, 6, NAN, NAN};
+	static const double y_want[8] = {NAN, 0, 0, 2, INFINITY, 0, 0, NAN};
+	static const double dx_want[8] = {1, 0, 0, 4, 5, 0, 0, NAN};
+	for (int dt = 0; dt < 2; dt++) {
+		net t;
+		net_init(&t, dt ? IR_F64 : IR_F32);
+		ir_node *xn = input(&t, 1, (int64_t[]){40}, 0, 1), *dyn = input(&t, 1, (int64_t[]){40}, 0, 1);
+		double yw[40], dxw[40];
+		for (int i = 0; i < 40; i++) {
+			dval(&t, xn)[i] = x[i % 8];
+			dval(&t, dyn)[i] = dy[i % 8];
+			yw[i] = y_want[i % 8];
+			dxw[i] = dx_want[i % 8];
+		}
+		ir_node *y = fin(op(&t, IR_OP_RELU, 1, xn));
+		ir_node *dx = fin(op(&t, IR_OP_RELU_GRAD, 2, dyn, y));
+		net_eval(&t, dx->id);
+		check_special("relu", dval(&t, y), yw, 40);
+		check_special("relu_grad", dval(&t, dx), dxw, 40);
+		/* In place: out aliases operand 0. */
+		union { float f[40]; double d[40]; } a, b;
+		double got[40];
+		for (int i = 0; i < 40; i++)
+			if (dt)
+				a.d[i] = dval(&t, xn)[i];
+			else
+				a.f[i] = (float)dval(&t, xn)[i];
+		call(y, &a, &a, NULL, NULL);
+		for (int i = 0; i < 40; i++) {
+			if (dt)
+				b.d[i] = dval(&t, dyn)[i];
+			else
+				b.f[i] = (float)dval(&t, dyn)[i];
+		}
+		call(dx, &b, &b, &a, NULL);
+		for (int i = 0; i < 40; i++)
+			got[i] = dt ? a.d[i] : (double)a.f[i];
+		check_special("relu in place", got, yw, 40);
+		for (int i = 0; i < 40; i++)
+			got[i] = dt ? b.d[i] : (double)b.f[i];
+		check_special("relu_grad in place", got, dxw, 40);
+		net_free(&t);
+	}
 }
 END_TEST
 
@@ -574,13 +705,16 @@ Suite *rt_kern_ops_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_pool);
 	tcase_add_test(tc, test_maxpool_ties_and_padding);
+	tcase_add_test(tc, test_maxpool_nan);
 	tcase_add_test(tc, test_global_avgpool);
 	tcase_add_test(tc, test_matmul);
 	tcase_add_test(tc, test_bias_add);
 	tcase_add_test(tc, test_reduce_sum);
 	tcase_add_test(tc, test_softmax_xent);
 	tcase_add_test(tc, test_softmax_xent_bad_label);
+	tcase_add_test(tc, test_softmax_xent_nan);
 	tcase_add_test(tc, test_elementwise);
+	tcase_add_test(tc, test_relu_nan);
 	tcase_add_test(tc, test_relu_grad_fd);
 	tcase_add_test(tc, test_layout_fd);
 	tcase_add_test(tc, test_layout_forward);
