@@ -206,7 +206,9 @@ cli_budget cli_data_budget(int64_t limit, ir_graph *const *graphs, int n);
  * and revnet-vs-store gradient angles, f32 and f64; prints the report and
  * returns the exit status. */
 int cli_check_drift(const cli_model *m, uint64_t seed, bool json);
-/* The memory timeline as SVG (timeline.c). */
-bool cli_timeline_svg(const char *path, const char *model, ps_strategy s, const ps_memory *m);
+/* The memory timeline of g (scheduled, with its memory model m) as SVG
+ * (timeline.c). */
+bool cli_timeline_svg(const char *path, const char *model, int64_t batch, ps_strategy s,
+	const ir_graph *g, const ps_memory *m);
 
 #endif
