@@ -43,7 +43,7 @@ bool rt_dataset_alloc(rt_dataset *d, int64_t n, int64_t c, int64_t h, int64_t w,
 	memset(d, 0, sizeof *d);
 	int64_t bytes;
 	if (classes < 1)
-		return rt_errorf(e, "%s: %d classes", name, classes);
+		return rt_errorf(e, "%s: absurd number of classes %d", name, classes);
 	if (!rt_dataset_fits(n, c, h, w, lim, name, &bytes, e))
 		return false;
 	size_t pixels = (size_t)(bytes - n * (int64_t)sizeof *d->labels);
