@@ -118,9 +118,17 @@ bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo
 
 /* ---- data and progress (cli/data.c, cli/progress.c) --------------------- */
 
+/* What --max-memory leaves for data in train and eval: limit (-1: no
+ * --max-memory) less the plan, less the datasets loaded so far (their
+ * pixels and labels, rt_dataset_bytes). */
+typedef struct {
+	int64_t limit, plan, data;
+} cli_budget;
+
 /* Loads the train or test split of "fashion-mnist[:DIR]", "cifar10:DIR" or
- * "synthetic" and checks it fits the spec; reports and returns false on error. */
-bool cli_data_load(const char *which, const fe_spec *s, bool train, rt_dataset *d);
+ * "synthetic" within budget b (NULL: none; takes the dataset's bytes from
+ * it) and checks it fits the spec; reports and returns false on error. */
+bool cli_data_load(const char *which, const fe_spec *s, bool train, cli_budget *b, rt_dataset *d);
 
 typedef struct {
 	bool tty, json, drawn;
@@ -184,7 +192,7 @@ void cli_human_bytes(char *buf, size_t n, int64_t bytes);
 
 /* ---- limits (cli/limits.c) ------------------------------------------------ */
 
-#define CLI_MAX_MEMORY_OPT {"max-memory", 0, "SIZE", "refuse to run when parameters + optimiser state + planned arena exceed SIZE"}
+#define CLI_MAX_MEMORY_OPT {"max-memory", 0, "SIZE", "refuse to run when parameters + optimiser state + planned arena (+ data, for train and eval) exceed SIZE"}
 #define CLI_CHECK_NUMERICS_OPT {"check-numerics", 0, NULL, "stop at the first NaN or Inf and name the node that made it"}
 /* Parses --max-memory (cli_parse_size, > 0); prints a usage error. */
 bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out);
@@ -192,11 +200,15 @@ bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out);
  * arenas of all n graphs must fit in limit bytes, else one error line naming
  * the total and the limit, and false.  Call it before allocating any. */
 bool cli_check_max_memory(int64_t limit, ir_graph *const *graphs, int n);
+/* The budget for data that limit leaves once those graphs are planned. */
+cli_budget cli_data_budget(int64_t limit, ir_graph *const *graphs, int n);
 /* revc check --drift (drift.c): reconstruction errors per reversible unit
  * and revnet-vs-store gradient angles, f32 and f64; prints the report and
  * returns the exit status. */
 int cli_check_drift(const cli_model *m, uint64_t seed, bool json);
-/* The memory timeline as SVG (timeline.c). */
-bool cli_timeline_svg(const char *path, const char *model, ps_strategy s, const ps_memory *m);
+/* The memory timeline of g (scheduled, with its memory model m) as SVG
+ * (timeline.c). */
+bool cli_timeline_svg(const char *path, const char *model, int64_t batch, ps_strategy s,
+	const ir_graph *g, const ps_memory *m);
 
 #endif

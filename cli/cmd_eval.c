@@ -97,7 +97,8 @@ int cmd_eval(int argc, char **argv)
 		goto done;
 	if (!data)
 		data = m.spec.dataset;
-	if (!cli_data_load(data, &m.spec, train_split, &d))
+	cli_budget budget = cli_data_budget(max_memory, &g, 1);
+	if (!cli_data_load(data, &m.spec, train_split, &budget, &d))
 		goto done;
 	if (!rt_store_load(&store, g, params, false, &e) || !(x = rt_exec_new(g, &store, RT_EXEC_AUTO, &e)) ||
 	    !rt_evaluate(x, &d, &loss, &acc, &bad, &e)) {

@@ -368,7 +368,8 @@ int cmd_mem(int argc, char **argv)
 		print_json(r, nr, &m);
 	else
 		print_text(r, nr, &m);
-	if (timeline && !cli_timeline_svg(timeline, m.spec.name, r[0].strategy, &r[0].m))
+	if (timeline && !cli_timeline_svg(timeline, m.spec.name, m.spec.batch, r[0].strategy, r[0].g,
+		&r[0].m))
 		goto done;
 	status = EXIT_OK;
 	for (int i = 0; i < nr; i++)

@@ -203,7 +203,9 @@ int cmd_train(int argc, char **argv)
 		goto done;
 	if (!data)
 		data = m.spec.dataset;
-	if (!cli_data_load(data, &m.spec, true, &train) || !cli_data_load(data, &m.spec, false, &test))
+	cli_budget budget = cli_data_budget(max_memory, (ir_graph *[]){step_g, eval_g}, 2);
+	if (!cli_data_load(data, &m.spec, true, &budget, &train)
+	    || !cli_data_load(data, &m.spec, false, &budget, &test))
 		goto done;
 
 	int64_t spe = train.n / m.spec.batch;

@@ -1,5 +1,6 @@
-/* data.c: the --data option of train and eval: which dataset, loaded and
- * checked against the spec's input shape and classes. */
+/* data.c: the --data option of train and eval: which dataset, loaded
+ * within what --max-memory leaves after the plan, and checked against the
+ * spec's input shape and classes. */
 #include <string.h>
 
 #include "cli.h"
@@ -8,30 +9,40 @@
 #define SYNTHETIC_TRAIN 6000
 #define SYNTHETIC_TEST 1000
 
-bool cli_data_load(const char *which, const fe_spec *s, bool train, rt_dataset *d)
+/* The limit b leaves, named for messages in buf. */
+static const rt_data_limit *budget_limit(const cli_budget *b, rt_data_limit *lim, char *buf, size_t n)
+{
+	if (!b || b->limit < 0)
+		return NULL;
+	char left[32], limit[32], plan[32], data[32];
+	lim->bytes = b->limit - b->plan - b->data;
+	cli_human_bytes(left, sizeof left, lim->bytes);
+	cli_human_bytes(limit, sizeof limit, b->limit);
+	cli_human_bytes(plan, sizeof plan, b->plan);
+	cli_human_bytes(data, sizeof data, b->data);
+	snprintf(buf, n, "the %s left of --max-memory %s after the plan (%s)%s%s%s", left, limit, plan,
+		b->data ? " and the training set (" : "", b->data ? data : "", b->data ? ")" : "");
+	lim->what = buf;
+	return lim;
+}
+
+bool cli_data_load(const char *which, const fe_spec *s, bool train, cli_budget *b, rt_dataset *d)
 {
 	rt_err e;
 	bool ok;
+	char what[256];
+	rt_data_limit limit;
+	const rt_data_limit *lim = budget_limit(b, &limit, what, sizeof what);
 	const char *colon = strchr(which, ':');
 	size_t kind = colon ? (size_t)(colon - which) : strlen(which);
 	const char *dir = colon ? colon + 1 : NULL;
 	if (kind == 9 && strncmp(which, "synthetic", 9) == 0 && !dir) {
-		/* rt_data_synthetic takes only shapes rt_dataset_alloc accepts. */
-		int64_t n = train ? SYNTHETIC_TRAIN : SYNTHETIC_TEST, image, bytes;
-		if (!ir_size_mul(s->input[0], s->input[1], &image) || !ir_size_mul(image, s->input[2], &image) ||
-		    image > INT32_MAX || !ir_size_mul(n, image, &bytes) || bytes > RT_DATA_MAX_BYTES) {
-			cli_error("synthetic data: %lld images of %lldx%lldx%lld take more than the 2^34 bytes a "
-				"dataset may hold", (long long)n, (long long)s->input[0], (long long)s->input[1],
-				(long long)s->input[2]);
-			return false;
-		}
-		rt_data_synthetic(n, (int)s->input[0],
-			(int)s->input[1], (int)s->input[2], (int)s->classes, (uint64_t)s->seed + !train, d);
-		return true;
+		ok = rt_data_synthetic(train ? SYNTHETIC_TRAIN : SYNTHETIC_TEST, s->input[0], s->input[1],
+			s->input[2], (int)s->classes, (uint64_t)s->seed + !train, lim, d, &e);
 	} else if (kind == 13 && strncmp(which, "fashion-mnist", 13) == 0) {
-		ok = rt_data_load_fashion(dir && *dir ? dir : NULL, train, d, &e);
+		ok = rt_data_load_fashion(dir && *dir ? dir : NULL, train, lim, d, &e);
 	} else if (kind == 7 && strncmp(which, "cifar10", 7) == 0 && dir && *dir) {
-		ok = rt_data_load_cifar10(dir, train, d, &e);
+		ok = rt_data_load_cifar10(dir, train, lim, d, &e);
 	} else {
 		cli_error("unknown data '%s': use fashion-mnist[:DIR], cifar10:DIR or synthetic", which);
 		return false;
@@ -47,5 +58,7 @@ bool cli_data_load(const char *which, const fe_spec *s, bool train, rt_dataset *
 		rt_dataset_free(d);
 		return false;
 	}
+	if (b)
+		b->data += rt_dataset_bytes(d);
 	return true;
 }

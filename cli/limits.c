@@ -1,6 +1,7 @@
 /* limits.c: --max-memory, the limit train, grad, bench and eval put on a
  * plan before they allocate it: parameters + optimiser state + the planned
- * arenas of the graphs the command runs (the same total `revc mem` shows). */
+ * arenas of the graphs the command runs (the same total `revc mem` shows).
+ * What is left bounds the data train and eval load (cli/data.c). */
 #include "cli.h"
 
 bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out)
@@ -11,17 +12,35 @@ bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out)
 	return false;
 }
 
+/* Persistent tensors: those of the first graph, as revc mem counts them. */
+static int64_t plan_bytes(ir_graph *const *graphs, int n, int64_t *params, int64_t *opt,
+	int64_t *arena)
+{
+	int64_t persistent[PS_MEM_CAT_COUNT] = {0};
+	ps_memory_persistent(graphs[0], persistent);
+	*params = persistent[PS_MEM_PARAMS];
+	*opt = persistent[PS_MEM_OPTSTATE];
+	*arena = 0;
+	for (int k = 0; k < n; k++)
+		*arena += ps_arena_bytes(graphs[k]);
+	return *params + *opt + *arena;
+}
+
+cli_budget cli_data_budget(int64_t limit, ir_graph *const *graphs, int n)
+{
+	int64_t params, opt, arena;
+	cli_budget b = {limit, 0, 0};
+	if (limit >= 0 && n >= 1)
+		b.plan = plan_bytes(graphs, n, &params, &opt, &arena);
+	return b;
+}
+
 bool cli_check_max_memory(int64_t limit, ir_graph *const *graphs, int n)
 {
 	if (limit < 0 || n < 1)
 		return true;
-	/* Persistent tensors: those of the first graph, as revc mem counts them. */
-	int64_t persistent[PS_MEM_CAT_COUNT] = {0}, arena = 0;
-	ps_memory_persistent(graphs[0], persistent);
-	int64_t params = persistent[PS_MEM_PARAMS], opt = persistent[PS_MEM_OPTSTATE];
-	for (int k = 0; k < n; k++)
-		arena += ps_arena_bytes(graphs[k]);
-	int64_t total = params + opt + arena;
+	int64_t params, opt, arena;
+	int64_t total = plan_bytes(graphs, n, &params, &opt, &arena);
 	if (total <= limit)
 		return true;
 	char t[32], p[32], o[32], a[32], l[32];

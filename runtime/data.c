@@ -1,129 +1,71 @@
-/* data.c: what every dataset shares: reading (possibly gzipped) files,
- * checked allocation, synthetic data, epoch shuffles and batch gathering.
- * The file formats live in data_idx.c and data_cifar.c. */
-#include <errno.h>
-#include <fcntl.h>
+/* data.c: what every dataset shares: checked allocation against the
+ * limits, synthetic data, epoch shuffles and batch gathering.  The file
+ * formats live in data_idx.c and data_cifar.c, the streams they read
+ * through in data_in.c. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <zlib.h>
 
 #include "rt.h"
 
-/* zlib reads plain files transparently, so one path serves both.  The
- * buffer starts at the file's size (exact for a plain file) and doubles for
- * compressed ones; it is capped at max + 1 bytes so that one byte too many
- * is seen. */
-bool rt_data_read_file(const char *path, size_t max, uint8_t **data, size_t *len, rt_err *e)
+bool rt_dataset_fits(int64_t n, int64_t c, int64_t h, int64_t w, const rt_data_limit *lim,
+	const char *name, int64_t *bytes, rt_err *e)
 {
-	*data = NULL;
-	*len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return rt_errorf(e, "%s: cannot open: %s", path, strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return rt_errorf(e, "%s: not a regular file", path);
-	}
-	gzFile gz = gzdopen(fd, "rb");
-	if (!gz) {
-		close(fd);
-		return rt_errorf(e, "%s: out of memory", path);
-	}
-	gzbuffer(gz, 1 << 17);
-	if (max > SIZE_MAX / 2)
-		max = SIZE_MAX / 2;
-	size_t cap = (uintmax_t)st.st_size < max ? (size_t)st.st_size + 1 : max + 1;
-	if (cap < 4096)
-		cap = max + 1 < 4096 ? max + 1 : 4096;
-	size_t n = 0;
-	uint8_t *buf = malloc(cap);
-	if (!buf)
-		goto oom;
-	for (;;) {
-		if (n == cap) {
-			if (cap > max) {
-				rt_errorf(e, "%s: larger than %zu bytes", path, max);
-				goto fail;
-			}
-			size_t ncap = cap > (max + 1) / 2 ? max + 1 : cap * 2;
-			uint8_t *nbuf = realloc(buf, ncap);
-			if (!nbuf)
-				goto oom;
-			buf = nbuf;
-			cap = ncap;
-		}
-		size_t want = cap - n < (1u << 30) ? cap - n : (1u << 30);
-		int r = gzread(gz, buf + n, (unsigned)want);
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	int err;
-	const char *msg = gzerror(gz, &err);
-	if (err == Z_ERRNO) {
-		rt_errorf(e, "%s: cannot read: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (err == Z_MEM_ERROR)
-		goto oom;
-	if (err != Z_OK) {
-		/* zlib names a descriptor "<fd:3>" and prefixes that to its messages. */
-		const char *colon = strstr(msg, ": ");
-		if (!strncmp(msg, "<fd:", 4) && colon)
-			msg = colon + 2;
-		rt_errorf(e, "%s: corrupt or truncated gzip data (%s)", path, msg);
-		goto fail;
-	}
-	/* gzclose_r reports a stream cut inside a gzip member. */
-	err = gzclose_r(gz);
-	if (err != Z_OK) {
-		free(buf);
-		return rt_errorf(e, "%s: corrupt or truncated gzip data", path);
-	}
-	*data = buf;
-	*len = n;
-	return true;
-oom:
-	rt_errorf(e, "%s: out of memory", path);
-fail:
-	gzclose_r(gz);
-	free(buf);
-	return false;
-}
-
-bool rt_dataset_alloc(rt_dataset *d, int64_t n, int c, int h, int w, int classes,
-	const char *name, rt_err *e)
-{
-	memset(d, 0, sizeof *d);
+	*bytes = 0;
 	if (n < 1)
 		return rt_errorf(e, "%s: holds no examples", name);
-	if (c < 1 || h < 1 || w < 1 || classes < 1)
-		return rt_errorf(e, "%s: absurd shape %dx%dx%d, %d classes", name, c, h, w, classes);
-	int64_t image, bytes, label_bytes;
+	if (c < 1 || h < 1 || w < 1)
+		return rt_errorf(e, "%s: absurd shape %lldx%lldx%lld", name, (long long)c, (long long)h,
+			(long long)w);
+	int64_t image, b;
 	if (!ir_size_mul(c, h, &image) || !ir_size_mul(image, w, &image) || image > INT_MAX)
-		return rt_errorf(e, "%s: absurd image size %dx%dx%d", name, c, h, w);
-	if (!ir_size_mul(n, image, &bytes) || bytes > RT_DATA_MAX_BYTES
-		|| !ir_size_mul(n, (int64_t)sizeof *d->labels, &label_bytes)
-		|| label_bytes > RT_DATA_MAX_BYTES)
-		return rt_errorf(e, "%s: %lld images of %dx%dx%d exceed the limit of 2^34 bytes",
-			name, (long long)n, c, h, w);
-	d->pixels = malloc((size_t)bytes);
-	d->labels = malloc((size_t)label_bytes);
+		return rt_errorf(e, "%s: absurd image size %lldx%lldx%lld", name, (long long)c,
+			(long long)h, (long long)w);
+	if (!ir_size_mul(n, image + (int64_t)sizeof(int32_t), &b) || b > RT_DATA_MAX_BYTES)
+		return rt_errorf(e, "%s: %lld images of %lldx%lldx%lld take more than the 2^34 bytes a "
+			"dataset may hold", name, (long long)n, (long long)c, (long long)h, (long long)w);
+	if (lim && lim->bytes >= 0 && b > lim->bytes) {
+		if (lim->what)
+			return rt_errorf(e, "%s: %lld images of %lldx%lldx%lld take %lld bytes with their "
+				"labels, more than %s", name, (long long)n, (long long)c, (long long)h,
+				(long long)w, (long long)b, lim->what);
+		return rt_errorf(e, "%s: %lld images of %lldx%lldx%lld take %lld bytes with their labels, "
+			"more than the %lld bytes allowed", name, (long long)n, (long long)c, (long long)h,
+			(long long)w, (long long)b, (long long)lim->bytes);
+	}
+	*bytes = b;
+	return true;
+}
+
+bool rt_dataset_alloc(rt_dataset *d, int64_t n, int64_t c, int64_t h, int64_t w, int classes,
+	const char *name, const rt_data_limit *lim, rt_err *e)
+{
+	memset(d, 0, sizeof *d);
+	int64_t bytes;
+	if (classes < 1)
+		return rt_errorf(e, "%s: absurd number of classes %d", name, classes);
+	if (!rt_dataset_fits(n, c, h, w, lim, name, &bytes, e))
+		return false;
+	size_t pixels = (size_t)(bytes - n * (int64_t)sizeof *d->labels);
+	d->pixels = malloc(pixels);
+	d->labels = malloc((size_t)n * sizeof *d->labels);
 	if (!d->pixels || !d->labels) {
 		rt_dataset_free(d);
-		return rt_errorf(e, "%s: out of memory (%lld bytes of pixels)", name, (long long)bytes);
+		return rt_errorf(e, "%s: out of memory (%lld bytes for %lld images of %lldx%lldx%lld "
+			"and their labels)", name, (long long)bytes, (long long)n, (long long)c,
+			(long long)h, (long long)w);
 	}
 	d->n = n;
-	d->c = c;
-	d->h = h;
-	d->w = w;
+	d->c = (int)c;
+	d->h = (int)h;
+	d->w = (int)w;
 	d->classes = classes;
 	return true;
+}
+
+int64_t rt_dataset_bytes(const rt_dataset *d)
+{
+	return d->n * ((int64_t)d->c * d->h * d->w + (int64_t)sizeof *d->labels);
 }
 
 void rt_dataset_free(rt_dataset *d)
@@ -139,12 +81,12 @@ void rt_dataset_free(rt_dataset *d)
  * example shifts it by a random phase, picks random bright and dark levels
  * and adds noise of up to +-24 per pixel.  Stripes are local features, so a
  * small convolutional network learns them within an epoch. */
-void rt_data_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed, rt_dataset *out)
+bool rt_data_synthetic(int64_t n, int64_t c, int64_t h, int64_t w, int classes, uint64_t seed,
+	const rt_data_limit *lim, rt_dataset *out, rt_err *e)
 {
 	static const int dir[4][2] = {{1, 0}, {0, 1}, {1, 1}, {1, -1}};
-	rt_err e;
-	if (!rt_dataset_alloc(out, n, c, h, w, classes, "synthetic data", &e))
-		IR_DIE("%s", e.msg);
+	if (!rt_dataset_alloc(out, n, c, h, w, classes, "synthetic data", lim, e))
+		return false;
 	rt_rng r;
 	rt_rng_derive(&r, seed, RT_RNG_SYNTHETIC, 0);
 	uint8_t *p = out->pixels;
@@ -166,6 +108,7 @@ void rt_data_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t see
 					*p++ = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 				}
 	}
+	return true;
 }
 
 void rt_data_epoch_order(int64_t n, uint64_t seed, int64_t epoch, int64_t *perm)

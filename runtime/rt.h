@@ -86,24 +86,45 @@ typedef struct {
 	int32_t *labels;      /* n */
 } rt_dataset;
 
-/* Largest pixel array a dataset may hold; bigger headers are refused before
- * anything is allocated. */
+/* Largest dataset held in memory: pixels and int32 labels together.  A
+ * header or file that promises more is refused before anything is
+ * allocated. */
 #define RT_DATA_MAX_BYTES ((int64_t)1 << 34)
 /* Where Debian's dataset-fashion-mnist installs its files. */
 #define RT_FASHION_DIR "/usr/share/datasets/fashion-mnist"
 
+/* A limit a caller puts on one dataset, below RT_DATA_MAX_BYTES: at most
+ * `bytes` of pixels and labels (rt_dataset_bytes).  `what` names it in
+ * messages, as the words after "more than" ("the 2.0 MiB left of
+ * --max-memory 64 MiB"); NULL says "the N bytes allowed".  Loaders take a
+ * pointer to one, or NULL for no limit but RT_DATA_MAX_BYTES. */
+typedef struct {
+	int64_t bytes;
+	const char *what;
+} rt_data_limit;
+
 /* Loaders: on failure *out is left empty (zeroed), nothing is leaked, and
- * the message starts with the offending file's path.  Inputs are untrusted.
+ * the message starts with the offending file's path.  Inputs are untrusted:
+ * a loader allocates the dataset once, exactly as large as the file's
+ * header (IDX) or size (CIFAR-10) says, after checking that against the
+ * limits, and reads no further into a file than that plus one byte, so a
+ * gzip file that inflates to far more than it promises costs no more than
+ * its promise.
  *
  * IDX (MNIST family): images magic 0x00000803 [n,h,w], labels 0x00000801 [n],
  * gzip-compressed or plain; labels must be below 10. */
-bool rt_data_load_idx(const char *images_path, const char *labels_path, rt_dataset *out, rt_err *e);
+bool rt_data_load_idx(const char *images_path, const char *labels_path, const rt_data_limit *lim,
+	rt_dataset *out, rt_err *e);
 /* Fashion-MNIST's four standard file names in dir (with or without .gz);
  * dir NULL means RT_FASHION_DIR. */
-bool rt_data_load_fashion(const char *dir, bool train, rt_dataset *out, rt_err *e);
+bool rt_data_load_fashion(const char *dir, bool train, const rt_data_limit *lim, rt_dataset *out,
+	rt_err *e);
 /* CIFAR-10 binary version: data_batch_1.bin .. data_batch_5.bin (train) or
- * test_batch.bin (test) in dir; records of 1 label byte + 3072 CHW pixels. */
-bool rt_data_load_cifar10(const char *dir, bool train, rt_dataset *out, rt_err *e);
+ * test_batch.bin (test) in dir; records of 1 label byte + 3072 CHW pixels.
+ * The files must be uncompressed: having no header, only their sizes say
+ * how much they hold. */
+bool rt_data_load_cifar10(const char *dir, bool train, const rt_data_limit *lim, rt_dataset *out,
+	rt_err *e);
 
 /* The loaders' parsers, on bytes already in memory (decompressed): fuzzing
  * entry points.  Names are used in messages only. */
@@ -111,19 +132,25 @@ bool rt_data_parse_idx(const uint8_t *img, size_t img_len, const uint8_t *lab, s
 	const char *img_name, const char *lab_name, rt_dataset *out, rt_err *e);
 bool rt_data_parse_cifar10(const uint8_t *buf, size_t len, const char *name, rt_dataset *out, rt_err *e);
 
-/* Reads all of path into a malloc'd buffer, gunzipping it if it is gzip
- * data (a plain file is read as it is).  More than max bytes is an error. */
-bool rt_data_read_file(const char *path, size_t max, uint8_t **data, size_t *len, rt_err *e);
-/* Checks the shape (n >= 1, every dim >= 1, one image below 2^31 values,
- * at most RT_DATA_MAX_BYTES of pixels) and allocates d's arrays. */
-bool rt_dataset_alloc(rt_dataset *d, int64_t n, int c, int h, int w, int classes,
-	const char *name, rt_err *e);
+/* Whether n examples of c x h x w pixels make a dataset rt_dataset_alloc
+ * accepts: n >= 1, every dim >= 1, one image below 2^31 values, and
+ * pixels + labels within RT_DATA_MAX_BYTES and lim (may be NULL).  *bytes
+ * receives what the dataset takes (rt_dataset_bytes). */
+bool rt_dataset_fits(int64_t n, int64_t c, int64_t h, int64_t w, const rt_data_limit *lim,
+	const char *name, int64_t *bytes, rt_err *e);
+/* Checks the shape with rt_dataset_fits and allocates d's arrays. */
+bool rt_dataset_alloc(rt_dataset *d, int64_t n, int64_t c, int64_t h, int64_t w, int classes,
+	const char *name, const rt_data_limit *lim, rt_err *e);
+/* The bytes d's arrays take: one a pixel, four a label. */
+int64_t rt_dataset_bytes(const rt_dataset *d);
 void rt_dataset_free(rt_dataset *d);
 
 /* Deterministic learnable data: each class is a stripe pattern with its own
  * orientation and period; each example has a random phase and contrast plus
- * pixel noise.  The shape must pass rt_dataset_alloc (else this aborts). */
-void rt_data_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed, rt_dataset *out);
+ * pixel noise.  Fails, with out empty, on a shape rt_dataset_alloc
+ * refuses. */
+bool rt_data_synthetic(int64_t n, int64_t c, int64_t h, int64_t w, int classes, uint64_t seed,
+	const rt_data_limit *lim, rt_dataset *out, rt_err *e);
 
 /* The order of examples in epoch `epoch`: a Fisher-Yates shuffle of 0..n-1
  * drawn from rt_rng_derive(seed, RT_RNG_EPOCH, epoch). */

@@ -160,6 +160,22 @@ params('params-shape', 'init.conv.w', npy('<f4', '(16, 1, 3, 2)', bytes(16 * 6 *
 params('params-int', 'init.bn.gamma', npy('<i4', '(16,)', bytes(64)))
 params('params-dir', 'final.dense.b', remove=True)
 os.makedirs(f'{data}/params-dir/final.dense.b.npy')
+
+# Hostile gzip data: a bomb (20 images promised, 64 MiB of zeros after them,
+# in concatenated members), a header promising 200000 images with none
+# there, junk after the gzip member, a gzip-compressed CIFAR-10 batch.
+zeros = gzip.compress(bytes(1 << 20))
+img = open(f'{ok}/train-images-idx3-ubyte', 'rb').read()
+for name, body in (('idx-bomb', gzip.compress(img) + zeros * 64),
+                   ('idx-promise', gzip.compress(idx([200000, 28, 28], b''))),
+                   ('idx-junk', gzip.compress(img) + b'junk')):
+    d = idx_dir(name)
+    os.remove(f'{d}/train-images-idx3-ubyte')
+    w(f'{d}/train-images-idx3-ubyte.gz', body)
+os.remove(f'{data}/idx-promise/train-labels-idx1-ubyte')
+w(f'{data}/idx-promise/train-labels-idx1-ubyte.gz', gzip.compress(idx([200000], b'')))
+d = cifar_dir('cifar-gz')
+w(f'{d}/data_batch_2.bin', gzip.compress(open(f'{d}/data_batch_2.bin', 'rb').read()))
 EOF
 
 # A checkpoint of the tiny spec after two steps, and broken copies of it.

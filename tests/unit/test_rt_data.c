@@ -10,6 +10,7 @@
 
 #include <zlib.h>
 
+#include "data_in.h"
 #include "rt.h"
 #include "runtime_suites.h"
 
@@ -74,6 +75,24 @@ static uint8_t *slurp(const char *path, size_t *len)
 	return (uint8_t *)data;
 }
 
+/* All of a gzip file, inflated (zlib directly: the loaders read no more
+ * than a header promises). */
+static uint8_t *gunzip(const char *path, size_t *len)
+{
+	gzFile gz = gzopen(path, "rb");
+	ck_assert_ptr_nonnull(gz);
+	size_t cap = 1 << 20, n = 0;
+	uint8_t *buf = malloc(cap);
+	for (int r; (r = gzread(gz, buf + n, (unsigned)(cap - n))) > 0;) {
+		n += (size_t)r;
+		if (n == cap)
+			ck_assert_ptr_nonnull(buf = realloc(buf, cap *= 2));
+	}
+	ck_assert_int_eq(gzclose(gz), Z_OK);
+	*len = n;
+	return buf;
+}
+
 static bool is_empty(const rt_dataset *d)
 {
 	return d->n == 0 && !d->pixels && !d->labels && d->c == 0 && d->classes == 0;
@@ -91,11 +110,25 @@ static void expect_idx_error(const char *img, const char *lab, const char *path,
 	rt_dataset d;
 	rt_err e = {{0}};
 	memset(&d, 0x55, sizeof d);
-	ck_assert_msg(!rt_data_load_idx(img, lab, &d, &e), "%s loaded", path);
+	ck_assert_msg(!rt_data_load_idx(img, lab, NULL, &d, &e), "%s loaded", path);
 	ck_assert_msg(is_empty(&d), "dataset not left empty: %s", e.msg);
 	ck_assert_msg(starts_with(e.msg, path), "'%s' does not start with %s", e.msg, path);
 	if (what)
 		ck_assert_msg(strstr(e.msg, what), "'%s' lacks '%s'", e.msg, what);
+}
+
+/* As expect_idx_error, under a limit; the message must end with `tail`. */
+static void expect_idx_error_limit(const char *img, const char *lab, const rt_data_limit *lim,
+	const char *tail)
+{
+	rt_dataset d;
+	rt_err e = {{0}};
+	memset(&d, 0x55, sizeof d);
+	ck_assert_msg(!rt_data_load_idx(img, lab, lim, &d, &e), "%s loaded", img);
+	ck_assert_msg(is_empty(&d), "dataset not left empty: %s", e.msg);
+	ck_assert_msg(starts_with(e.msg, img), "'%s' does not start with %s", e.msg, img);
+	size_t n = strlen(e.msg), t = strlen(tail);
+	ck_assert_msg(n >= t && !strcmp(e.msg + n - t, tail), "'%s' does not end with '%s'", e.msg, tail);
 }
 
 static void put_be32(uint8_t *p, uint32_t v)
@@ -156,7 +189,7 @@ START_TEST(test_fashion_test_set)
 {
 	rt_dataset d;
 	rt_err e;
-	ck_assert_msg(rt_data_load_fashion(NULL, false, &d, &e), "%s", e.msg);
+	ck_assert_msg(rt_data_load_fashion(NULL, false, NULL, &d, &e), "%s", e.msg);
 	ck_assert_int_eq(d.n, 10000);
 	ck_assert_int_eq(d.c, 1);
 	ck_assert_int_eq(d.h, 28);
@@ -209,7 +242,7 @@ START_TEST(test_fashion_train_set)
 {
 	rt_dataset d;
 	rt_err e;
-	ck_assert_msg(rt_data_load_fashion(FASHION, true, &d, &e), "%s", e.msg);
+	ck_assert_msg(rt_data_load_fashion(FASHION, true, NULL, &d, &e), "%s", e.msg);
 	ck_assert_int_eq(d.n, 60000);
 	ck_assert_int_eq(d.h * d.w * d.c, 784);
 	int count[10] = {0};
@@ -228,15 +261,14 @@ START_TEST(test_fashion_plain_copies)
 {
 	rt_dataset gz, plain;
 	rt_err e;
-	ck_assert_msg(rt_data_load_fashion(FASHION, false, &gz, &e), "%s", e.msg);
+	ck_assert_msg(rt_data_load_fashion(FASHION, false, NULL, &gz, &e), "%s", e.msg);
 	char *dir = make_tmpdir();
 	static const char *names[] = {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
 	for (int i = 0; i < 2; i++) {
 		char *src = join(FASHION, names[i]), *srcgz, *dst = join(dir, names[i]);
 		ck_assert_int_ge(asprintf(&srcgz, "%s.gz", src), 0);
-		uint8_t *data;
 		size_t len;
-		ck_assert_msg(rt_data_read_file(srcgz, (size_t)1 << 30, &data, &len, &e), "%s", e.msg);
+		uint8_t *data = gunzip(srcgz, &len);
 		write_file(dst, data, len);
 		if (i == 0)
 			ck_assert_uint_eq(len, 16 + 10000 * 784);
@@ -245,7 +277,7 @@ START_TEST(test_fashion_plain_copies)
 		free(srcgz);
 		free(dst);
 	}
-	ck_assert_msg(rt_data_load_fashion(dir, false, &plain, &e), "%s", e.msg);
+	ck_assert_msg(rt_data_load_fashion(dir, false, NULL, &plain, &e), "%s", e.msg);
 	ck_assert_int_eq(plain.n, gz.n);
 	ck_assert_mem_eq(plain.pixels, gz.pixels, (size_t)gz.n * 784);
 	ck_assert_mem_eq(plain.labels, gz.labels, (size_t)gz.n * sizeof *gz.labels);
@@ -259,13 +291,13 @@ START_TEST(test_fashion_plain_copies)
 	write_gz(labels_gz, data, len);
 	unlink(labels);
 	free(data);
-	ck_assert_msg(rt_data_load_fashion(dir, false, &plain, &e), "%s", e.msg);
+	ck_assert_msg(rt_data_load_fashion(dir, false, NULL, &plain, &e), "%s", e.msg);
 	ck_assert_mem_eq(plain.labels, gz.labels, (size_t)gz.n * sizeof *gz.labels);
 	rt_dataset_free(&plain);
 
 	/* The training files are missing from this directory. */
 	memset(&plain, 0x55, sizeof plain);
-	ck_assert(!rt_data_load_fashion(dir, true, &plain, &e));
+	ck_assert(!rt_data_load_fashion(dir, true, NULL, &plain, &e));
 	ck_assert(is_empty(&plain));
 	char *want;
 	ck_assert_int_ge(asprintf(&want, "%s/train-images-idx3-ubyte.gz: no such file (nor without "
@@ -302,7 +334,7 @@ START_TEST(test_fashion_truncated)
 	free(raw);
 
 	rt_err e;
-	ck_assert(rt_data_read_file(img_gz, (size_t)1 << 30, &raw, &len, &e));
+	raw = gunzip(img_gz, &len);
 	size_t plain_offsets[] = {0, 1, 3, 4, 5, 15, 16, 17, 784, len / 2, len - 1};
 	for (size_t i = 0; i < sizeof plain_offsets / sizeof *plain_offsets; i++) {
 		write_file(cut_plain, raw, plain_offsets[i]);
@@ -315,10 +347,9 @@ START_TEST(test_fashion_truncated)
 
 	/* The labels: a few prefixes through files, each of them in memory
 	 * (the plain file is 10008 bytes). */
-	uint8_t *img;
 	size_t img_len;
-	ck_assert(rt_data_read_file(img_gz, (size_t)1 << 30, &img, &img_len, &e));
-	ck_assert(rt_data_read_file(lab_gz, (size_t)1 << 30, &raw, &len, &e));
+	uint8_t *img = gunzip(img_gz, &img_len);
+	raw = gunzip(lab_gz, &len);
 	ck_assert_uint_eq(len, 10008);
 	size_t lab_offsets[] = {0, 7, 8, 9, len - 1};
 	for (size_t i = 0; i < sizeof lab_offsets / sizeof *lab_offsets; i++) {
@@ -359,7 +390,7 @@ START_TEST(test_idx_small_roundtrip)
 	for (int i = 0; i < 4; i++) {
 		rt_dataset d;
 		rt_err e;
-		ck_assert_msg(rt_data_load_idx(pairs[i][0], pairs[i][1], &d, &e), "%s", e.msg);
+		ck_assert_msg(rt_data_load_idx(pairs[i][0], pairs[i][1], NULL, &d, &e), "%s", e.msg);
 		check_small(&d);
 		rt_dataset_free(&d);
 	}
@@ -442,7 +473,7 @@ START_TEST(test_idx_gzip_flips)
 		raw[k] ^= 0xff;
 		rt_dataset d;
 		rt_err e;
-		if (rt_data_load_idx(igz, lp, &d, &e)) {
+		if (rt_data_load_idx(igz, lp, NULL, &d, &e)) {
 			check_small(&d);
 			rt_dataset_free(&d);
 		} else {
@@ -556,6 +587,151 @@ START_TEST(test_idx_errors)
 }
 END_TEST
 
+/* ---- limits and hostile gzip data ------------------------------------- */
+
+/* A limit is two-sided to the byte: pixels (one byte each) and labels
+ * (four bytes each).  A header that promises more is refused before its
+ * data is read: here the data is missing altogether. */
+START_TEST(test_idx_limits)
+{
+	uint8_t img[256], lab[64];
+	size_t img_len, lab_len;
+	small_idx(img, &img_len, lab, &lab_len);
+	char *dir = make_tmpdir();
+	char *igz = join(dir, "i.gz"), *lgz = join(dir, "l.gz"), *head = join(dir, "head.gz");
+	write_gz(igz, img, img_len);
+	write_gz(lgz, lab, lab_len);
+	write_gz(head, img, 16);
+	const int64_t bytes = SN * (SH * SW + 4);
+	rt_dataset d;
+	rt_err e;
+	rt_data_limit lim = {bytes, NULL};
+	ck_assert_msg(rt_data_load_idx(igz, lgz, &lim, &d, &e), "%s", e.msg);
+	check_small(&d);
+	ck_assert_int_eq(rt_dataset_bytes(&d), bytes);
+	rt_dataset_free(&d);
+
+	char want[1024];
+	lim.bytes = bytes - 1;
+	snprintf(want, sizeof want, "%s: 5 images of 1x3x4 take 80 bytes with their labels, more than "
+		"the 79 bytes allowed", igz);
+	expect_idx_error_limit(igz, lgz, &lim, want);
+	expect_idx_error_limit(head, lgz, &lim, want + strlen(igz));
+	lim.what = "what is left";
+	expect_idx_error_limit(head, lgz, &lim, "take 80 bytes with their labels, more than what is left");
+	/* Without a limit the missing data is a truncation. */
+	expect_idx_error(head, lgz, head, "truncated: the header promises 60 bytes of images, the file "
+		"has 0");
+
+	/* The absolute cap, pixels and labels together, to the byte. */
+	int64_t b;
+	ck_assert(rt_dataset_fits((int64_t)1 << 22, 4, 31, 33, NULL, "x", &b, &e));
+	ck_assert_int_eq(b, RT_DATA_MAX_BYTES);
+	ck_assert(!rt_dataset_fits(((int64_t)1 << 22) + 1, 4, 31, 33, NULL, "x", &b, &e));
+	ck_assert_str_eq(e.msg, "x: 4194305 images of 4x31x33 take more than the 2^34 bytes a dataset "
+		"may hold");
+	/* Synthetic data is held to limits too. */
+	lim = (rt_data_limit){10 * (784 + 4) - 1, NULL};
+	ck_assert(!rt_data_synthetic(10, 1, 28, 28, 10, 1, &lim, &d, &e));
+	ck_assert(is_empty(&d));
+	ck_assert_str_eq(e.msg, "synthetic data: 10 images of 1x28x28 take 7880 bytes with their labels, "
+		"more than the 7879 bytes allowed");
+	lim.bytes++;
+	ck_assert(rt_data_synthetic(10, 1, 28, 28, 10, 1, &lim, &d, &e));
+	rt_dataset_free(&d);
+	free(igz);
+	free(lgz);
+	free(head);
+	remove_tmpdir(dir);
+}
+END_TEST
+
+/* A gzip bomb: the images the header promises, then hundreds of MiB of
+ * zeros in concatenated members (about 1 KiB each per MiB).  Loading stops
+ * one byte after the promised data, having read at most two input buffers
+ * of the file; concatenated members are otherwise one stream, and anything
+ * but a member after a member is corrupt. */
+START_TEST(test_idx_gzip_bomb)
+{
+	enum { MEMBERS = 300 };
+	uint8_t img[256], lab[64];
+	size_t img_len, lab_len;
+	small_idx(img, &img_len, lab, &lab_len);
+	char *dir = make_tmpdir();
+	char *zeros_gz = join(dir, "zeros.gz"), *bomb = join(dir, "bomb.gz"), *lp = join(dir, "l");
+	char *split = join(dir, "split.gz"), *bad = join(dir, "bad.gz");
+	write_file(lp, lab, lab_len);
+	uint8_t *zeros = calloc(1, 1 << 20);
+	write_gz(zeros_gz, zeros, 1 << 20);
+	free(zeros);
+	size_t zlen, hlen;
+	uint8_t *member = slurp(zeros_gz, &zlen);
+	write_gz(bomb, img, img_len);
+	uint8_t *first = slurp(bomb, &hlen);
+	size_t len = hlen + MEMBERS * zlen;
+	uint8_t *raw = malloc(len);
+	memcpy(raw, first, hlen);
+	for (int i = 0; i < MEMBERS; i++)
+		memcpy(raw + hlen + i * zlen, member, zlen);
+	write_file(bomb, raw, len);
+	ck_assert_uint_gt(len, 4 * 65536);
+	char want[1024];
+	snprintf(want, sizeof want, "%s: trailing data after the 60 bytes of images the header promises "
+		"(read no further)", bomb);
+	expect_idx_error(bomb, lp, bomb, want);
+
+	/* The stream itself: the file offset after the check. */
+	rt_data_in in;
+	rt_err e;
+	ck_assert(rt_data_in_open(&in, bomb, &e));
+	ck_assert(in.gzip && in.size == -1);
+	uint8_t buf[256];
+	size_t got;
+	bool more;
+	ck_assert(rt_data_in_read(&in, buf, img_len, &got, &e) && got == img_len);
+	ck_assert_mem_eq(buf, img, img_len);
+	ck_assert(rt_data_in_more(&in, &more, &e) && more);
+	off_t at = lseek(in.fd, 0, SEEK_CUR);
+	ck_assert_msg(at <= 2 * 65536, "read %lld of %zu bytes", (long long)at, len);
+	rt_data_in_close(&in);
+
+	/* The header and the data in two members, and an empty member after. */
+	write_gz(split, img, 16);
+	uint8_t *a = slurp(split, &hlen);
+	write_gz(split, img + 16, img_len - 16);
+	size_t blen;
+	uint8_t *b = slurp(split, &blen);
+	memcpy(raw, a, hlen);
+	memcpy(raw + hlen, b, blen);
+	write_gz(split, img, 0);
+	uint8_t *empty = slurp(split, &zlen);
+	memcpy(raw + hlen + blen, empty, zlen);
+	write_file(split, raw, hlen + blen + zlen);
+	rt_dataset d;
+	ck_assert_msg(rt_data_load_idx(split, lp, NULL, &d, &e), "%s", e.msg);
+	check_small(&d);
+	rt_dataset_free(&d);
+	/* Junk after the last member. */
+	memcpy(raw + hlen + blen, "junk", 4);
+	write_file(bad, raw, hlen + blen + 4);
+	snprintf(want, sizeof want, "%s: corrupt or truncated gzip data (incorrect header check)", bad);
+	expect_idx_error(bad, lp, bad, want);
+
+	free(a);
+	free(b);
+	free(empty);
+	free(raw);
+	free(first);
+	free(member);
+	free(zeros_gz);
+	free(bomb);
+	free(lp);
+	free(split);
+	free(bad);
+	remove_tmpdir(dir);
+}
+END_TEST
+
 /* ---- CIFAR-10 --------------------------------------------------------- */
 
 enum { REC = 3073 };
@@ -581,12 +757,13 @@ static void write_cifar(const char *dir, const char *name, int f, int count)
 	free(p);
 }
 
-static void expect_cifar_error(const char *dir, bool train, const char *what)
+static void expect_cifar_error(const char *dir, bool train, const rt_data_limit *lim,
+	const char *what)
 {
 	rt_dataset d;
 	rt_err e;
 	memset(&d, 0x55, sizeof d);
-	ck_assert(!rt_data_load_cifar10(dir, train, &d, &e));
+	ck_assert(!rt_data_load_cifar10(dir, train, lim, &d, &e));
 	ck_assert(is_empty(&d));
 	ck_assert_msg(strstr(e.msg, what), "'%s' lacks '%s'", e.msg, what);
 }
@@ -604,7 +781,7 @@ START_TEST(test_cifar)
 
 	rt_dataset d;
 	rt_err e;
-	ck_assert_msg(rt_data_load_cifar10(dir, true, &d, &e), "%s", e.msg);
+	ck_assert_msg(rt_data_load_cifar10(dir, true, NULL, &d, &e), "%s", e.msg);
 	ck_assert_int_eq(d.n, 12);
 	ck_assert_int_eq(d.c, 3);
 	ck_assert_int_eq(d.h, 32);
@@ -626,30 +803,54 @@ START_TEST(test_cifar)
 	ck_assert(x[3072 + 1024 + 5] == (float)d.pixels[1024 + 5] / 255.0f);
 	rt_dataset_free(&d);
 
-	ck_assert_msg(rt_data_load_cifar10(dir, false, &d, &e), "%s", e.msg);
+	ck_assert_msg(rt_data_load_cifar10(dir, false, NULL, &d, &e), "%s", e.msg);
 	ck_assert_int_eq(d.n, 2);
 	ck_assert_int_eq(d.labels[1], 0);
 	rt_dataset_free(&d);
+
+	/* Limits on the five files together, to the byte, naming the file
+	 * that crosses one: 12 records of 3072 pixels and a label. */
+	rt_data_limit lim = {12 * 3076, NULL};
+	ck_assert_msg(rt_data_load_cifar10(dir, true, &lim, &d, &e), "%s", e.msg);
+	ck_assert_int_eq(rt_dataset_bytes(&d), 12 * 3076);
+	rt_dataset_free(&d);
+	char want[1024];
+	lim.bytes--;
+	snprintf(want, sizeof want, "%s/data_batch_5.bin: 12 images of 3x32x32 take 36912 bytes with "
+		"their labels, more than the 36911 bytes allowed", dir);
+	expect_cifar_error(dir, true, &lim, want);
+	lim.bytes = 6 * 3076 - 1;
+	snprintf(want, sizeof want, "%s/data_batch_3.bin: 6 images of 3x32x32 take", dir);
+	expect_cifar_error(dir, true, &lim, want);
+	/* A gzip-compressed batch is refused: without a header, only
+	 * inflating all of it would tell its size. */
+	char *gz = join(dir, "test_batch.bin");
+	uint8_t *two = cifar_records(9, 2);
+	write_gz(gz, two, 2 * REC);
+	snprintf(want, sizeof want, "%s: gzip data; CIFAR-10 batches are read uncompressed", gz);
+	expect_cifar_error(dir, false, NULL, want);
+	write_file(gz, two, 2 * REC);
+	free(two);
+	free(gz);
 
 	/* A size that is not a whole number of records, in the third file. */
 	char *third = join(dir, "data_batch_3.bin");
 	uint8_t *buf = cifar_records(2, 3);
 	write_file(third, buf, 2 * REC + 5);
-	char want[1024];
 	snprintf(want, sizeof want, "%s: size 6151 is not a multiple of 3073", third);
-	expect_cifar_error(dir, true, want);
+	expect_cifar_error(dir, true, NULL, want);
 	/* A label out of range. */
 	buf[REC] = 10;
 	write_file(third, buf, 2 * REC);
 	snprintf(want, sizeof want, "%s: label 10 of example 1 is out of range (10 classes)", third);
-	expect_cifar_error(dir, true, want);
+	expect_cifar_error(dir, true, NULL, want);
 	/* Empty, missing. */
 	write_file(third, buf, 0);
-	expect_cifar_error(dir, true, ": empty");
+	expect_cifar_error(dir, true, NULL, ": empty");
 	unlink(third);
 	snprintf(want, sizeof want, "%s: cannot open: No such file or directory", third);
-	expect_cifar_error(dir, true, want);
-	expect_cifar_error(NULL, true, "no directory");
+	expect_cifar_error(dir, true, NULL, want);
+	expect_cifar_error(NULL, true, NULL, "no directory");
 	free(third);
 
 	/* The parser on every prefix of two records. */
@@ -720,15 +921,16 @@ static long shift_distance(const uint8_t *x, int h, int w, int sy, int sx)
 START_TEST(test_synthetic)
 {
 	rt_dataset a, b;
-	rt_data_synthetic(500, 1, 28, 28, 10, 5, &a);
-	rt_data_synthetic(500, 1, 28, 28, 10, 5, &b);
+	rt_err e;
+	ck_assert(rt_data_synthetic(500, 1, 28, 28, 10, 5, NULL, &a, &e));
+	ck_assert(rt_data_synthetic(500, 1, 28, 28, 10, 5, NULL, &b, &e));
 	ck_assert_int_eq(a.n, 500);
 	ck_assert_int_eq(a.c * a.h * a.w, 784);
 	ck_assert_int_eq(a.classes, 10);
 	ck_assert_mem_eq(a.pixels, b.pixels, 500 * 784);
 	ck_assert_mem_eq(a.labels, b.labels, 500 * sizeof *a.labels);
 	rt_dataset_free(&b);
-	rt_data_synthetic(500, 1, 28, 28, 10, 6, &b);
+	ck_assert(rt_data_synthetic(500, 1, 28, 28, 10, 6, NULL, &b, &e));
 	ck_assert(memcmp(a.pixels, b.pixels, 500 * 784) != 0);
 	rt_dataset_free(&b);
 
@@ -762,7 +964,7 @@ START_TEST(test_synthetic)
 	rt_dataset_free(&a);
 
 	/* Several channels, odd sizes. */
-	rt_data_synthetic(3, 3, 5, 7, 2, 1, &a);
+	ck_assert(rt_data_synthetic(3, 3, 5, 7, 2, 1, NULL, &a, &e));
 	ck_assert_int_eq(a.c, 3);
 	ck_assert(a.labels[0] >= 0 && a.labels[0] < 2);
 	rt_dataset_free(&a);
@@ -773,7 +975,7 @@ START_TEST(test_batch)
 {
 	rt_dataset d;
 	rt_err e;
-	ck_assert(rt_dataset_alloc(&d, 3, 2, 1, 2, 4, "t", &e));
+	ck_assert(rt_dataset_alloc(&d, 3, 2, 1, 2, 4, "t", NULL, &e));
 	for (int i = 0; i < 12; i++)
 		d.pixels[i] = (uint8_t)(i == 11 ? 255 : i * 20);
 	for (int i = 0; i < 3; i++)
@@ -793,16 +995,16 @@ START_TEST(test_batch)
 	rt_dataset_free(&d);
 	ck_assert(is_empty(&d));
 	/* Allocation refuses what the loaders would refuse. */
-	ck_assert(!rt_dataset_alloc(&d, (int64_t)1 << 31, 3, 64, 64, 10, "big", &e));
+	ck_assert(!rt_dataset_alloc(&d, (int64_t)1 << 31, 3, 64, 64, 10, "big", NULL, &e));
 	ck_assert(is_empty(&d));
-	ck_assert_str_eq(e.msg, "big: 2147483648 images of 3x64x64 exceed the limit of 2^34 bytes");
-	ck_assert(!rt_dataset_alloc(&d, (int64_t)1 << 33, 1, 1, 1, 10, "labels", &e));
+	ck_assert_str_eq(e.msg, "big: 2147483648 images of 3x64x64 take more than the 2^34 bytes a dataset may hold");
+	ck_assert(!rt_dataset_alloc(&d, (int64_t)1 << 33, 1, 1, 1, 10, "labels", NULL, &e));
 	ck_assert(is_empty(&d));
-	ck_assert(!rt_dataset_alloc(&d, 1, 1, 1 << 20, 1 << 12, 10, "wide", &e));
+	ck_assert(!rt_dataset_alloc(&d, 1, 1, 1 << 20, 1 << 12, 10, "wide", NULL, &e));
 	ck_assert_str_eq(e.msg, "wide: absurd image size 1x1048576x4096");
-	ck_assert(!rt_dataset_alloc(&d, 0, 1, 1, 1, 10, "none", &e));
+	ck_assert(!rt_dataset_alloc(&d, 0, 1, 1, 1, 10, "none", NULL, &e));
 	ck_assert_str_eq(e.msg, "none: holds no examples");
-	ck_assert(!rt_dataset_alloc(&d, 1, 1, 1, 1, 0, "classless", &e));
+	ck_assert(!rt_dataset_alloc(&d, 1, 1, 1, 1, 0, "classless", NULL, &e));
 	ck_assert(is_empty(&d));
 }
 END_TEST
@@ -823,6 +1025,8 @@ Suite *rt_data_suite(void)
 	tcase_add_test(tc, test_idx_small_truncated);
 	tcase_add_test(tc, test_idx_gzip_flips);
 	tcase_add_test(tc, test_idx_errors);
+	tcase_add_test(tc, test_idx_limits);
+	tcase_add_test(tc, test_idx_gzip_bomb);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("cifar");
 	tcase_set_timeout(tc, 30);
