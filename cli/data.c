@@ -25,9 +25,8 @@ bool cli_data_load(const char *which, const fe_spec *s, bool train, rt_dataset *
 				(long long)s->input[2]);
 			return false;
 		}
-		rt_data_synthetic(n, (int)s->input[0],
-			(int)s->input[1], (int)s->input[2], (int)s->classes, (uint64_t)s->seed + !train, d);
-		return true;
+		ok = rt_data_synthetic(n, (int)s->input[0], (int)s->input[1], (int)s->input[2], (int)s->classes,
+			(uint64_t)s->seed + !train, d, &e);
 	} else if (kind == 13 && strncmp(which, "fashion-mnist", 13) == 0) {
 		ok = rt_data_load_fashion(dir && *dir ? dir : NULL, train, d, &e);
 	} else if (kind == 7 && strncmp(which, "cifar10", 7) == 0 && dir && *dir) {

@@ -21,7 +21,8 @@ bool rt_data_read_file(const char *path, size_t max, uint8_t **data, size_t *len
 {
 	*data = NULL;
 	*len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return rt_errorf(e, "%s: cannot open: %s", path, strerror(errno));
 	struct stat st;
@@ -29,6 +30,7 @@ bool rt_data_read_file(const char *path, size_t max, uint8_t **data, size_t *len
 		close(fd);
 		return rt_errorf(e, "%s: not a regular file", path);
 	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	gzFile gz = gzdopen(fd, "rb");
 	if (!gz) {
 		close(fd);
@@ -139,12 +141,12 @@ void rt_dataset_free(rt_dataset *d)
  * example shifts it by a random phase, picks random bright and dark levels
  * and adds noise of up to +-24 per pixel.  Stripes are local features, so a
  * small convolutional network learns them within an epoch. */
-void rt_data_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed, rt_dataset *out)
+bool rt_data_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed, rt_dataset *out,
+	rt_err *e)
 {
 	static const int dir[4][2] = {{1, 0}, {0, 1}, {1, 1}, {1, -1}};
-	rt_err e;
-	if (!rt_dataset_alloc(out, n, c, h, w, classes, "synthetic data", &e))
-		IR_DIE("%s", e.msg);
+	if (!rt_dataset_alloc(out, n, c, h, w, classes, "synthetic data", e))
+		return false;
 	rt_rng r;
 	rt_rng_derive(&r, seed, RT_RNG_SYNTHETIC, 0);
 	uint8_t *p = out->pixels;
@@ -166,6 +168,7 @@ void rt_data_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t see
 					*p++ = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 				}
 	}
+	return true;
 }
 
 void rt_data_epoch_order(int64_t n, uint64_t seed, int64_t epoch, int64_t *perm)

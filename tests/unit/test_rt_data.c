@@ -720,15 +720,16 @@ static long shift_distance(const uint8_t *x, int h, int w, int sy, int sx)
 START_TEST(test_synthetic)
 {
 	rt_dataset a, b;
-	rt_data_synthetic(500, 1, 28, 28, 10, 5, &a);
-	rt_data_synthetic(500, 1, 28, 28, 10, 5, &b);
+	rt_err e;
+	ck_assert(rt_data_synthetic(500, 1, 28, 28, 10, 5, &a, &e));
+	ck_assert(rt_data_synthetic(500, 1, 28, 28, 10, 5, &b, &e));
 	ck_assert_int_eq(a.n, 500);
 	ck_assert_int_eq(a.c * a.h * a.w, 784);
 	ck_assert_int_eq(a.classes, 10);
 	ck_assert_mem_eq(a.pixels, b.pixels, 500 * 784);
 	ck_assert_mem_eq(a.labels, b.labels, 500 * sizeof *a.labels);
 	rt_dataset_free(&b);
-	rt_data_synthetic(500, 1, 28, 28, 10, 6, &b);
+	ck_assert(rt_data_synthetic(500, 1, 28, 28, 10, 6, &b, &e));
 	ck_assert(memcmp(a.pixels, b.pixels, 500 * 784) != 0);
 	rt_dataset_free(&b);
 
@@ -762,7 +763,7 @@ START_TEST(test_synthetic)
 	rt_dataset_free(&a);
 
 	/* Several channels, odd sizes. */
-	rt_data_synthetic(3, 3, 5, 7, 2, 1, &a);
+	ck_assert(rt_data_synthetic(3, 3, 5, 7, 2, 1, &a, &e));
 	ck_assert_int_eq(a.c, 3);
 	ck_assert(a.labels[0] >= 0 && a.labels[0] < 2);
 	rt_dataset_free(&a);
