@@ -14,9 +14,9 @@
  * Temporary directories are marked as revc's from the start (a manifest is
  * their first file) and flock'ed while they are built.  A killed run leaves
  * its D.tmp.XXXXXX behind; the next rt_dir_begin for D removes every one
- * that is marked and not locked, and never anything else.  Removal deletes
- * regular files only and then the directory if that emptied it: it never
- * recurses. */
+ * that is marked, holds only files revc writes and is not locked, and never
+ * anything else.  Removal deletes regular files only and then the directory
+ * if that emptied it: it never recurses. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -179,8 +179,39 @@ static bool temp_name(const char *name, const char *base)
 	return true;
 }
 
+/* Does the directory open as fd hold only what a temporary of revc's can:
+ * its manifest, NAME.npy files and the temporaries of rt_atomic (all
+ * regular files), the manifest among them? */
+static bool revc_made(int fd)
+{
+	if (!rt_manifest_is_marked(fd))
+		return false;
+	int lfd = dup(fd);
+	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+	if (!d) {
+		if (lfd >= 0)
+			close(lfd);
+		return false;
+	}
+	bool ok = true;
+	for (struct dirent *ent; ok && (ent = readdir(d));) {
+		const char *name = ent->d_name;
+		size_t n = strlen(name);
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+			continue;
+		const char *tag = n > sizeof TMP_TAG + TMP_SUFFIX ? name + n - TMP_SUFFIX - strlen(TMP_TAG) : NULL;
+		struct stat st;
+		ok = (strcmp(name, RT_MANIFEST_NAME) == 0 || (n > 4 && strcmp(name + n - 4, ".npy") == 0) ||
+			(tag && strncmp(tag, TMP_TAG, strlen(TMP_TAG)) == 0)) &&
+			fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+	}
+	closedir(d);
+	return ok;
+}
+
 /* Removes the base.tmp.XXXXXX directories in parent that revc made (they
- * carry its manifest) and that no running revc holds (flock). */
+ * carry its manifest and nothing revc does not write) and that no running
+ * revc holds (flock). */
 static void remove_stale(const char *parent, const char *base)
 {
 	int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -200,7 +231,7 @@ static void remove_stale(const char *parent, const char *base)
 		int fd = openat(pfd, ent->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			continue;
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && rt_manifest_is_marked(fd))
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && revc_made(fd))
 			remove_dir(pfd, ent->d_name);
 		close(fd);
 	}
