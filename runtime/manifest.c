@@ -171,7 +171,7 @@ static void put(text *t, const char *s)
 	t->len += n;
 }
 
-bool rt_manifest_write(const rt_manifest *m, const char *dir, rt_err *e)
+char *rt_manifest_format(const rt_manifest *m, size_t *len)
 {
 	text t = {0};
 	char line[512];
@@ -197,12 +197,22 @@ bool rt_manifest_write(const rt_manifest *m, const char *dir, rt_err *e)
 	}
 	if (t.oom) {
 		free(t.p);
-		return rt_errorf(e, "out of memory");
+		return NULL;
 	}
+	*len = t.len;
+	return t.p;
+}
+
+bool rt_manifest_write(const rt_manifest *m, const char *dir, rt_err *e)
+{
+	size_t len;
+	char *buf = rt_manifest_format(m, &len);
+	if (!buf)
+		return rt_errorf(e, "out of memory");
 	char path[4096];
 	snprintf(path, sizeof path, "%s/%s", dir, RT_MANIFEST_NAME);
-	bool ok = rt_file_write_atomic(path, t.p, t.len, e);
-	free(t.p);
+	bool ok = rt_file_write_atomic(path, buf, len, e);
+	free(buf);
 	return ok;
 }
 
@@ -240,17 +250,17 @@ static bool is(const char *w, size_t n, const char *s)
 /* A decimal integer from 0 to max, the whole word. */
 static bool number(const char *w, size_t n, int64_t max, int64_t *out)
 {
-	if (n == 0 || n > 19)
+	if (n == 0 || n > 19) /* 19 digits fit in a uint64_t */
 		return false;
-	int64_t v = 0;
+	uint64_t v = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (w[i] < '0' || w[i] > '9' || (n > 1 && w[0] == '0'))
 			return false;
-		v = v * 10 + (w[i] - '0');
+		v = v * 10 + (uint64_t)(w[i] - '0');
 	}
-	if (v > max)
+	if (v > (uint64_t)max)
 		return false;
-	*out = v;
+	*out = (int64_t)v;
 	return true;
 }
 

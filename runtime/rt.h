@@ -209,6 +209,8 @@ bool rt_manifest_add(rt_manifest *m, const char *name, rt_npy_dtype dtype, int r
 const rt_manifest_tensor *rt_manifest_find(const rt_manifest *m, const char *name);
 /* "f32[16,1,3,3]", "i64[]"; returns what snprintf does. */
 int rt_manifest_shape_str(const rt_manifest_tensor *t, char *buf, size_t n);
+/* The text of the manifest (malloc'd, *len bytes), or NULL without memory. */
+char *rt_manifest_format(const rt_manifest *m, size_t *len);
 /* Writes DIR/revc-manifest.txt atomically. */
 bool rt_manifest_write(const rt_manifest *m, const char *dir, rt_err *e);
 /* Parses a manifest held in memory (untrusted; `name` starts messages). */
