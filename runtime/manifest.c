@@ -89,16 +89,31 @@ static bool good_name(const char *s, size_t n)
 	return true;
 }
 
+/* A model name: one word of printable ASCII. */
+static bool good_word(const char *s, size_t n)
+{
+	if (n == 0 || n > 255)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f)
+			return false;
+	return true;
+}
+
 bool rt_manifest_set_model(rt_manifest *m, const char *model, rt_err *e)
 {
 	free(m->model);
 	m->model = NULL;
-	if (!model)
+	if (!model || !*model)
 		return true;
-	if (!good_name(model, strlen(model)))
-		return rt_errorf(e, "cannot record the model name '%.64s' in a manifest", model);
-	if (!(m->model = strdup(model)))
+	/* The name only informs: one that is not a word is made one, so that
+	 * it can never stop a save. */
+	size_t n = strlen(model) < 255 ? strlen(model) : 255;
+	if (!(m->model = strndup(model, n)))
 		return rt_errorf(e, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (!good_word(m->model + i, 1))
+			m->model[i] = '_';
 	return true;
 }
 
@@ -334,8 +349,8 @@ static bool parse_line(cursor *c, rt_manifest *m, bool *kind_seen)
 		size_t nk;
 		if (m->model)
 			return bad(c, "a second model");
-		if (!word(c, &k, &nk) || !good_name(k, nk))
-			return bad(c, "expected a model name");
+		if (!word(c, &k, &nk) || !good_word(k, nk))
+			return bad(c, "expected a model name (one word, at most 255 bytes)");
 		if (!(m->model = strndup(k, nk)))
 			return rt_errorf(c->e, "out of memory");
 	} else if (is(w, n, "step") || is(w, n, "seed")) {

@@ -116,6 +116,11 @@ START_TEST(test_manifest_round_trip)
 	ck_assert_str_eq(s, "i64[]");
 	rt_manifest_free(&r);
 	rt_manifest_free(&m);
+	/* A model name that is not one word is made one: it never stops a save. */
+	rt_manifest_init(&m, RT_DIR_PARAMS);
+	ck_assert(rt_manifest_set_model(&m, "my model\n", &e));
+	ck_assert_str_eq(m.model, "my_model_");
+	rt_manifest_free(&m);
 	/* No manifest: found is false, and that is no error. */
 	ck_assert(rt_manifest_read("/tmp", &r, &found, &e));
 	ck_assert(!found);
