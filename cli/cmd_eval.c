@@ -11,7 +11,10 @@ static const char usage[] =
 static const char about[] =
 	"Loads the parameters and batch-norm running statistics in DIR (NAME.npy, e.g.\n"
 	"a checkpoint of revc train) and prints the mean cross-entropy and the accuracy\n"
-	"over the whole split, in batches of the spec's batch size.";
+	"over the whole split, in batches of the spec's batch size.  Every tensor the\n"
+	"model has must be in DIR with its shape; others are ignored, so a checkpoint\n"
+	"of a deeper model evaluates a shallower one.  DIR may come from NumPy (no\n"
+	"revc-manifest.txt needed).";
 
 static const cli_opt opts[] = {
 	{"params", 0, "DIR", "parameters and running statistics (required)"},
