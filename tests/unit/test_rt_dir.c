@@ -213,6 +213,18 @@ START_TEST(test_dir_replace_rules)
 }
 END_TEST
 
+/* A directory scratch/name, with revc's marker if marked, and a file. */
+static void temporary(const char *name, bool marked, const char *file)
+{
+	char t[256];
+	snprintf(t, sizeof t, "%s/%s", scratch, name);
+	ck_assert_int_eq(mkdir(t, 0777), 0);
+	if (marked)
+		put_file(t, RT_MANIFEST_NAME, "revc-manifest 1\nkind params\n");
+	if (file)
+		put_file(t, file, "x");
+}
+
 START_TEST(test_dir_stale_temporaries)
 {
 	make_scratch();
@@ -224,29 +236,18 @@ START_TEST(test_dir_stale_temporaries)
 	rt_dir busy;
 	ck_assert(rt_dir_begin(&busy, p, RT_DIR_PARAMS, NULL, &e));
 	/* Left by killed runs: a copy of a finished directory (the old one of a
-	 * swap) and a temporary with only its marker. */
+	 * swap) and a temporary with only its marker and a half-written file. */
 	snprintf(t, sizeof t, "%s/ck.tmp.Old123", scratch);
 	ck_assert(write_dir(t, &e));
-	snprintf(t, sizeof t, "%s/ck.tmp.New456", scratch);
-	mkdir(t, 0777);
-	put_file(t, RT_MANIFEST_NAME, "revc-manifest 1\nkind params\n");
-	put_file(t, "a.npy.tmp.Qw12er", "half");
-	/* Not revc's: no marker, another name, a directory inside, a file. */
-	snprintf(t, sizeof t, "%s/ck.tmp.foobar", scratch);
-	mkdir(t, 0777);
-	put_file(t, "notes.txt", "mine");
-	snprintf(t, sizeof t, "%s/ck.tmp.Sub789", scratch);
-	mkdir(t, 0777);
-	put_file(t, RT_MANIFEST_NAME, "revc-manifest 1\nkind params\n");
+	temporary("ck.tmp.New456", true, "a.npy.tmp.Qw12er");
+	/* Not revc's: no marker, a file revc does not write, a directory
+	 * inside, another name, a file. */
+	temporary("ck.tmp.foobar", false, "notes.txt");
+	temporary("ck.tmp.Txt789", true, "notes.txt");
+	temporary("ck.tmp.Sub789", true, NULL);
 	snprintf(t, sizeof t, "%s/ck.tmp.Sub789/keep", scratch);
 	mkdir(t, 0777);
-	snprintf(t, sizeof t, "%s/ck.tmp.Txt789", scratch);
-	mkdir(t, 0777);
-	put_file(t, RT_MANIFEST_NAME, "revc-manifest 1\nkind params\n");
-	put_file(t, "notes.txt", "mine");
-	snprintf(t, sizeof t, "%s/ck.tmp.long1234", scratch);
-	mkdir(t, 0777);
-	put_file(t, RT_MANIFEST_NAME, "revc-manifest 1\nkind params\n");
+	temporary("ck.tmp.long1234", true, NULL);
 	put_file(scratch, "ck.tmp.File12", "a file");
 	ck_assert_int_eq(count_prefix(scratch, "ck.tmp."), 8);
 	ck_assert(write_dir(p, &e));
