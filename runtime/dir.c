@@ -12,11 +12,14 @@
  * again just before the swap, and nothing is touched.
  *
  * Temporary directories are marked as revc's from the start (a manifest is
- * their first file) and flock'ed while they are built.  A killed run leaves
- * its D.tmp.XXXXXX behind; the next rt_dir_begin for D removes every one
- * that is marked, holds only files revc writes and is not locked, and never
- * anything else.  Removal deletes regular files only and then the directory
- * if that emptied it: it never recurses. */
+ * their first file, written right after mkdtemp) and flock'ed while they are
+ * built.  A killed run leaves its D.tmp.XXXXXX behind; the next rt_dir_begin
+ * for D removes every one that is marked, holds only files revc writes and
+ * is not locked, and never anything else.  Removal deletes regular files
+ * only and then the directory if that emptied it: it never recurses.  (A
+ * kill in the few system calls between mkdtemp and the mark leaves an
+ * empty, unmarked directory, which is kept: it cannot be told from one of
+ * the user's, and it holds nothing.) */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -271,7 +274,9 @@ bool rt_dir_begin(rt_dir *d, const char *path, rt_dir_kind kind, const char *mod
 		rt_dir_abort(d);
 		return false;
 	}
-	if (!rt_manifest_set_model(&d->manifest, model, e) || !rt_manifest_write(&d->manifest, d->tmp, e)) {
+	/* Marked at once (the window in which a kill leaves an unmarked,
+	 * empty temporary is a few system calls wide). */
+	if (!rt_manifest_set_model(&d->manifest, model, e) || !rt_manifest_mark(d->fd, &d->manifest, e)) {
 		rt_dir_abort(d);
 		return false;
 	}

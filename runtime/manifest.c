@@ -437,6 +437,21 @@ bool rt_manifest_read(const char *dir, rt_manifest *out, bool *found, rt_err *e)
 	return ok;
 }
 
+bool rt_manifest_mark(int dirfd, const rt_manifest *m, rt_err *e)
+{
+	size_t len;
+	char *buf = rt_manifest_format(m, &len);
+	if (!buf)
+		return rt_errorf(e, "out of memory");
+	int fd = openat(dirfd, RT_MANIFEST_NAME, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	bool ok = fd >= 0 && write(fd, buf, len) == (ssize_t)len;
+	int err = errno;
+	if (fd >= 0)
+		ok = close(fd) == 0 && ok;
+	free(buf);
+	return ok ? true : rt_errorf(e, "cannot write %s: %s", RT_MANIFEST_NAME, strerror(err));
+}
+
 bool rt_manifest_is_marked(int dirfd)
 {
 	char head[64];
@@ -446,7 +461,9 @@ bool rt_manifest_is_marked(int dirfd)
 	struct stat st;
 	ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, head, sizeof head - 1) : -1;
 	close(fd);
-	if (n <= 0)
+	if (n == 0)
+		return true; /* rt_manifest_mark was stopped between open and write */
+	if (n < 0)
 		return false;
 	head[n] = 0;
 	/* Any version: a newer revc's directory is still revc's. */

@@ -218,8 +218,13 @@ bool rt_manifest_parse(const char *buf, size_t len, const char *name, rt_manifes
 /* Reads DIR/revc-manifest.txt: *found is false (and the result true) when
  * there is none; a manifest that does not parse is an error. */
 bool rt_manifest_read(const char *dir, rt_manifest *out, bool *found, rt_err *e);
-/* Whether the directory open as dirfd holds a file that starts as a revc
- * manifest does (of any version): how revc recognises its own temporaries. */
+/* Writes revc-manifest.txt into the new directory open as dirfd at once
+ * (no temporary, no fsync): the mark of a temporary directory, which
+ * rt_manifest_write replaces once the directory is complete. */
+bool rt_manifest_mark(int dirfd, const rt_manifest *m, rt_err *e);
+/* Whether the directory open as dirfd holds a revc-manifest.txt that starts
+ * as a revc manifest does (of any version), or an empty one (a mark cut
+ * short): how revc recognises its own temporaries. */
 bool rt_manifest_is_marked(int dirfd);
 
 /* Whether path may be written by rt_dir_begin .. rt_dir_commit: a new name

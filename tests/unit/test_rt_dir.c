@@ -240,6 +240,9 @@ START_TEST(test_dir_stale_temporaries)
 	snprintf(t, sizeof t, "%s/ck.tmp.Old123", scratch);
 	ck_assert(write_dir(t, &e));
 	temporary("ck.tmp.New456", true, "a.npy.tmp.Qw12er");
+	temporary("ck.tmp.Cut000", false, NULL); /* killed inside rt_manifest_mark */
+	snprintf(t, sizeof t, "%s/ck.tmp.Cut000", scratch);
+	put_file(t, RT_MANIFEST_NAME, "");
 	/* Not revc's: no marker, a file revc does not write, a directory
 	 * inside, another name, a file. */
 	temporary("ck.tmp.foobar", false, "notes.txt");
@@ -249,9 +252,10 @@ START_TEST(test_dir_stale_temporaries)
 	mkdir(t, 0777);
 	temporary("ck.tmp.long1234", true, NULL);
 	put_file(scratch, "ck.tmp.File12", "a file");
-	ck_assert_int_eq(count_prefix(scratch, "ck.tmp."), 8);
+	ck_assert_int_eq(count_prefix(scratch, "ck.tmp."), 9);
 	ck_assert(write_dir(p, &e));
-	ck_assert(!exists(scratch, "ck.tmp.Old123") && !exists(scratch, "ck.tmp.New456"));
+	ck_assert(!exists(scratch, "ck.tmp.Old123") && !exists(scratch, "ck.tmp.New456") &&
+		!exists(scratch, "ck.tmp.Cut000"));
 	ck_assert(exists(scratch, "ck.tmp.foobar/notes.txt") && exists(scratch, "ck.tmp.Sub789/" RT_MANIFEST_NAME) &&
 		exists(scratch, "ck.tmp.Txt789/notes.txt") && exists(scratch, "ck.tmp.long1234") &&
 		exists(scratch, "ck.tmp.File12"));
