@@ -146,6 +146,19 @@ void cli_json_string(FILE *out, const char *s);
 double cli_now(void);
 double cli_rss_mib(void);
 
+/* Clears a progress bar being drawn, before other output. */
+void cli_progress_break(cli_progress *p);
+
+/* ---- signals (cli/signals.c) ---------------------------------------------- */
+
+/* From now on SIGINT and SIGTERM set a flag instead of ending the process
+ * (once each: a second one ends it). */
+void cli_signals_catch(void);
+/* The signal caught (SIGINT, SIGTERM), or 0. */
+int cli_signal_caught(void);
+/* "SIGINT", "SIGTERM". */
+const char *cli_signal_name(int sig);
+
 /* ---- engines (cli/engine.c) ----------------------------------------------- */
 
 typedef enum { CLI_ENGINE_INTERP, CLI_ENGINE_JIT } cli_engine_kind;

@@ -13,9 +13,11 @@ static const char usage[] =
 static const char about[] =
 	"Loads the parameters and batch-norm running statistics in DIR (NAME.npy, e.g.\n"
 	"a checkpoint of revc train) and prints the mean cross-entropy and the accuracy\n"
-	"over the whole split, in batches of the spec's batch size.  When any image's\n"
-	"logits are not finite (NaN or Inf in the parameters, say), it reports that as\n"
-	"an error instead.";
+	"over the whole split, in batches of the spec's batch size.  Every tensor the\n"
+	"model has must be in DIR with its shape; others are ignored, so a checkpoint\n"
+	"of a deeper model evaluates a shallower one.  DIR may come from NumPy (no\n"
+	"revc-manifest.txt needed).  When any image's logits are not finite (NaN or\n"
+	"Inf in the parameters, say), it reports that as an error instead.";
 
 static const cli_opt opts[] = {
 	{"params", 0, "DIR", "parameters and running statistics (required)"},

@@ -20,13 +20,18 @@ static const char about[] =
 	"decay belongs to the optimiser).  The batch size is X's first dimension.\n"
 	"With --train-steps K it runs K momentum-SGD steps on that batch instead\n"
 	"(momentum from zero unless DIR holds it), prints each step's loss, and writes\n"
-	"every parameter, running statistic and momentum buffer to --params-out.";
+	"every parameter, running statistic and momentum buffer to --params-out.\n"
+	"\n"
+	"DIR needs no manifest: a directory of NAME.npy files from NumPy will do.\n"
+	"The directories written (--out, --state-out, --params-out) get a\n"
+	"revc-manifest.txt listing their files, and replace an existing directory\n"
+	"only when it is empty or revc wrote it; any other is refused before the work.";
 
 static const cli_opt opts[] = {
 	{"params", 0, "DIR", "parameters and state to start from (required)"},
 	{"input", 0, "X.npy", "the batch, float32 or float64 [N,C,H,W] (required)"},
 	{"labels", 0, "Y.npy", "its labels, integer [N] (required)"},
-	{"out", 'o', "DIR", "directory to write (required; replaced whole)"},
+	{"out", 'o', "DIR", "directory to write (required; replaced whole, see below)"},
 	{"dtype", 0, "f32|f64", "precision of the computation (default f32)"},
 	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
 	{"state-out", 0, "DIR", "also write the batch-norm running statistics after the step"},
@@ -59,8 +64,11 @@ static bool fill_input(rt_exec *x, const char *name, const rt_npy *a, const char
 		rt_npy_to_f64(a, buf);
 	} else {
 		double *tmp = malloc((size_t)a->count * sizeof *tmp + 1);
-		if (!tmp)
-			IR_DIE("out of memory");
+		if (!tmp) {
+			rt_err e;
+			rt_error_oom(&e, path, (int64_t)((size_t)a->count * sizeof *tmp));
+			return cli_error("%s", e.msg);
+		}
 		rt_npy_to_f64(a, tmp);
 		for (int64_t i = 0; i < a->count; i++)
 			((int32_t *)buf)[i] = (int32_t)tmp[i];
@@ -97,14 +105,12 @@ static bool read_batch(cli_model *m, const char *xpath, const char *ypath, rt_np
 	return true;
 }
 
-/* Writes loss.npy and one NAME.npy per "grad:NAME" output into dir. */
-static bool write_grads(const ir_graph *g, const rt_exec *x, const char *dir, rt_err *e)
+/* Writes loss.npy and one NAME.npy per "grad:NAME" output into d. */
+static bool write_grads(const ir_graph *g, const rt_exec *x, rt_dir *d, rt_err *e)
 {
-	char path[4096];
 	const ir_type *t;
 	const void *loss = rt_exec_output(x, "loss", &t);
-	snprintf(path, sizeof path, "%s/loss.npy", dir);
-	if (!rt_npy_write(path, t->dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, 0, NULL, loss, e))
+	if (!rt_dir_write_npy(d, "loss", t->dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, 0, NULL, loss, e))
 		return false;
 	size_t plen = strlen(PS_GRAD_PREFIX);
 	for (int i = 0; i < g->n; i++) {
@@ -115,8 +121,8 @@ static bool write_grads(const ir_graph *g, const rt_exec *x, const char *dir, rt
 		if (strncmp(name, PS_GRAD_PREFIX, plen) != 0)
 			continue;
 		const void *data = rt_exec_output(x, name, &t);
-		snprintf(path, sizeof path, "%s/%s.npy", dir, name + plen);
-		if (!rt_npy_write(path, t->dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, t->rank, t->dim, data, e))
+		if (!rt_dir_write_npy(d, name + plen, t->dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, t->rank, t->dim,
+			data, e))
 			return false;
 	}
 	return true;
@@ -124,24 +130,26 @@ static bool write_grads(const ir_graph *g, const rt_exec *x, const char *dir, rt
 
 /* Writes the store's state tensors but momentum buffers (the running
  * statistics) into dir, replacing it whole. */
-static bool write_state(const rt_store *s, const char *dir, rt_err *e)
+static bool write_state(const rt_store *s, const char *dir, const char *model, rt_err *e)
 {
 	rt_store st;
 	rt_store_init(&st);
-	for (int i = 0; i < s->n; i++)
+	bool ok = true;
+	for (int i = 0; ok && i < s->n; i++)
 		if (!s->t[i].trainable) {
 			size_t len = strlen(s->t[i].name);
 			if (len > 4 && strcmp(s->t[i].name + len - 4, ".mom") == 0)
 				continue;
-			rt_store_add_copy(&st, &s->t[i]);
+			ok = rt_store_add_copy(&st, &s->t[i], e);
 		}
-	bool ok = rt_store_save_dir(&st, dir, e);
+	ok = ok && rt_store_save_dir(&st, dir, RT_DIR_STATE, model, e);
 	rt_store_free(&st);
 	return ok;
 }
 
 /* --train-steps: K optimiser steps on the batch, then the whole store. */
-static int train_steps(rt_exec *ex, rt_store *store, int64_t steps, double lr, const char *dir)
+static int train_steps(rt_exec *ex, rt_store *store, int64_t steps, double lr, const char *dir,
+	const char *model)
 {
 	rt_err e;
 	const ir_type *t;
@@ -158,7 +166,7 @@ static int train_steps(rt_exec *ex, rt_store *store, int64_t steps, double lr, c
 		printf("step %lld loss %.9g\n", (long long)s + 1,
 			t->dtype == IR_F32 ? (double)*(const float *)loss : *(const double *)loss);
 	}
-	if (!rt_store_save_dir(store, dir, &e))
+	if (!rt_store_save_dir(store, dir, RT_DIR_PARAMS, model, &e))
 		return cli_error("%s", e.msg);
 	return EXIT_OK;
 }
@@ -251,7 +259,7 @@ int cmd_grad(int argc, char **argv)
 	rt_store_init(&store);
 	rt_exec *ex = NULL;
 	ir_graph *g = NULL;
-	char *tmp = NULL;
+	rt_dir d;
 	rt_err e;
 	ps_options popts = {0};
 	if (!cli_model_load(&m, spec) || !read_batch(&m, xpath, ypath, &x, &y))
@@ -259,12 +267,10 @@ int cmd_grad(int argc, char **argv)
 	/* Fail now on an output that cannot be written, not after the work. */
 	const char *dirs[3] = {steps ? params_out : out, state_out, NULL};
 	for (int i = 0; dirs[i]; i++) {
-		if (!rt_dir_begin(dirs[i], &tmp, &e)) {
+		if (!rt_dir_check(dirs[i], &e)) {
 			cli_error("%s", e.msg);
 			goto done;
 		}
-		rt_dir_abort(tmp);
-		tmp = NULL;
 	}
 	g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &popts);
 	if (!g || !cli_check_max_memory(max_memory, &g, 1))
@@ -279,23 +285,23 @@ int cmd_grad(int argc, char **argv)
 		goto done;
 	rt_exec_check_numerics(ex, check_numerics);
 	if (steps) {
-		status = train_steps(ex, &store, steps, lr > 0 ? lr : m.spec.lr_list[0], params_out);
+		status = train_steps(ex, &store, steps, lr > 0 ? lr : m.spec.lr_list[0], params_out, m.spec.name);
 		goto done;
 	}
-	if (!rt_exec_run(ex, &e) || !rt_dir_begin(out, &tmp, &e)) {
+	if (!rt_exec_run(ex, &e) || !rt_dir_begin(&d, out, RT_DIR_GRADIENTS, m.spec.name, &e)) {
 		cli_error("%s", e.msg);
 		goto done;
 	}
-	if (!write_grads(g, ex, tmp, &e)) {
-		rt_dir_abort(tmp);
+	if (!write_grads(g, ex, &d, &e)) {
+		rt_dir_abort(&d);
 		cli_error("%s", e.msg);
 		goto done;
 	}
-	if (!rt_dir_commit(tmp, out, &e)) {
+	if (!rt_dir_commit(&d, &e)) {
 		cli_error("%s", e.msg);
 		goto done;
 	}
-	if (state_out && !write_state(&store, state_out, &e)) {
+	if (state_out && !write_state(&store, state_out, m.spec.name, &e)) {
 		cli_error("%s", e.msg);
 		goto done;
 	}

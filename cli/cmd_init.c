@@ -7,8 +7,10 @@ static const char usage[] = "revc init SPEC --out DIR [--seed S] [--set KEY=VALU
 static const char about[] =
 	"Initialises every parameter of SPEC per MODEL.md (Glorot-uniform weights from\n"
 	"the seed, gamma 1, beta and biases 0, running mean 0 and variance 1) and\n"
-	"writes each as DIR/NAME.npy in float32.  DIR is written completely or not at\n"
-	"all; an existing DIR is replaced.";
+	"writes each as DIR/NAME.npy in float32, with revc-manifest.txt listing them.\n"
+	"DIR is written completely or not at all.  An existing DIR is replaced only\n"
+	"when it is empty or revc wrote it (it holds a manifest and only the files it\n"
+	"lists); any other directory is refused and left as it is.";
 
 static const cli_opt opts[] = {
 	{"out", 'o', "DIR", "directory to write (required)"},
@@ -55,8 +57,13 @@ int cmd_init(int argc, char **argv)
 		return cli_usage_error(a.cmd, "missing SPEC");
 	if (!out)
 		return cli_usage_error(a.cmd, "missing --out DIR");
+	rt_err e;
 	if (!cli_model_load(&m, spec))
 		return EXIT_USER;
+	if (!rt_dir_check(out, &e)) {
+		cli_model_free(&m);
+		return cli_error("--out: %s", e.msg);
+	}
 
 	int status = EXIT_USER;
 	ps_ctx ctx;
@@ -64,12 +71,11 @@ int cmd_init(int argc, char **argv)
 	ps_options popts = {.stop_after = "shape"};
 	rt_store store;
 	rt_store_init(&store);
-	rt_err e;
 	ir_graph *g = cli_model_graph(&m, IR_F32, FE_LOWER_TRAIN, &ctx, &popts);
 	if (!g)
 		goto done;
 	if (!rt_store_init_from_graph(&store, g, (uint64_t)(seed >= 0 ? seed : m.spec.seed), &e) ||
-	    !rt_store_save_dir(&store, out, &e)) {
+	    !rt_store_save_dir(&store, out, RT_DIR_PARAMS, m.spec.name, &e)) {
 		cli_error("%s", e.msg);
 		goto done;
 	}

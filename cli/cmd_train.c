@@ -17,7 +17,17 @@ static const char about[] =
 	"stderr (a bar on a terminal, plain lines otherwise; JSON lines on stdout with\n"
 	"--json); the summary gives the final train loss, test accuracy, images/s, peak\n"
 	"memory and wall time.  Checkpoints (--save) are directories of .npy files\n"
-	"replaced atomically; --resume continues one exactly, bit for bit.";
+	"replaced atomically; --resume continues one exactly, bit for bit.\n"
+	"\n"
+	"A checkpoint holds NAME.npy for every parameter, running statistic and\n"
+	"momentum buffer, step.npy, data_seed.npy and revc-manifest.txt, which marks\n"
+	"it as revc's and lists them.  --save DIR replaces only such a directory or an\n"
+	"empty one, and refuses anything else (a directory with other files in it,\n"
+	"'.', a mount point) before training.  --resume loads every tensor the model\n"
+	"needs, with its shape, and ignores the others (a checkpoint of a deeper\n"
+	"model resumes a shallower one).  SIGINT or SIGTERM stops at the end of the\n"
+	"step (a checkpoint being written is finished first), keeps the last\n"
+	"checkpoint, and exits with status 130 or 143.";
 
 static const cli_opt opts[] = {
 	{"data", 0, "DATA", "fashion-mnist[:DIR], cifar10:DIR or synthetic (default: the spec's)"},
@@ -61,6 +71,31 @@ static double lr_of(void *user, int64_t step)
 static void on_step(void *u, const rt_train_progress *p) { cli_progress_step(&((train_user *)u)->progress, p); }
 static void on_eval(void *u, int64_t s, double l, double a) { cli_progress_eval(&((train_user *)u)->progress, s, l, a); }
 static void on_save(void *u, int64_t s, const char *d) { cli_progress_save(&((train_user *)u)->progress, s, d); }
+static bool stop(void *u) { (void)u; return cli_signal_caught() != 0; }
+
+/* The one line for a run stopped by a signal; returns 128 + the signal. */
+static int interrupted(const rt_train_cfg *c, const rt_train_result *r, cli_progress *p, bool json)
+{
+	int sig = cli_signal_caught();
+	long long done = (long long)(c->start_step + r->steps);
+	char where[4200];
+	if (r->saved_step > 0)
+		snprintf(where, sizeof where, "the last checkpoint (step %lld) is in %s", (long long)r->saved_step,
+			c->save_dir);
+	else if (c->save_dir)
+		snprintf(where, sizeof where, "no checkpoint was written to %s in this run", c->save_dir);
+	else
+		snprintf(where, sizeof where, "nothing was saved (no --save)");
+	if (json) {
+		printf("{\"event\":\"interrupted\",\"signal\":\"%s\",\"step\":%lld,\"checkpoint_step\":%lld}\n",
+			cli_signal_name(sig), done, (long long)r->saved_step);
+		fflush(stdout);
+	}
+	cli_progress_break(p);
+	fprintf(stderr, "revc train: interrupted by %s after step %lld of %lld; %s\n", cli_signal_name(sig), done,
+		(long long)c->total_steps, where);
+	return 128 + sig;
+}
 
 static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_result *r,
 	int64_t batch, int64_t peak, bool json, const char *strategy, const char *engine)
@@ -172,6 +207,7 @@ int cmd_train(int argc, char **argv)
 		return cli_usage_error(a.cmd, "--save-every needs --save DIR");
 	cli_engine engine;
 	cli_engine_init(&engine, engine_kind, (int)threads);
+	cli_signals_catch();
 
 	int status = EXIT_USER;
 	rt_dataset train = {0}, test = {0};
@@ -188,13 +224,10 @@ int cmd_train(int argc, char **argv)
 	ps_options all = {0};
 	if (!cli_model_load(&m, spec))
 		goto done;
-	if (save) { /* fail now, not after an hour of training */
-		char *probe;
-		if (!rt_dir_begin(save, &probe, &e)) {
-			cli_error("--save: %s", e.msg);
-			goto done;
-		}
-		rt_dir_abort(probe);
+	/* Fail now, not after an hour of training. */
+	if (save && !rt_dir_check(save, &e)) {
+		cli_error("--save: %s", e.msg);
+		goto done;
 	}
 	/* The model first: its errors (and --max-memory) before loading data. */
 	step_g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &all);
@@ -216,7 +249,7 @@ int cmd_train(int argc, char **argv)
 	}
 	rt_train_cfg c = {.store = &store, .train = &train, .test = &test, .seed = (uint64_t)m.spec.seed,
 		.lr_at = lr_of, .save_dir = save, .save_every = save_every, .eval_every = eval_every,
-		.check_numerics = check_numerics};
+		.check_numerics = check_numerics, .model = m.spec.name, .stop = stop};
 	c.total_steps = steps > 0 ? steps : epochs > 0 ? epochs * spe
 		: m.spec.steps > 0 ? m.spec.steps : m.spec.epochs * spe;
 	if (resume) {
@@ -252,6 +285,10 @@ int cmd_train(int argc, char **argv)
 	rt_train_result r;
 	if (!rt_train_run(&c, &r, &e)) {
 		cli_error("%s", e.msg);
+		goto done;
+	}
+	if (r.stopped || cli_signal_caught()) {
+		status = interrupted(&c, &r, &u.progress, json);
 		goto done;
 	}
 	summary(&m, &c, &r, m.spec.batch, rt_exec_peak_bytes(step_x), json, ps_strategy_name(ctx.strategy),

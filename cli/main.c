@@ -31,7 +31,8 @@ static void help(FILE *out)
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fputs("\n'revc COMMAND --help' describes a command.\n"
-	      "Exit status: 0 success, 1 user error, 2 bad usage, 3 memory budget exceeded.\n", out);
+	      "Exit status: 0 success, 1 user error, 2 bad usage, 3 memory budget exceeded,\n"
+	      "130 or 143 training stopped by SIGINT or SIGTERM.\n", out);
 }
 
 int main(int argc, char **argv)

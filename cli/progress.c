@@ -44,6 +44,11 @@ static void clear_line(cli_progress *p)
 	}
 }
 
+void cli_progress_break(cli_progress *p)
+{
+	clear_line(p);
+}
+
 void cli_progress_step(void *user, const rt_train_progress *s)
 {
 	cli_progress *p = user;

@@ -43,8 +43,8 @@ revc_aot_state *revc_aot_new(const revc_aot_model *m, uint64_t seed)
 	for (int i = 0; i < m->ntensors; i++) {
 		const revc_aot_tensor *t = &m->tensors[i];
 		ir_type ty = ir_type_make(m->dtype_f64 ? IR_F64 : IR_F32, t->rank, t->dim);
-		rt_tensor *x = rt_store_add(&s->store, t->name, &ty, t->trainable != 0);
-		if (!rt_store_init_tensor(x, seed, &e)) {
+		rt_tensor *x = rt_store_add(&s->store, t->name, &ty, t->trainable != 0, &e);
+		if (!x || !rt_store_init_tensor(x, seed, &e)) {
 			revc_aot_free(s);
 			return NULL;
 		}
@@ -70,7 +70,7 @@ int revc_aot_load(revc_aot_state *s, const char *dir)
 int revc_aot_save(revc_aot_state *s, const char *dir)
 {
 	rt_err e;
-	if (!rt_store_save_dir(&s->store, dir, &e)) {
+	if (!rt_store_save_dir(&s->store, dir, RT_DIR_PARAMS, s->m->name, &e)) {
 		snprintf(s->err, sizeof s->err, "%s", e.msg);
 		return -1;
 	}

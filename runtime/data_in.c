@@ -27,7 +27,8 @@ bool rt_data_in_open(rt_data_in *in, const char *path, rt_err *e)
 	memset(in, 0, sizeof *in);
 	in->name = path;
 	in->fd = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return rt_errorf(e, "%s: cannot open: %s", path, strerror(errno));
 	struct stat st;

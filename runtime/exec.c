@@ -97,7 +97,7 @@ static bool read_before(const ir_node *n, int k)
 
 static void release_buffers(rt_exec *x)
 {
-	if (x->mode != RT_EXEC_TRACK)
+	if (x->mode != RT_EXEC_TRACK || !x->bufs)
 		return;
 	for (int i = 0; i < x->g->n; i++) {
 		free(x->bufs[i].data);
@@ -192,8 +192,14 @@ rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_exec_mode mode, rt_e
 			if (!read_before(nd, k))
 				x->readers[nd->in[k]->id]++;
 		switch (nd->op) {
-		case IR_OP_INPUT:
-			x->staging[i] = xcalloc(1, (size_t)ir_type_bytes(&nd->type) + 1);
+		case IR_OP_INPUT: /* sized by the batch: the user's */
+			x->staging[i] = calloc(1, (size_t)ir_type_bytes(&nd->type) + 1);
+			if (!x->staging[i]) {
+				char what[256];
+				snprintf(what, sizeof what, "the input '%s'", ir_node_str(nd, IR_ATTR_NAME));
+				rt_error_oom(e, what, ir_type_bytes(&nd->type));
+				return fail(x);
+			}
 			break;
 		case IR_OP_PARAM:
 		case IR_OP_STATE: {
@@ -264,18 +270,22 @@ const void *rt_exec_output(const rt_exec *x, const char *name, const ir_type **t
 
 /* ---- tracking mode ------------------------------------------------------- */
 
-static void track_alloc(rt_exec *x, int id, int64_t bytes)
+static bool track_alloc(rt_exec *x, int id, int64_t bytes, rt_err *e)
 {
 	buffer *b = &x->bufs[id];
 	b->data = malloc((size_t)bytes + 1);
-	if (!b->data)
-		IR_DIE("out of memory (%lld bytes)", (long long)bytes);
+	if (!b->data) {
+		char what[128];
+		snprintf(what, sizeof what, "the value of %%%d (%s)", id, ir_op_name(x->g->nodes[id]->op));
+		return rt_error_oom(e, what, bytes);
+	}
 	b->bytes = bytes;
 	b->remaining = x->readers[id];
 	b->pinned = false;
 	x->buf_of[id] = id;
 	x->val[id] = b->data;
 	x->live += bytes;
+	return true;
 }
 
 static void track_release(rt_exec *x, int b)
@@ -289,7 +299,7 @@ static void track_release(rt_exec *x, int b)
 
 /* Where node n's value goes, in tracking mode; reuses operand 0's buffer
  * for an in-place op that is its last reader. */
-static void track_output(rt_exec *x, const ir_node *n, int i)
+static bool track_output(rt_exec *x, const ir_node *n, int i, rt_err *e)
 {
 	int64_t bytes = ir_type_bytes(&n->type);
 	if (ir_op_has(n->op, IR_OPF_INPL) && n->nin > 0 && x->buf_of[n->in[0]->id] >= 0) {
@@ -298,10 +308,10 @@ static void track_output(rt_exec *x, const ir_node *n, int i)
 			x->buf_of[i] = x->buf_of[n->in[0]->id];
 			x->val[i] = b->data;
 			b->remaining += x->readers[i];
-			return;
+			return true;
 		}
 	}
-	track_alloc(x, i, bytes);
+	return track_alloc(x, i, bytes, e);
 }
 
 /* ---- numerics -------------------------------------------------------------- */
@@ -509,7 +519,8 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 		/* Inputs are live from the start: copy them in. */
 		for (int i = 0; i < g->n; i++)
 			if (g->nodes[i]->op == IR_OP_INPUT) {
-				track_alloc(x, i, ir_type_bytes(&g->nodes[i]->type));
+				if (!track_alloc(x, i, ir_type_bytes(&g->nodes[i]->type), e))
+					return false;
 				memcpy(x->val[i], x->staging[i], (size_t)ir_type_bytes(&g->nodes[i]->type));
 			}
 		x->peak = x->live;
@@ -541,13 +552,13 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 		int64_t ws = rt_kernel_workspace(n);
 		if (ir_op_has(n->op, IR_OPF_UPD))
 			x->val[i] = x->val[n->in[0]->id];
-		else if (track)
-			track_output(x, n, i);
+		else if (track && !track_output(x, n, i, e))
+			return false;
 		a.out = x->val[i];
 		if (track) {
 			a.ws = ws > 0 ? malloc((size_t)ws) : NULL;
 			if (ws > 0 && !a.ws)
-				IR_DIE("out of memory");
+				return rt_error_oom(e, "a kernel's workspace", ws);
 			if (x->live + ws > x->peak)
 				x->peak = x->live + ws;
 		} else {

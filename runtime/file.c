@@ -1,6 +1,5 @@
 /* file.c: reading whole files and writing files atomically (temporary name,
  * fsync, rename, fsync of the directory). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -22,11 +21,18 @@ bool rt_errorf(rt_err *e, const char *fmt, ...)
 	return false;
 }
 
+bool rt_error_oom(rt_err *e, const char *what, int64_t bytes)
+{
+	return rt_errorf(e, "out of memory: %s takes %lld bytes (%.2f GiB)", what, (long long)bytes,
+		(double)bytes / (double)(1 << 30));
+}
+
 bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err *e)
 {
 	*data = NULL;
 	*len = 0;
-	int fd = open(path, O_RDONLY);
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return rt_errorf(e, "cannot open '%s': %s", path, strerror(errno));
 	struct stat st;
@@ -34,6 +40,7 @@ bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err
 		close(fd);
 		return rt_errorf(e, "'%s' is not a regular file", path);
 	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	if ((uintmax_t)st.st_size > max) {
 		close(fd);
 		return rt_errorf(e, "'%s' is larger than %zu bytes", path, max);
@@ -171,84 +178,4 @@ bool rt_file_write_atomic(const char *path, const void *data, size_t len, rt_err
 		return rt_errorf(e, "cannot write '%s': %s", path, strerror(errno));
 	}
 	return rt_atomic_commit(&a, e);
-}
-
-bool rt_dir_begin(const char *path, char **tmp, rt_err *e)
-{
-	/* rt_dir_commit could not replace a file: say so before the work. */
-	struct stat st;
-	if (lstat(path, &st) == 0 && !S_ISDIR(st.st_mode))
-		return rt_errorf(e, "'%s' exists and is not a directory", path);
-	size_t n = strlen(path) + 32;
-	char *t = malloc(n);
-	if (!t)
-		return rt_errorf(e, "out of memory");
-	/* Strip trailing slashes so the temporary is a sibling, not a child. */
-	size_t len = strlen(path);
-	while (len > 1 && path[len - 1] == '/')
-		len--;
-	rt_temp_template(t, n, path, len, ".tmp.");
-	if (!mkdtemp(t)) {
-		int err = errno;
-		free(t);
-		return rt_errorf(e, "cannot create a directory beside '%s': %s", path, strerror(err));
-	}
-	*tmp = t;
-	return true;
-}
-
-/* Removes a directory and the plain files in it. */
-static void remove_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	if (d) {
-		for (struct dirent *ent; (ent = readdir(d));) {
-			if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
-				continue;
-			char p[4096];
-			snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
-			unlink(p);
-		}
-		closedir(d);
-	}
-	rmdir(dir);
-}
-
-bool rt_dir_commit(char *tmp, const char *path, rt_err *e)
-{
-	/* The files were fsync'd as they were written; make the directory's
-	 * entries durable, then swap it into place.  With an existing directory
-	 * the swap is one atomic exchange, so `path` always names a complete
-	 * directory, old or new. */
-	int fd = open(tmp, O_RDONLY | O_DIRECTORY);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-	struct stat st;
-	bool exists = lstat(path, &st) == 0;
-	if (exists && !S_ISDIR(st.st_mode)) {
-		rt_dir_abort(tmp);
-		return rt_errorf(e, "'%s' exists and is not a directory", path);
-	}
-	int rc = exists ? renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE)
-	                : rename(tmp, path);
-	if (rc != 0) {
-		int err = errno;
-		rt_dir_abort(tmp);
-		return rt_errorf(e, "cannot %s '%s': %s", exists ? "replace" : "create", path, strerror(err));
-	}
-	sync_dir(path);
-	if (exists)
-		remove_dir(tmp); /* now the previous directory */
-	free(tmp);
-	return true;
-}
-
-void rt_dir_abort(char *tmp)
-{
-	if (!tmp)
-		return;
-	remove_dir(tmp);
-	free(tmp);
 }

@@ -18,6 +18,9 @@ typedef struct {
 } rt_err;
 
 bool rt_errorf(rt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A failed allocation whose size the user chose (a spec, a data file):
+ * "out of memory: WHAT takes N bytes (X GiB)".  False. */
+bool rt_error_oom(rt_err *e, const char *what, int64_t bytes);
 
 /* ---- files (runtime/file.c) ------------------------------------------- */
 
@@ -42,15 +45,6 @@ bool rt_atomic_commit(rt_atomic *a, rt_err *e);
 void rt_atomic_abort(rt_atomic *a);
 /* Writes len bytes to path atomically. */
 bool rt_file_write_atomic(const char *path, const void *data, size_t len, rt_err *e);
-
-/* A directory built under a temporary sibling name (*tmp, malloc'd) and
- * swapped into place by rt_dir_commit, which replaces a previous directory
- * of that name only once the new one is complete: a crash at any moment
- * leaves either the old directory or the new one.  Commit and abort free
- * *tmp. */
-bool rt_dir_begin(const char *path, char **tmp, rt_err *e);
-bool rt_dir_commit(char *tmp, const char *path, rt_err *e);
-void rt_dir_abort(char *tmp);
 
 /* ---- random numbers and data (runtime/rng.c, runtime/data*.c) ---- */
 
@@ -200,6 +194,96 @@ int rt_npy_dtype_size(rt_npy_dtype t);
 void rt_npy_to_f64(const rt_npy *a, double *dst);
 void rt_npy_to_f32(const rt_npy *a, float *dst);
 
+/* ---- directories revc writes whole (runtime/dir.c, runtime/manifest.c) ---- */
+
+/* What a directory revc wrote holds. */
+typedef enum {
+	RT_DIR_CHECKPOINT, /* revc train --save: the store, step.npy, data_seed.npy */
+	RT_DIR_PARAMS,     /* revc init, revc grad --params-out, a compiled library's save */
+	RT_DIR_GRADIENTS,  /* revc grad --out */
+	RT_DIR_STATE,      /* revc grad --state-out */
+	RT_DIR_KIND_COUNT
+} rt_dir_kind;
+
+/* "checkpoint", "params", "gradients", "state". */
+const char *rt_dir_kind_name(rt_dir_kind k);
+
+/* The file that marks a directory as revc's and lists its tensors. */
+#define RT_MANIFEST_NAME "revc-manifest.txt"
+
+typedef struct {
+	char *name;                     /* the file is NAME.npy */
+	rt_npy_dtype dtype;
+	int rank;
+	int64_t dim[RT_NPY_MAX_RANK];
+} rt_manifest_tensor;
+
+typedef struct {
+	rt_dir_kind kind;
+	char *model;                    /* the spec's model name, or NULL */
+	int64_t step, seed;             /* checkpoints: steps done, data seed; else -1 */
+	rt_manifest_tensor *t;          /* every NAME.npy of the directory */
+	int n, cap;
+} rt_manifest;
+
+void rt_manifest_init(rt_manifest *m, rt_dir_kind kind);
+void rt_manifest_free(rt_manifest *m);
+bool rt_manifest_set_model(rt_manifest *m, const char *model, rt_err *e);
+/* Records NAME.npy; names are one word without '/', each at most once. */
+bool rt_manifest_add(rt_manifest *m, const char *name, rt_npy_dtype dtype, int rank, const int64_t *dim,
+	rt_err *e);
+const rt_manifest_tensor *rt_manifest_find(const rt_manifest *m, const char *name);
+/* "f32[16,1,3,3]", "i64[]"; returns what snprintf does. */
+int rt_manifest_shape_str(const rt_manifest_tensor *t, char *buf, size_t n);
+/* The text of the manifest (malloc'd, *len bytes), or NULL without memory. */
+char *rt_manifest_format(const rt_manifest *m, size_t *len);
+/* Writes DIR/revc-manifest.txt atomically. */
+bool rt_manifest_write(const rt_manifest *m, const char *dir, rt_err *e);
+/* Parses a manifest held in memory (untrusted; `name` starts messages). */
+bool rt_manifest_parse(const char *buf, size_t len, const char *name, rt_manifest *out, rt_err *e);
+/* Reads DIR/revc-manifest.txt: *found is false (and the result true) when
+ * there is none; a manifest that does not parse is an error. */
+bool rt_manifest_read(const char *dir, rt_manifest *out, bool *found, rt_err *e);
+/* Writes revc-manifest.txt into the new directory open as dirfd at once
+ * (no temporary, no fsync): the mark of a temporary directory, which
+ * rt_manifest_write replaces once the directory is complete. */
+bool rt_manifest_mark(int dirfd, const rt_manifest *m, rt_err *e);
+/* Whether the directory open as dirfd holds a revc-manifest.txt that starts
+ * as a revc manifest does (of any version), or an empty one (a mark cut
+ * short): how revc recognises its own temporaries. */
+bool rt_manifest_is_marked(int dirfd);
+
+/* Whether path may be written by rt_dir_begin .. rt_dir_commit: a new name
+ * in a writable directory, an empty directory, or a directory revc wrote
+ * (its manifest, and only the NAME.npy files listed there).  Refuses
+ * anything else -- a non-empty directory of the user's, a file, a symlink,
+ * ".", "..", a mount point -- with a message naming what is in the way. */
+bool rt_dir_check(const char *path, rt_err *e);
+
+/* A directory built under the temporary sibling name PATH.tmp.XXXXXX and
+ * swapped into place by rt_dir_commit, which replaces a previous directory
+ * of that name only once the new one is complete: a crash at any moment
+ * leaves either the old directory or the new one (and a temporary that the
+ * next rt_dir_begin for PATH removes). */
+typedef struct {
+	char *path;                     /* without trailing slashes */
+	char *tmp;                      /* where it is built */
+	int fd;                         /* tmp, flock'ed while it is built */
+	rt_manifest manifest;           /* what has been written; set step and seed here */
+} rt_dir;
+
+/* rt_dir_check, removes PATH's stale temporaries, and creates the
+ * temporary, marked from the start by a manifest of kind and model
+ * (model may be NULL). */
+bool rt_dir_begin(rt_dir *d, const char *path, rt_dir_kind kind, const char *model, rt_err *e);
+/* Writes NAME.npy into the directory (atomically) and lists it. */
+bool rt_dir_write_npy(rt_dir *d, const char *name, rt_npy_dtype dtype, int rank, const int64_t *dim,
+	const void *data, rt_err *e);
+/* Writes the manifest, checks PATH again, and swaps the directory into
+ * place.  Commit and abort release everything, on failure too. */
+bool rt_dir_commit(rt_dir *d, rt_err *e);
+void rt_dir_abort(rt_dir *d);
+
 /* ---- the parameter store (runtime/store.c) ------------------------------ */
 
 /* A named persistent tensor: a parameter, a running statistic or a
@@ -223,9 +307,9 @@ rt_tensor *rt_store_find(const rt_store *s, const char *name);
  * first of them (NULL when none). */
 int rt_store_nonfinite(const rt_store *s, const rt_tensor **first);
 /* Adds a copy of t. */
-void rt_store_add_copy(rt_store *s, const rt_tensor *t);
-/* Adds a zeroed tensor. */
-rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool trainable);
+bool rt_store_add_copy(rt_store *s, const rt_tensor *t, rt_err *e);
+/* Adds a zeroed tensor; NULL with the size in e when memory runs out. */
+rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool trainable, rt_err *e);
 /* Sets t to its initial value per MODEL.md (see rt_store_init_from_graph). */
 bool rt_store_init_tensor(rt_tensor *t, uint64_t seed, rt_err *e);
 /* Reads DIR/NAME.npy into t, converting to t's dtype; the shape must match. */
@@ -236,14 +320,18 @@ bool rt_store_load_tensor(rt_tensor *t, const char *dir, rt_err *e);
  * must have the graph's type. */
 bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_err *e);
 /* Loads every param and state of g from DIR/NAME.npy, converting to the
- * graph's dtype; a shape that differs from the model's is an error naming
- * the tensor.  With params_only, momentum buffers start at zero instead. */
+ * graph's dtype.  Tensors the model does not have are ignored (a checkpoint
+ * of a deeper model loads into a shallower one); every tensor it has must be
+ * there with its shape, else an error names the first that is missing or
+ * mis-shaped.  DIR need not be revc's (NumPy can write it); when it holds a
+ * manifest, its list is checked first.  With params_only, momentum buffers
+ * start at zero instead. */
 bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e);
-/* Writes every tensor as DIR/NAME.npy, each file atomically. */
-bool rt_store_save(const rt_store *s, const char *dir, rt_err *e);
-/* The same into a new directory that replaces DIR whole once complete
+/* Writes every tensor as NAME.npy into d. */
+bool rt_store_save(const rt_store *s, rt_dir *d, rt_err *e);
+/* The same into a directory of that kind replacing DIR whole once complete
  * (rt_dir_begin .. rt_dir_commit), so DIR is never half-written. */
-bool rt_store_save_dir(const rt_store *s, const char *dir, rt_err *e);
+bool rt_store_save_dir(const rt_store *s, const char *dir, rt_dir_kind kind, const char *model, rt_err *e);
 
 /* ---- the interpreter (runtime/exec.c) ----------------------------------- */
 
@@ -349,12 +437,17 @@ typedef struct {
 	bool check_numerics;        /* stop at the first non-finite value (rt_exec_check_numerics;
 	                               native steps are replayed in the interpreter to find it) */
 	const char *save_dir;       /* checkpoint directory, or NULL */
+	const char *model;          /* the model's name, for the checkpoint's manifest (or NULL) */
 	int64_t save_every;         /* checkpoint every N steps (0: only at the end) */
 	int64_t eval_every;         /* evaluate every N steps (0: only at the end) */
 	void *user;
 	void (*on_step)(void *user, const rt_train_progress *p);
 	void (*on_eval)(void *user, int64_t step, double loss, double accuracy);
 	void (*on_save)(void *user, int64_t step, const char *dir);
+	/* Polled at safe points (before each step, between evaluation
+	 * batches; a checkpoint being written is finished first): true stops
+	 * the run there, successfully, with res->stopped set.  NULL: never. */
+	bool (*stop)(void *user);
 } rt_train_cfg;
 
 typedef struct {
@@ -364,6 +457,8 @@ typedef struct {
 	bool evaluated;
 	double test_loss, test_accuracy;
 	double seconds;
+	bool stopped;               /* cfg->stop asked to stop before the last step's work was done */
+	int64_t saved_step;         /* the step of the last checkpoint written by this call, or 0 */
 } rt_train_result;
 
 /* Trains from cfg->start_step to cfg->total_steps (see train.c for the
@@ -375,8 +470,12 @@ bool rt_train_run(const rt_train_cfg *cfg, rt_train_result *res, rt_err *e);
 bool rt_evaluate(rt_exec *eval, const rt_dataset *d, double *loss, double *accuracy, int64_t *nonfinite,
 	rt_err *e);
 /* A checkpoint: the store's tensors, step.npy and data_seed.npy in dir,
- * swapped in whole. */
-bool rt_checkpoint_save(const rt_store *s, int64_t step, uint64_t seed, const char *dir, rt_err *e);
+ * with a manifest of kind checkpoint naming the model, step and seed,
+ * swapped in whole (rt_dir).  Loading needs every tensor of g (extra ones
+ * are ignored, see rt_store_load) and step.npy and data_seed.npy; a
+ * manifest, when there is one, must be a checkpoint's and agree with them. */
+bool rt_checkpoint_save(const rt_store *s, int64_t step, uint64_t seed, const char *model, const char *dir,
+	rt_err *e);
 bool rt_checkpoint_load(rt_store *s, const ir_graph *g, const char *dir, int64_t *step,
 	uint64_t *seed, rt_err *e);
 

@@ -52,30 +52,45 @@ int rt_store_nonfinite(const rt_store *s, const rt_tensor **first)
 	return count;
 }
 
-rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool trainable)
+rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool trainable, rt_err *e)
 {
 	if (s->n == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 64;
 		rt_tensor *t = realloc(s->t, (size_t)cap * sizeof *t);
-		if (!t)
-			IR_DIE("out of memory");
+		if (!t) {
+			rt_errorf(e, "out of memory");
+			return NULL;
+		}
 		s->t = t;
 		s->cap = cap;
 	}
+	/* The size comes from the user's spec: a failed allocation is theirs. */
+	int64_t bytes = ir_type_bytes(type);
+	char *nm = strdup(name);
+	void *data = calloc(1, (size_t)bytes + 1);
+	if (!nm || !data) {
+		free(nm);
+		free(data);
+		char what[512], ty[128];
+		ir_type_str(type, ty, sizeof ty);
+		snprintf(what, sizeof what, "'%s' %s", name, ty);
+		rt_error_oom(e, what, bytes);
+		return NULL;
+	}
 	rt_tensor *t = &s->t[s->n++];
-	t->name = strdup(name);
+	t->name = nm;
 	t->type = *type;
 	t->trainable = trainable;
-	t->data = calloc(1, (size_t)ir_type_bytes(type) + 1);
-	if (!t->name || !t->data)
-		IR_DIE("out of memory");
+	t->data = data;
 	return t;
 }
 
-void rt_store_add_copy(rt_store *s, const rt_tensor *t)
+bool rt_store_add_copy(rt_store *s, const rt_tensor *t, rt_err *e)
 {
-	rt_tensor *c = rt_store_add(s, t->name, &t->type, t->trainable);
-	memcpy(c->data, t->data, (size_t)ir_type_bytes(&t->type));
+	rt_tensor *c = rt_store_add(s, t->name, &t->type, t->trainable, e);
+	if (c)
+		memcpy(c->data, t->data, (size_t)ir_type_bytes(&t->type));
+	return c != NULL;
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -182,10 +197,38 @@ bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_
 				return false;
 			continue;
 		}
-		t = rt_store_add(s, n->name, &n->type, n->op == IR_OP_PARAM);
-		if (!rt_store_init_tensor(t, seed, e))
+		t = rt_store_add(s, n->name, &n->type, n->op == IR_OP_PARAM, e);
+		if (!t || !rt_store_init_tensor(t, seed, e))
 			return false;
 	}
+	return true;
+}
+
+/* "[16,1,3,3]" */
+static void dims_str(int rank, const int64_t *dim, char *buf, size_t n)
+{
+	size_t k = (size_t)snprintf(buf, n, "[");
+	for (int i = 0; i < rank && k < n; i++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dim[i]);
+	if (k < n)
+		snprintf(buf + k, n - k, "]");
+}
+
+/* A file's dtype and shape against the tensor the model needs. */
+static bool same_shape(const rt_tensor *t, const char *path, rt_npy_dtype dtype, int rank, const int64_t *dim,
+	rt_err *e)
+{
+	bool ok = rank == t->type.rank;
+	for (int i = 0; ok && i < rank; i++)
+		ok = dim[i] == t->type.dim[i];
+	if (!ok) {
+		char want[128], got[160];
+		ir_type_str(&t->type, want, sizeof want);
+		dims_str(rank, dim, got, sizeof got);
+		return rt_errorf(e, "%s: shape %s does not match the model's %s for '%s'", path, got, want, t->name);
+	}
+	if (dtype != RT_NPY_F32 && dtype != RT_NPY_F64)
+		return rt_errorf(e, "%s: '%s' must be float32 or float64", path, t->name);
 	return true;
 }
 
@@ -194,34 +237,32 @@ bool rt_store_load_tensor(rt_tensor *t, const char *dir, rt_err *e)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/%s.npy", dir, t->name);
+	struct stat st;
+	if (lstat(path, &st) != 0 && errno == ENOENT)
+		return rt_errorf(e, "%s: no such file: the model needs the tensor '%s'", path, t->name);
 	rt_npy a;
 	if (!rt_npy_read(path, &a, e))
 		return false;
-	bool ok = a.rank == t->type.rank;
-	for (int i = 0; ok && i < a.rank; i++)
-		ok = a.dim[i] == t->type.dim[i];
-	if (!ok) {
-		char want[128];
-		ir_type_str(&t->type, want, sizeof want);
-		char got[160] = "[";
-		for (int i = 0; i < a.rank; i++)
-			snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "",
-				(long long)a.dim[i]);
-		strcat(got, "]");
-		rt_npy_free(&a);
-		return rt_errorf(e, "%s: shape %s does not match the model's %s for '%s'", path, got,
-			want, t->name);
-	}
-	if (a.dtype != RT_NPY_F32 && a.dtype != RT_NPY_F64) {
-		rt_npy_free(&a);
-		return rt_errorf(e, "%s: '%s' must be float32 or float64", path, t->name);
-	}
-	if (t->type.dtype == IR_F32)
+	bool ok = same_shape(t, path, a.dtype, a.rank, a.dim, e);
+	if (ok && t->type.dtype == IR_F32)
 		rt_npy_to_f32(&a, t->data);
-	else
+	else if (ok)
 		rt_npy_to_f64(&a, t->data);
 	rt_npy_free(&a);
-	return true;
+	return ok;
+}
+
+/* With a manifest, the tensor must be listed with the model's shape: the
+ * first one missing or mis-shaped is named before any data is read. */
+static bool listed(const rt_manifest *m, const rt_tensor *t, const char *dir, rt_err *e)
+{
+	const rt_manifest_tensor *mt = rt_manifest_find(m, t->name);
+	if (!mt)
+		return rt_errorf(e, "'%s' has no tensor '%s', which the model needs (its %s lists %d tensors)", dir,
+			t->name, RT_MANIFEST_NAME, m->n);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s.npy", dir, t->name);
+	return same_shape(t, path, mt->dtype, mt->rank, mt->dim, e);
 }
 
 bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e)
@@ -231,47 +272,49 @@ bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_
 		return rt_errorf(e, "cannot open '%s': %s", dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return rt_errorf(e, "'%s' is not a directory", dir);
-	for (int i = 0; i < g->n; i++) {
+	/* A directory revc wrote lists its tensors; one from NumPy need not. */
+	rt_manifest m;
+	bool has_manifest;
+	if (!rt_manifest_read(dir, &m, &has_manifest, e))
+		return false;
+	bool ok = true;
+	for (int i = 0; ok && i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
 		if (n->op != IR_OP_PARAM && n->op != IR_OP_STATE)
 			continue;
 		rt_tensor *t = rt_store_find(s, n->name);
 		if (t && !same_tensor(t, n, e))
-			return false;
-		if (!t)
-			t = rt_store_add(s, n->name, &n->type, n->op == IR_OP_PARAM);
-		if (params_only && n->op == IR_OP_STATE && ends_with(n->name, ".mom")) {
-			if (!rt_store_init_tensor(t, 0, e))
-				return false;
-			continue;
-		}
-		if (!rt_store_load_tensor(t, dir, e))
-			return false;
+			ok = false;
+		else if (!t && !(t = rt_store_add(s, n->name, &n->type, n->op == IR_OP_PARAM, e)))
+			ok = false;
+		else if (params_only && n->op == IR_OP_STATE && ends_with(n->name, ".mom"))
+			ok = rt_store_init_tensor(t, 0, e);
+		else
+			ok = (!has_manifest || listed(&m, t, dir, e)) && rt_store_load_tensor(t, dir, e);
 	}
-	return true;
+	rt_manifest_free(&m);
+	return ok;
 }
 
-bool rt_store_save(const rt_store *s, const char *dir, rt_err *e)
+bool rt_store_save(const rt_store *s, rt_dir *d, rt_err *e)
 {
 	for (int i = 0; i < s->n; i++) {
 		const rt_tensor *t = &s->t[i];
-		char path[4096];
-		snprintf(path, sizeof path, "%s/%s.npy", dir, t->name);
-		if (!rt_npy_write(path, t->type.dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, t->type.rank,
+		if (!rt_dir_write_npy(d, t->name, t->type.dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, t->type.rank,
 			t->type.dim, t->data, e))
 			return false;
 	}
 	return true;
 }
 
-bool rt_store_save_dir(const rt_store *s, const char *dir, rt_err *e)
+bool rt_store_save_dir(const rt_store *s, const char *dir, rt_dir_kind kind, const char *model, rt_err *e)
 {
-	char *tmp;
-	if (!rt_dir_begin(dir, &tmp, e))
+	rt_dir d;
+	if (!rt_dir_begin(&d, dir, kind, model, e))
 		return false;
-	if (!rt_store_save(s, tmp, e)) {
-		rt_dir_abort(tmp);
+	if (!rt_store_save(s, &d, e)) {
+		rt_dir_abort(&d);
 		return false;
 	}
-	return rt_dir_commit(tmp, dir, e);
+	return rt_dir_commit(&d, e);
 }

@@ -7,10 +7,12 @@
  * repeats exactly what an uninterrupted run does from there, bit for bit.
  *
  * A checkpoint is a directory holding every tensor of the store as
- * NAME.npy, plus step.npy (steps done) and data_seed.npy, written under a
- * temporary name and swapped into place (rt_dir_commit), so a run killed at
- * any moment leaves the previous checkpoint whole.  The loop itself never
- * prints: it reports through the callbacks in rt_train_cfg.
+ * NAME.npy, plus step.npy (steps done), data_seed.npy and a manifest that
+ * marks it as revc's, written under a temporary name and swapped into place
+ * (rt_dir), so a run killed at any moment leaves the previous checkpoint
+ * whole.  The loop itself never prints: it reports through the callbacks in
+ * rt_train_cfg, and cfg->stop ends it early at a safe point (between steps,
+ * never inside a save) -- how the command line stops on SIGINT and SIGTERM.
  *
  * With check_numerics the step stops at its first non-finite value
  * (rt_exec_check_numerics: per kernel in the interpreter, by a replay in it
@@ -73,8 +75,10 @@ static double row_loss(const void *logits, ir_dtype dt, int64_t r, int64_t k, in
 	return loss;
 }
 
-bool rt_evaluate(rt_exec *x, const rt_dataset *d, double *loss, double *accuracy, int64_t *nonfinite,
-	rt_err *e)
+/* rt_evaluate, polling stop (when not NULL) between batches: false with
+ * *stopped set when it asks to stop. */
+static bool evaluate(rt_exec *x, const rt_dataset *d, bool (*stop)(void *), void *user, bool *stopped,
+	double *loss, double *accuracy, int64_t *nonfinite, rt_err *e)
 {
 	const ir_type *t;
 	if (!rt_exec_input(x, "x", &t))
@@ -82,9 +86,14 @@ bool rt_evaluate(rt_exec *x, const rt_dataset *d, double *loss, double *accuracy
 	int64_t bs = t->dim[0], correct = 0, bad = 0;
 	int64_t *idx = malloc((size_t)bs * sizeof *idx);
 	if (!idx)
-		IR_DIE("out of memory");
+		return rt_error_oom(e, "the evaluation batch's indices", (int64_t)((size_t)bs * sizeof *idx));
 	double total = 0;
 	for (int64_t start = 0; start < d->n; start += bs) {
+		if (stop && stop(user)) {
+			*stopped = true;
+			free(idx);
+			return false;
+		}
 		int64_t valid = d->n - start < bs ? d->n - start : bs;
 		/* A short last batch is padded with repeats; they are not counted. */
 		for (int64_t i = 0; i < bs; i++)
@@ -111,11 +120,16 @@ bool rt_evaluate(rt_exec *x, const rt_dataset *d, double *loss, double *accuracy
 	return true;
 }
 
-static bool write_scalar(const char *dir, const char *name, int64_t v, rt_err *e)
+bool rt_evaluate(rt_exec *x, const rt_dataset *d, double *loss, double *accuracy, int64_t *nonfinite,
+	rt_err *e)
 {
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-	return rt_npy_write(path, RT_NPY_I64, 0, NULL, &v, e);
+	bool stopped = false;
+	return evaluate(x, d, NULL, NULL, &stopped, loss, accuracy, nonfinite, e);
+}
+
+static bool write_scalar(rt_dir *d, const char *name, int64_t v, rt_err *e)
+{
+	return rt_dir_write_npy(d, name, RT_NPY_I64, 0, NULL, &v, e);
 }
 
 static bool read_scalar(const char *dir, const char *name, int64_t *v, rt_err *e)
@@ -132,41 +146,58 @@ static bool read_scalar(const char *dir, const char *name, int64_t *v, rt_err *e
 	return ok ? true : rt_errorf(e, "%s: expected a 0-d int64", path);
 }
 
-bool rt_checkpoint_save(const rt_store *s, int64_t step, uint64_t seed, const char *dir, rt_err *e)
+bool rt_checkpoint_save(const rt_store *s, int64_t step, uint64_t seed, const char *model, const char *dir,
+	rt_err *e)
 {
-	char *tmp;
-	if (!rt_dir_begin(dir, &tmp, e))
+	rt_dir d;
+	if (!rt_dir_begin(&d, dir, RT_DIR_CHECKPOINT, model, e))
 		return false;
-	if (!rt_store_save(s, tmp, e) || !write_scalar(tmp, "step", step, e) ||
-	    !write_scalar(tmp, "data_seed", (int64_t)seed, e)) {
-		rt_dir_abort(tmp);
+	d.manifest.step = step;
+	d.manifest.seed = (int64_t)seed;
+	if (!rt_store_save(s, &d, e) || !write_scalar(&d, "step", step, e) ||
+	    !write_scalar(&d, "data_seed", (int64_t)seed, e)) {
+		rt_dir_abort(&d);
 		return false;
 	}
-	return rt_dir_commit(tmp, dir, e);
+	return rt_dir_commit(&d, e);
 }
 
 bool rt_checkpoint_load(rt_store *s, const ir_graph *g, const char *dir, int64_t *step,
 	uint64_t *seed, rt_err *e)
 {
+	/* A directory revc wrote says what it is; a plain one must have step.npy. */
+	rt_manifest m;
+	bool found;
+	if (!rt_manifest_read(dir, &m, &found, e))
+		return false;
+	rt_dir_kind kind = m.kind;
+	int64_t mstep = m.step, mseed = m.seed;
+	rt_manifest_free(&m);
+	if (found && kind != RT_DIR_CHECKPOINT)
+		return rt_errorf(e, "'%s' holds %s, not a checkpoint of revc train (it has no step)", dir,
+			rt_dir_kind_name(kind));
 	int64_t sd;
 	if (!rt_store_load(s, g, dir, false, e) || !read_scalar(dir, "step", step, e) ||
 	    !read_scalar(dir, "data_seed", &sd, e))
 		return false;
 	if (*step < 0 || sd < 0)
 		return rt_errorf(e, "%s: negative step or seed", dir);
+	if (found && (*step != mstep || sd != mseed))
+		return rt_errorf(e, "%s: step.npy and data_seed.npy (%lld, %lld) disagree with %s (%lld, %lld)", dir,
+			(long long)*step, (long long)sd, RT_MANIFEST_NAME, (long long)mstep, (long long)mseed);
 	*seed = (uint64_t)sd;
 	return true;
 }
 
 /* Ends e's message with what the checkpoint directory keeps: the last
- * checkpoint this run saved (at step `saved`, 0 for none), never the state
+ * checkpoint this run saved (res->saved_step, 0 for none), never the state
  * that stopped it. */
-static bool stopped(const rt_train_cfg *c, int64_t saved, rt_err *e)
+static bool kept_checkpoint(const rt_train_cfg *c, const rt_train_result *res, rt_err *e)
 {
 	rt_err inner = *e;
-	if (c->save_dir && saved > 0)
+	if (c->save_dir && res->saved_step > 0)
 		return rt_errorf(e, "%s; the last checkpoint (step %lld) is kept in %s", inner.msg,
-			(long long)saved, c->save_dir);
+			(long long)res->saved_step, c->save_dir);
 	if (c->save_dir)
 		return rt_errorf(e, "%s; nothing was saved to %s", inner.msg, c->save_dir);
 	return false;
@@ -184,13 +215,18 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 			(long long)n, (long long)bs);
 	int64_t *perm = malloc((size_t)n * sizeof *perm);
 	if (!perm)
-		IR_DIE("out of memory");
+		return rt_error_oom(e, "the order of the training examples", (int64_t)((size_t)n * sizeof *perm));
 	int64_t epoch = -1;
 	rt_exec_check_numerics(c->step, c->check_numerics);
 	double t0 = now(), window_loss = 0;
-	int64_t window_correct = 0, window_steps = 0, saved = 0;
+	int64_t window_correct = 0, window_steps = 0;
 	bool ok = true;
 	for (int64_t step = c->start_step; step < c->total_steps; step++) {
+		/* A safe point: the store is a whole step's, no checkpoint is open. */
+		if (c->stop && c->stop(c->user)) {
+			res->stopped = true;
+			break;
+		}
 		if (step / spe != epoch) {
 			epoch = step / spe;
 			rt_data_epoch_order(n, c->seed, epoch, perm);
@@ -207,7 +243,7 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 			if (rt_exec_fault(c->step)) {
 				rt_err inner = *e;
 				rt_errorf(e, "%s, step %lld", inner.msg, (long long)step + 1);
-				stopped(c, saved, e);
+				kept_checkpoint(c, res, e);
 			}
 			break;
 		}
@@ -224,7 +260,7 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 		if (!isfinite(l)) {
 			rt_errorf(e, "the loss became %s at step %lld", isnan(l) ? "NaN" : "infinite",
 				(long long)step + 1);
-			ok = stopped(c, saved, e);
+			ok = kept_checkpoint(c, res, e);
 			break;
 		}
 		window_loss += l;
@@ -262,25 +298,27 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 				else
 					rt_errorf(e, "after step %lld, %d of %d tensors hold NaN or Inf, %s first",
 						(long long)step + 1, nbad, c->store->n, bad->name);
-				ok = stopped(c, saved, e);
+				ok = kept_checkpoint(c, res, e);
 				break;
 			}
-			if (!(ok = rt_checkpoint_save(c->store, step + 1, c->seed, c->save_dir, e)))
+			if (!(ok = rt_checkpoint_save(c->store, step + 1, c->seed, c->model, c->save_dir, e)))
 				break;
-			saved = step + 1;
+			res->saved_step = step + 1;
 			if (c->on_save)
 				c->on_save(c->user, step + 1, c->save_dir);
 		}
 		if (c->eval && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) || last)) {
 			double el, ea;
 			int64_t bad;
-			if (!(ok = rt_evaluate(c->eval, c->test, &el, &ea, &bad, e)))
+			if (!(ok = evaluate(c->eval, c->test, c->stop, c->user, &res->stopped, &el, &ea, &bad, e))) {
+				ok = res->stopped;
 				break;
+			}
 			if (bad > 0) {
 				rt_errorf(e, "after step %lld, the test loss is %s: the logits of %lld of %lld images are "
 					"not finite", (long long)step + 1, isnan(el) ? "NaN" : "infinite", (long long)bad,
 					(long long)c->test->n);
-				ok = stopped(c, saved, e);
+				ok = kept_checkpoint(c, res, e);
 				break;
 			}
 			res->test_loss = el;

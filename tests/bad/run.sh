@@ -17,6 +17,9 @@
 # "revc".  REGEX (extended) is the rest of the line.
 # Usage: run.sh REVC ROOT
 set -u
+# Some cases ask for more memory than there is: under ASan too, malloc must
+# then return NULL (revc reports it) rather than end the process.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1"
 revc=$(realpath "$1") root=$(realpath "$2")
 cases=$root/tests/bad/cases.txt
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -195,6 +198,22 @@ b = bytearray(open(p, 'rb').read())
 b[-4:] = struct.pack('<f', float('inf'))
 open(p, 'wb').write(bytes(b))
 EOF
+
+# Output directories and checkpoints that revc must refuse to replace or load:
+# a FIFO for a tensor, a file revc did not write, manifests that are broken,
+# lack a tensor or disagree with step.npy; revc init's output (no step);
+# FIFOs for a spec, a .npy and an IDX file.
+ck ck-fifo; rm "$data/ck-fifo/init.conv.w.npy"; mkfifo "$data/ck-fifo/init.conv.w.npy"
+ck ck-extra; echo notes > "$data/ck-extra/notes.txt"
+ck ck-badmanifest; sed -i '2s/.*/kind frobnicated/' "$data/ck-badmanifest/revc-manifest.txt"
+ck ck-unlisted; sed -i '/^tensor s0.u0.g.conv1.w /d' "$data/ck-unlisted/revc-manifest.txt"
+ck ck-mstep; sed -i 's/^step .*/step 7/' "$data/ck-mstep/revc-manifest.txt"
+if ! "$revc" init "$data/tiny.rev" --out "$data/ck-init" >/dev/null 2>&1; then
+  echo "bad-corpus: cannot make the revc init fixture"; exit 1
+fi
+mkfifo "$data/fifo.rev" "$data/npy/fifo.npy"
+cp -r "$data/idx-ok" "$data/idx-fifo"; rm "$data/idx-fifo/train-images-idx3-ubyte"
+mkfifo "$data/idx-fifo/train-images-idx3-ubyte"
 
 # ---- running the cases --------------------------------------------------------
 

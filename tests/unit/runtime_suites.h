@@ -6,6 +6,7 @@
 #include <check.h>
 
 Suite *rt_file_suite(void);
+Suite *rt_dir_suite(void);
 Suite *rt_kern_conv_bn_suite(void);
 Suite *rt_kern_ops_suite(void);
 Suite *rt_rng_suite(void);

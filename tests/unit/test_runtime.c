@@ -6,6 +6,7 @@
 int main(void)
 {
 	SRunner *sr = srunner_create(rt_file_suite());
+	srunner_add_suite(sr, rt_dir_suite());
 	srunner_add_suite(sr, rt_kern_conv_bn_suite());
 	srunner_add_suite(sr, rt_kern_ops_suite());
 	srunner_add_suite(sr, rt_rng_suite());
