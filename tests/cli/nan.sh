@@ -44,7 +44,7 @@ elif cmd == 'first':                   # first FILE: element 0
     b, off, fmt = load(sys.argv[2])
     print(struct.unpack_from('<' + fmt, b, off)[0])
 elif cmd == 'finite':                  # finite DIR: every float tensor finite
-    for name in sorted(os.listdir(sys.argv[2])):
+    for name in sorted(f for f in os.listdir(sys.argv[2]) if f.endswith('.npy')):
         b, off, fmt = load(os.path.join(sys.argv[2], name))
         if fmt != 'q':
             n = (len(b) - off) // struct.calcsize(fmt)
