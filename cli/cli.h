@@ -144,6 +144,8 @@ typedef enum { CLI_ENGINE_INTERP, CLI_ENGINE_JIT } cli_engine_kind;
 
 #define CLI_MAX_JITS 4
 #define CLI_ENGINE_OPT {"engine", 0, "interp|jit", "run with the reference interpreter or native code (default jit)"}
+/* Every command that generates code takes --cpu (docs/codegen.md). */
+#define CLI_CPU_OPT {"cpu", 0, "NAME", "generate code for CPU NAME: native (default) or an LLVM CPU name such as x86-64-v3 (AVX2) or znver3"}
 
 typedef struct {
 	cli_engine_kind kind;
@@ -156,8 +158,12 @@ typedef struct {
 } cli_engine;
 
 bool cli_engine_parse(const char *cmd, const char *val, cli_engine_kind *out);
-/* Sets BLAS threads and, for the JIT, starts the thread pool. */
-void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads);
+/* --cpu: "native" (*out NULL) or a CPU LLVM knows (not necessarily one
+ * this host can run); prints a usage error. */
+bool cli_cpu_parse(const char *cmd, const char *val, const char **out);
+/* Sets BLAS threads and, for the JIT, starts the thread pool; native code is
+ * for cpu (NULL: native). */
+void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads, const char *cpu);
 /* The workspace the engine's kernels need, for the planner. */
 void cli_engine_plan(cli_engine *e, ps_ctx *ctx);
 /* Prepares to run planned g (compiling it for the JIT); reports errors. */
