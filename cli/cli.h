@@ -170,6 +170,9 @@ void cli_engine_plan(cli_engine *e, ps_ctx *ctx);
 rt_exec *cli_engine_exec(cli_engine *e, const ir_graph *g, rt_store *store);
 void cli_engine_free(cli_engine *e);
 const char *cli_engine_name(const cli_engine *e);
+/* The CPU native code is for ("x86-64-v3", or the host's name when native,
+ * with *native set). */
+const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native);
 
 /* ---- subcommands ------------------------------------------------------ */
 

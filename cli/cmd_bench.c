@@ -249,6 +249,9 @@ int cmd_bench(int argc, char **argv)
 	double gemm_s = gemm ? gemm_seconds(shapes, ns, (int)threads) : 0;
 	int64_t arena = rt_exec_peak_bytes(x);
 	double rss = cli_rss_mib();
+	char cpu_name[64];
+	bool native;
+	cli_engine_cpu(&e, cpu_name, sizeof cpu_name, &native);
 	if (json) {
 		printf("{\"model\":\"");
 		cli_json_string(stdout, m.spec.name);
@@ -263,10 +266,16 @@ int cmd_bench(int argc, char **argv)
 		if (gemm)
 			printf(",\"gemm_only_seconds\":%.6f,\"gemm_only_gflops\":%.2f,\"share_of_gemm\":%.4f",
 				gemm_s, flops / gemm_s / 1e9, gemm_s / median);
-		printf("}\n");
+		printf(",\"cpu\":\"%s\",\"cpu_native\":%s,\"blas_core\":\"%s\"}\n", cpu_name, native ? "true" : "false",
+			rt_blas_core());
 	} else {
 		printf("revc bench: %s, batch %lld, strategy %s, engine %s, %lld threads\n", m.spec.name,
 			(long long)m.spec.batch, ps_strategy_name(ctx.strategy), cli_engine_name(&e), (long long)threads);
+		if (kind == CLI_ENGINE_JIT)
+			printf("  machine       code for %s%s, OpenBLAS %s kernels\n", cpu_name, native ? " (native)" : "",
+				rt_blas_core());
+		else
+			printf("  machine       OpenBLAS %s kernels\n", rt_blas_core());
 		printf("  step time     median %.4f s, min %.4f s over %lld steps\n", median, best, (long long)steps);
 		printf("  throughput    %.1f images/s\n", (double)m.spec.batch / median);
 		printf("  compute       %.2f GFLOP per step (convolutions and dense), %.1f GFLOP/s\n", flops / 1e9,

@@ -94,3 +94,13 @@ const char *cli_engine_name(const cli_engine *e)
 {
 	return e->kind == CLI_ENGINE_JIT ? "jit" : "interp";
 }
+
+const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native)
+{
+	*native = !e->cg.cpu;
+	if (*native)
+		cg_host_cpu(buf, len);
+	else
+		snprintf(buf, len, "%s", e->cg.cpu);
+	return buf;
+}
