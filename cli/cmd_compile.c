@@ -190,8 +190,10 @@ static void write_header(FILE *f, const char *p, const ir_graph *step, const ir_
 	           " * float32; parameters are named and laid out as MODEL.md says. */\n", p, spec, p);
 	char host[64];
 	cg_host_cpu(host, sizeof host);
-	fprintf(f, "/* Native code for CPU %s%s%s: it runs on machines with that CPU's instruction set. */\n",
-		cpu ? cpu : "native (", cpu ? "" : host, cpu ? "" : ")");
+	if (cpu)
+		fprintf(f, "/* Native code for CPU %s: it runs on machines with that CPU's instruction set. */\n", cpu);
+	else
+		fprintf(f, "/* Native code for the CPU it was compiled on (%s) and its features. */\n", host);
 	fprintf(f, "#ifndef REVC_%s_API_H\n#define REVC_%s_API_H\n\n#include <stdint.h>\n\n", guard, guard);
 	fprintf(f, "/* Bytes of working memory a training step / a forward pass uses. */\n");
 	fprintf(f, "#define %s_ARENA_BYTES %lldLL\n#define %s_FORWARD_ARENA_BYTES %lldLL\n", guard,

@@ -19,6 +19,7 @@
 #include "fe.h"
 #include "passes.h"
 #include "rt.h"
+#include "test_cpu.h"
 
 static const char *root(void)
 {
@@ -581,6 +582,11 @@ static Suite *model_suite(void)
 
 int main(void)
 {
+	/* The interpreter runs these; REVC_CPU matters for OPENBLAS_CORETYPE,
+	 * whose kernels must run here too. */
+	int status = test_cpu_check();
+	if (status >= 0)
+		return status;
 	SRunner *sr = srunner_create(model_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
