@@ -145,7 +145,7 @@ typedef enum { CLI_ENGINE_INTERP, CLI_ENGINE_JIT } cli_engine_kind;
 #define CLI_MAX_JITS 4
 #define CLI_ENGINE_OPT {"engine", 0, "interp|jit", "run with the reference interpreter or native code (default jit)"}
 /* Every command that generates code takes --cpu (docs/codegen.md). */
-#define CLI_CPU_OPT {"cpu", 0, "NAME", "generate code for CPU NAME: native (default) or an LLVM CPU name such as x86-64-v3 (AVX2) or znver3"}
+#define CLI_CPU_OPT {"cpu", 0, "NAME", "code for CPU NAME: native (default) or LLVM's name, e.g. x86-64-v3 (AVX2), znver3; OPENBLAS_CORETYPE=Haswell makes BLAS AVX2 too"}
 
 typedef struct {
 	cli_engine_kind kind;
