@@ -165,6 +165,8 @@ typedef enum { CLI_ENGINE_INTERP, CLI_ENGINE_JIT } cli_engine_kind;
 
 #define CLI_MAX_JITS 4
 #define CLI_ENGINE_OPT {"engine", 0, "interp|jit", "run with the reference interpreter or native code (default jit)"}
+/* Every command that generates code takes --cpu (docs/codegen.md). */
+#define CLI_CPU_OPT {"cpu", 0, "NAME", "code for CPU NAME: native (default) or LLVM's name, e.g. x86-64-v3 (AVX2), znver3; OPENBLAS_CORETYPE=Haswell makes BLAS AVX2 too"}
 
 typedef struct {
 	cli_engine_kind kind;
@@ -177,14 +179,21 @@ typedef struct {
 } cli_engine;
 
 bool cli_engine_parse(const char *cmd, const char *val, cli_engine_kind *out);
-/* Sets BLAS threads and, for the JIT, starts the thread pool. */
-void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads);
+/* --cpu: "native" (*out NULL) or a CPU LLVM knows (not necessarily one
+ * this host can run); prints a usage error. */
+bool cli_cpu_parse(const char *cmd, const char *val, const char **out);
+/* Sets BLAS threads and, for the JIT, starts the thread pool; native code is
+ * for cpu (NULL: native). */
+void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads, const char *cpu);
 /* The workspace the engine's kernels need, for the planner. */
 void cli_engine_plan(cli_engine *e, ps_ctx *ctx);
 /* Prepares to run planned g (compiling it for the JIT); reports errors. */
 rt_exec *cli_engine_exec(cli_engine *e, const ir_graph *g, rt_store *store);
 void cli_engine_free(cli_engine *e);
 const char *cli_engine_name(const cli_engine *e);
+/* The CPU native code is for ("x86-64-v3", or the host's name when native,
+ * with *native set). */
+const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native);
 
 /* ---- subcommands ------------------------------------------------------ */
 

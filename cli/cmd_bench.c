@@ -26,6 +26,7 @@ static const char about[] =
 static const cli_opt opts[] = {
 	{"steps", 0, "K", "timed steps (default 5)"},
 	CLI_ENGINE_OPT,
+	CLI_CPU_OPT,
 	{"strategy", 0, "NAME", "store, revnet or checkpoint (default revnet)"},
 	{"threads", 0, "N", "threads (default 2)"},
 	{"gemm", 0, NULL, "also measure cblas_sgemm alone on the step's GEMM shapes"},
@@ -36,7 +37,7 @@ static const cli_opt opts[] = {
 	{"help", 'h', NULL, "show this help"},
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_STEPS, OPT_ENGINE, OPT_STRATEGY, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP, OPT_MAX_MEMORY, OPT_SET,
+enum { OPT_STEPS, OPT_ENGINE, OPT_CPU, OPT_STRATEGY, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP, OPT_MAX_MEMORY, OPT_SET,
 	OPT_HELP };
 
 static int by_value(const void *a, const void *b)
@@ -134,6 +135,7 @@ int cmd_bench(int argc, char **argv)
 	int64_t steps = 5, threads = 2, max_memory = -1;
 	bool json = false, gemm = false;
 	cli_engine_kind kind = CLI_ENGINE_JIT;
+	const char *cpu = NULL;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	ctx.strategy = PS_REVNET;
@@ -153,6 +155,10 @@ int cmd_bench(int argc, char **argv)
 			break;
 		case OPT_ENGINE:
 			if (!cli_engine_parse(a.cmd, val, &kind))
+				return EXIT_USAGE;
+			break;
+		case OPT_CPU:
+			if (!cli_cpu_parse(a.cmd, val, &cpu))
 				return EXIT_USAGE;
 			break;
 		case OPT_STRATEGY:
@@ -186,7 +192,7 @@ int cmd_bench(int argc, char **argv)
 
 	double rss_base = cli_rss_mib();
 	cli_engine e;
-	cli_engine_init(&e, kind, (int)threads);
+	cli_engine_init(&e, kind, (int)threads, cpu);
 	e.cg.dump_llvm = dump;
 	cli_engine_plan(&e, &ctx);
 	int status = EXIT_USER;
@@ -243,6 +249,9 @@ int cmd_bench(int argc, char **argv)
 	double gemm_s = gemm ? gemm_seconds(shapes, ns, (int)threads) : 0;
 	int64_t arena = rt_exec_peak_bytes(x);
 	double rss = cli_rss_mib();
+	char cpu_name[64];
+	bool native;
+	cli_engine_cpu(&e, cpu_name, sizeof cpu_name, &native);
 	if (json) {
 		printf("{\"model\":\"");
 		cli_json_string(stdout, m.spec.name);
@@ -257,10 +266,16 @@ int cmd_bench(int argc, char **argv)
 		if (gemm)
 			printf(",\"gemm_only_seconds\":%.6f,\"gemm_only_gflops\":%.2f,\"share_of_gemm\":%.4f",
 				gemm_s, flops / gemm_s / 1e9, gemm_s / median);
-		printf("}\n");
+		printf(",\"cpu\":\"%s\",\"cpu_native\":%s,\"blas_core\":\"%s\"}\n", cpu_name, native ? "true" : "false",
+			rt_blas_core());
 	} else {
 		printf("revc bench: %s, batch %lld, strategy %s, engine %s, %lld threads\n", m.spec.name,
 			(long long)m.spec.batch, ps_strategy_name(ctx.strategy), cli_engine_name(&e), (long long)threads);
+		if (kind == CLI_ENGINE_JIT)
+			printf("  machine       code for %s%s, OpenBLAS %s kernels\n", cpu_name, native ? " (native)" : "",
+				rt_blas_core());
+		else
+			printf("  machine       OpenBLAS %s kernels\n", rt_blas_core());
 		printf("  step time     median %.4f s, min %.4f s over %lld steps\n", median, best, (long long)steps);
 		printf("  throughput    %.1f images/s\n", (double)m.spec.batch / median);
 		printf("  compute       %.2f GFLOP per step (convolutions and dense), %.1f GFLOP/s\n", flops / 1e9,

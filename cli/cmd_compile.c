@@ -26,8 +26,8 @@ static const char usage[] =
 	"                    [--strategy NAME] [--set KEY=VALUE ...] [--dump-llvm DIR]";
 static const char about[] =
 	"Compiles SPEC's training step (momentum SGD, the spec's batch) and its forward\n"
-	"pass to native code for this machine and writes a shared library or an object\n"
-	"file, plus a header declaring its C API:\n"
+	"pass to native code for this machine (or the CPU --cpu names) and writes a\n"
+	"shared library or an object file, plus a header declaring its C API:\n"
 	"  PREFIX_model *PREFIX_new(uint64_t seed);   parameters per MODEL.md from seed\n"
 	"  int PREFIX_load(PREFIX_model *, const char *dir);  NAME.npy files, as revc writes\n"
 	"  int PREFIX_save(PREFIX_model *, const char *dir);\n"
@@ -43,11 +43,12 @@ static const cli_opt opts[] = {
 	{"name", 0, "PREFIX", "prefix of the API's symbols (default: NAME from the output)"},
 	{"strategy", 0, "NAME", "store, revnet or checkpoint (default revnet)"},
 	{"dump-llvm", 0, "DIR", "write the module's .ll before and after optimisation"},
+	CLI_CPU_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_OUTPUT, OPT_HEADER, OPT_NAME, OPT_STRATEGY, OPT_DUMP, OPT_SET, OPT_HELP };
+enum { OPT_OUTPUT, OPT_HEADER, OPT_NAME, OPT_STRATEGY, OPT_DUMP, OPT_CPU, OPT_SET, OPT_HELP };
 
 /* The prefix from "dir/libfoo.so" or "dir/foo.o": "foo". */
 static bool default_name(const char *out, char *name, size_t n, bool *shared)
@@ -177,7 +178,7 @@ static void write_api(FILE *f, const char *p, const ir_graph *step, const ir_gra
 }
 
 static void write_header(FILE *f, const char *p, const ir_graph *step, const ir_graph *fwd, const fe_spec *s,
-	const char *spec)
+	const char *spec, const char *cpu)
 {
 	char guard[96];
 	snprintf(guard, sizeof guard, "%s", p);
@@ -187,6 +188,12 @@ static void write_header(FILE *f, const char *p, const ir_graph *step, const ir_
 	fprintf(f, "/* %s.h: the C API of a RevNet compiled by revc compile from %s.\n"
 	           " * Link with the library (-l%s) and OpenBLAS (-lopenblas).  Tensors are NCHW\n"
 	           " * float32; parameters are named and laid out as MODEL.md says. */\n", p, spec, p);
+	char host[64];
+	cg_host_cpu(host, sizeof host);
+	if (cpu)
+		fprintf(f, "/* Native code for CPU %s: it runs on machines with that CPU's instruction set. */\n", cpu);
+	else
+		fprintf(f, "/* Native code for the CPU it was compiled on (%s) and its features. */\n", host);
 	fprintf(f, "#ifndef REVC_%s_API_H\n#define REVC_%s_API_H\n\n#include <stdint.h>\n\n", guard, guard);
 	fprintf(f, "/* Bytes of working memory a training step / a forward pass uses. */\n");
 	fprintf(f, "#define %s_ARENA_BYTES %lldLL\n#define %s_FORWARD_ARENA_BYTES %lldLL\n", guard,
@@ -214,7 +221,7 @@ int cmd_compile(int argc, char **argv)
 {
 	cli_args a;
 	cli_args_init(&a, "revc compile", argc, argv);
-	const char *spec = NULL, *out = NULL, *header = NULL, *name = NULL, *dump = NULL, *val;
+	const char *spec = NULL, *out = NULL, *header = NULL, *name = NULL, *dump = NULL, *cpu = NULL, *val;
 	ps_ctx ctx, fctx;
 	ps_ctx_init(&ctx);
 	ps_ctx_init(&fctx);
@@ -238,6 +245,10 @@ int cmd_compile(int argc, char **argv)
 				return EXIT_USAGE;
 			break;
 		case OPT_DUMP: dump = val; break;
+		case OPT_CPU:
+			if (!cli_cpu_parse(a.cmd, val, &cpu))
+				return EXIT_USAGE;
+			break;
 		case OPT_SET:
 			if (!cli_model_add_set(&m, a.cmd, val))
 				return EXIT_USAGE;
@@ -261,7 +272,7 @@ int cmd_compile(int argc, char **argv)
 		return EXIT_USER;
 
 	int status = EXIT_USER;
-	cg_options co = {.threads = 1, .optimize = true, .dump_llvm = dump, .name = prefix};
+	cg_options co = {.threads = 1, .optimize = true, .cpu = cpu, .dump_llvm = dump, .name = prefix};
 	ctx.workspace = fctx.workspace = cg_workspace;
 	ctx.workspace_user = fctx.workspace_user = &co;
 	ir_graph *step = NULL, *fwd = NULL;
@@ -339,7 +350,7 @@ int cmd_compile(int argc, char **argv)
 		goto done;
 	}
 	if (header) {
-		write_header(hdr.f, prefix, step, fwd, &m.spec, spec);
+		write_header(hdr.f, prefix, step, fwd, &m.spec, spec, cpu);
 		if (!rt_atomic_commit(&hdr, &e)) {
 			cli_error("%s", e.msg);
 			unlink(out);

@@ -39,6 +39,7 @@ static const cli_opt opts[] = {
 	{"lr", 0, "LR", "learning rate of those steps (default: the spec's first)"},
 	{"params-out", 0, "DIR", "where --train-steps writes the model (replaced whole)"},
 	CLI_ENGINE_OPT,
+	CLI_CPU_OPT,
 	CLI_CHECK_NUMERICS_OPT,
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
@@ -46,7 +47,7 @@ static const cli_opt opts[] = {
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_STATE_OUT, OPT_STEPS,
-	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP };
+	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CPU, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP };
 
 /* Copies an .npy array into a graph input, converting the element type. */
 static bool fill_input(rt_exec *x, const char *name, const rt_npy *a, const char *path)
@@ -182,6 +183,7 @@ int cmd_grad(int argc, char **argv)
 	double lr = -1;
 	bool check_numerics = false;
 	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
+	const char *cpu = NULL;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	ctx.optimizer = false;
@@ -221,6 +223,10 @@ int cmd_grad(int argc, char **argv)
 			if (!cli_engine_parse(a.cmd, val, &engine_kind))
 				return EXIT_USAGE;
 			break;
+		case OPT_CPU:
+			if (!cli_cpu_parse(a.cmd, val, &cpu))
+				return EXIT_USAGE;
+			break;
 		case OPT_DTYPE:
 			if (!cli_parse_dtype(a.cmd, val, &dt))
 				return EXIT_USAGE;
@@ -250,7 +256,7 @@ int cmd_grad(int argc, char **argv)
 		return cli_usage_error(a.cmd, "--params-out and --lr go with --train-steps");
 	ctx.optimizer = steps > 0;
 	cli_engine engine;
-	cli_engine_init(&engine, engine_kind, 2);
+	cli_engine_init(&engine, engine_kind, 2, cpu);
 	cli_engine_plan(&engine, &ctx);
 
 	int status = EXIT_USER;

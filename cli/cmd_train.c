@@ -42,6 +42,7 @@ static const cli_opt opts[] = {
 	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
 	{"dtype", 0, "f32|f64", "precision (default f32)"},
 	CLI_ENGINE_OPT,
+	CLI_CPU_OPT,
 	CLI_CHECK_NUMERICS_OPT,
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
@@ -49,7 +50,7 @@ static const cli_opt opts[] = {
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_DATA, OPT_EPOCHS, OPT_STEPS, OPT_THREADS, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME,
-	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_ENGINE, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY,
+	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_ENGINE, OPT_CPU, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY,
 	OPT_SET, OPT_HELP };
 
 static double lr_at(void *user, int64_t step)
@@ -137,6 +138,7 @@ int cmd_train(int argc, char **argv)
 	bool json = false, check_numerics = false;
 	ir_dtype dt = IR_F32;
 	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
+	const char *cpu = NULL;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	cli_model m = {0};
@@ -185,6 +187,10 @@ int cmd_train(int argc, char **argv)
 			if (!cli_engine_parse(a.cmd, val, &engine_kind))
 				return EXIT_USAGE;
 			break;
+		case OPT_CPU:
+			if (!cli_cpu_parse(a.cmd, val, &cpu))
+				return EXIT_USAGE;
+			break;
 		case OPT_SET:
 			if (!cli_model_add_set(&m, a.cmd, val))
 				return EXIT_USAGE;
@@ -206,7 +212,7 @@ int cmd_train(int argc, char **argv)
 	if (save_every && !save)
 		return cli_usage_error(a.cmd, "--save-every needs --save DIR");
 	cli_engine engine;
-	cli_engine_init(&engine, engine_kind, (int)threads);
+	cli_engine_init(&engine, engine_kind, (int)threads, cpu);
 	cli_signals_catch();
 
 	int status = EXIT_USER;

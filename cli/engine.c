@@ -1,6 +1,7 @@
 /* engine.c: how the spec-reading commands run a graph: the reference
- * interpreter, or native code from the LLVM JIT (the default).  The engine
- * decides how many threads work and what workspace the planner reserves. */
+ * interpreter, or native code from the LLVM JIT (the default) for the CPU
+ * --cpu names.  The engine decides how many threads work and what
+ * workspace the planner reserves. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,12 +21,22 @@ bool cli_engine_parse(const char *cmd, const char *val, cli_engine_kind *out)
 	return true;
 }
 
-void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads)
+bool cli_cpu_parse(const char *cmd, const char *val, const char **out)
+{
+	if (!cg_cpu_known(val)) {
+		cli_usage_error(cmd, "--cpu must be native or an LLVM CPU name such as x86-64-v3 or znver3, not '%s'", val);
+		return false;
+	}
+	*out = strcmp(val, "native") == 0 ? NULL : val;
+	return true;
+}
+
+void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads, const char *cpu)
 {
 	memset(e, 0, sizeof *e);
 	e->kind = kind;
 	e->threads = threads < 1 ? 1 : threads;
-	e->cg = (cg_options){.threads = e->threads, .optimize = true};
+	e->cg = (cg_options){.threads = e->threads, .optimize = true, .cpu = cpu};
 	/* The interpreter lets BLAS use the threads; native code divides
 	 * kernels among its own pool and keeps BLAS to one thread each. */
 	rt_set_threads(kind == CLI_ENGINE_JIT ? 1 : e->threads);
@@ -82,4 +93,14 @@ void cli_engine_free(cli_engine *e)
 const char *cli_engine_name(const cli_engine *e)
 {
 	return e->kind == CLI_ENGINE_JIT ? "jit" : "interp";
+}
+
+const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native)
+{
+	*native = !e->cg.cpu;
+	if (*native)
+		cg_host_cpu(buf, len);
+	else
+		snprintf(buf, len, "%s", e->cg.cpu);
+	return buf;
 }

@@ -47,7 +47,8 @@ int main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (strcmp(cmd, "--version") == 0) {
-		printf("revc %s (LLVM %s, %s)\n", REVC_VERSION, cg_llvm_version(), rt_blas_version());
+		printf("revc %s (LLVM %s, %s with %s kernels)\n", REVC_VERSION, cg_llvm_version(), rt_blas_version(),
+			rt_blas_core());
 		return EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

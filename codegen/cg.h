@@ -18,10 +18,24 @@ const char *cg_llvm_version(void);
 
 typedef struct {
 	int threads;           /* threads kernels are divided among (>= 1) */
-	bool optimize;         /* run LLVM's default<O3> pipeline for the host CPU */
+	bool optimize;         /* run LLVM's default<O3> pipeline for the CPU */
+	const char *cpu;       /* the CPU to generate code for: NULL or "native" (this host), or a name cg_cpu_known accepts */
 	const char *dump_llvm; /* write NAME.ll before and NAME.opt.ll after optimisation here */
 	const char *name;      /* symbol prefix (default "revc") */
 } cg_options;
+
+/* The CPU code is generated for.  NULL or "native" is this host's CPU with
+ * the features it reports; any other name is a CPU LLVM's native target
+ * knows (an -mcpu name: x86-64-v3, znver3, skylake-avx512, ...) with that
+ * CPU's own features, so code for a deployment machine, or the AVX2 code on
+ * an AVX-512 host, can be built anywhere (codegen/cpu.cpp). */
+bool cg_cpu_known(const char *cpu);
+/* Whether this host can run code made for cpu; if not, names the first
+ * instruction-set feature the code may use and the host lacks ("avx512f")
+ * in missing.  cg_jit_compile refuses such a CPU; cg_emit_object does not. */
+bool cg_cpu_runs_here(const char *cpu, char *missing, size_t len);
+/* This host's CPU as LLVM names it ("znver4"). */
+void cg_host_cpu(char *buf, size_t len);
 
 typedef struct {
 	int kernels;      /* distinct kernels in the module */
@@ -48,14 +62,15 @@ int64_t cg_workspace(const ir_node *n, void *user);
 
 typedef struct cg_jit cg_jit;
 
-/* JIT-compiles g (planned).  On failure returns NULL with diagnostics. */
+/* JIT-compiles g (planned) for o->cpu.  On failure (also when this host
+ * cannot run code for o->cpu) returns NULL with diagnostics. */
 cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d);
 cg_step_fn cg_jit_step(const cg_jit *j);
 void cg_jit_free(cg_jit *j);
 
 /* Ahead of time: writes g's step (and the evaluation graph's forward, when
- * eval is given) as an object file for the host, with the C API in header
- * (codegen/object.c says what it holds). */
+ * eval is given) as an object file for o->cpu, which need not be one this
+ * host can run (codegen/object.c says what it holds). */
 bool cg_emit_object(const ir_graph *step, const ir_graph *eval, const cg_options *o,
 	const char *path, ir_diags *d);
 

@@ -27,8 +27,13 @@
 /* ---- the host, optimisation, the step (module.c, jit.c, step.c) ---------- */
 
 void cg_init_native(void);
-/* A target machine for the host CPU and its features (caller disposes). */
-LLVMTargetMachineRef cg_host_machine(LLVMCodeGenOptLevel level, LLVMRelocMode reloc, char **err);
+/* A target machine for cpu (cg_options.cpu: NULL or "native" is the host's
+ * CPU and features, a name that CPU's features); the caller disposes. */
+LLVMTargetMachineRef cg_target_machine(const char *cpu, LLVMCodeGenOptLevel level, LLVMRelocMode reloc,
+	char **err);
+/* The width of cpu's vector registers in bytes: 64 with AVX-512, else 32
+ * (codegen/cpu.cpp). */
+int cg_cpu_vector_bytes(const char *cpu);
 /* default<O3> for tm; on failure *err (LLVMDisposeErrorMessage it). */
 bool cg_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, char **err);
 bool cg_dump_module(LLVMModuleRef mod, const char *dir, const char *name, ir_diags *d);
@@ -72,10 +77,13 @@ struct cg_module {
 	cg_module *part[CG_MAX_PARTS];     /* kernel modules (the step module only) */
 	int nparts, next_part;
 	char prefix[64];                   /* of external kernel names */
-	int vec_bytes;                     /* the host's vector width (gemm.c) */
+	const char *cpu;                   /* the CPU code is for (cg_options.cpu) */
+	int vec_bytes;                     /* its vector width (gemm.c) */
 };
 
-void cg_module_init(cg_module *m, const char *name, int threads, cg_stats *stats);
+/* The kernel cache lives in one cg_module, that is one compilation for one
+ * CPU: kernels are never shared between CPUs. */
+void cg_module_init(cg_module *m, const char *name, const char *cpu, int threads, cg_stats *stats);
 /* Spreads kernels over n more modules (n <= CG_MAX_PARTS). */
 void cg_module_add_parts(cg_module *m, int n);
 void cg_module_free(cg_module *m);

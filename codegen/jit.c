@@ -50,6 +50,7 @@ static bool llvm_error(ir_diags *d, const char *what, LLVMErrorRef e)
 typedef struct {
 	LLVMModuleRef mod;
 	char name[96];
+	const char *cpu;
 	bool optimize;
 	const char *dump_dir;
 	LLVMMemoryBufferRef obj; /* the result, or NULL */
@@ -66,7 +67,7 @@ typedef struct {
 static void compile(job *j)
 {
 	char *err = NULL;
-	LLVMTargetMachineRef tm = cg_host_machine(LLVMCodeGenLevelAggressive, LLVMRelocDefault, &err);
+	LLVMTargetMachineRef tm = cg_target_machine(j->cpu, LLVMCodeGenLevelAggressive, LLVMRelocDefault, &err);
 	if (!tm) {
 		j->err = strdup(err ? err : "no target for this host");
 		LLVMDisposeMessage(err);
@@ -90,7 +91,7 @@ static void compile(job *j)
 			}
 		}
 	} else {
-		/* Not optimised, but for this host all the same. */
+		/* Not optimised, but for the CPU all the same. */
 		char *triple = LLVMGetTargetMachineTriple(tm);
 		LLVMSetTarget(j->mod, triple);
 		LLVMDisposeMessage(triple);
@@ -180,10 +181,21 @@ static void perf_map(LLVMOrcLLJITRef jit, const cg_module *m)
 cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d)
 {
 	cg_init_native();
+	char missing[64], host[64];
+	if (!cg_cpu_known(o->cpu)) {
+		ir_diag_add(d, (ir_pos){0}, "codegen: LLVM knows no CPU '%s'", o->cpu);
+		return NULL;
+	}
+	if (!cg_cpu_runs_here(o->cpu, missing, sizeof missing)) {
+		cg_host_cpu(host, sizeof host);
+		ir_diag_add(d, (ir_pos){0}, "this host (%s) cannot run code for CPU %s: it lacks %s", host, o->cpu,
+			missing);
+		return NULL;
+	}
 	const char *name = o->name ? o->name : "revc";
 	double t0 = now();
 	cg_module m;
-	cg_module_init(&m, name, o->threads, stats);
+	cg_module_init(&m, name, o->cpu, o->threads, stats);
 	/* Kernels go to one module per compile thread; the step stays alone. */
 	int threads = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
 	cg_module_add_parts(&m, threads);
@@ -193,10 +205,10 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 	}
 	job jobs[CG_MAX_PARTS + 1] = {0};
 	int nj = 0;
-	jobs[nj++] = (job){.mod = m.mod, .optimize = false, .dump_dir = o->dump_llvm};
+	jobs[nj++] = (job){.mod = m.mod, .cpu = o->cpu, .optimize = false, .dump_dir = o->dump_llvm};
 	snprintf(jobs[0].name, sizeof jobs[0].name, "%s", name);
 	for (int i = 0; i < m.nparts; i++) {
-		jobs[nj] = (job){.mod = m.part[i]->mod, .optimize = o->optimize, .dump_dir = o->dump_llvm};
+		jobs[nj] = (job){.mod = m.part[i]->mod, .cpu = o->cpu, .optimize = o->optimize, .dump_dir = o->dump_llvm};
 		snprintf(jobs[nj].name, sizeof jobs[nj].name, "%s.part%d", name, i);
 		nj++;
 	}

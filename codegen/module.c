@@ -1,11 +1,11 @@
-/* module.c: the LLVM module being built, its kernel cache, and the host
- * target machine and optimisation pipeline.
+/* module.c: the LLVM module being built, its kernel cache, and the target
+ * machine and optimisation pipeline.
  *
  * Ownership (LLVM C API): the module's context belongs to an ORC
  * thread-safe context, which cg_module holds one reference to and disposes
  * of in cg_module_free (a JIT that took the module holds its own).  The
  * module itself is cg_module's until cg_module_take; the builder always is.
- * Target machines made by cg_host_machine belong to the caller. */
+ * Target machines made by cg_target_machine belong to the caller. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +15,7 @@
 
 #include "internal.h"
 
-void cg_module_init(cg_module *m, const char *name, int threads, cg_stats *stats)
+void cg_module_init(cg_module *m, const char *name, const char *cpu, int threads, cg_stats *stats)
 {
 	memset(m, 0, sizeof *m);
 	m->tsctx = LLVMOrcCreateNewThreadSafeContext();
@@ -36,9 +36,8 @@ void cg_module_init(cg_module *m, const char *name, int threads, cg_stats *stats
 	m->threads = threads > 0 ? threads : 1;
 	m->stats = stats;
 	snprintf(m->prefix, sizeof m->prefix, "%s", name);
-	char *features = LLVMGetHostCPUFeatures();
-	m->vec_bytes = strstr(features, "+avx512f") ? 64 : 32;
-	LLVMDisposeMessage(features);
+	m->cpu = cpu;
+	m->vec_bytes = cg_cpu_vector_bytes(cpu);
 }
 
 void cg_module_add_parts(cg_module *m, int n)
@@ -50,7 +49,7 @@ void cg_module_add_parts(cg_module *m, int n)
 			IR_DIE("out of memory");
 		char name[80];
 		snprintf(name, sizeof name, "%s.part%d", m->prefix, i);
-		cg_module_init(p, name, m->threads, m->stats);
+		cg_module_init(p, name, m->cpu, m->threads, m->stats);
 		m->part[m->nparts++] = p;
 	}
 }
@@ -123,7 +122,7 @@ LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh, cg_home *home
 	return fn;
 }
 
-/* ---- the host ----------------------------------------------------------- */
+/* ---- the target ---------------------------------------------------------- */
 
 void cg_init_native(void)
 {
@@ -135,7 +134,8 @@ void cg_init_native(void)
 	done = true;
 }
 
-LLVMTargetMachineRef cg_host_machine(LLVMCodeGenOptLevel level, LLVMRelocMode reloc, char **err)
+LLVMTargetMachineRef cg_target_machine(const char *cpu, LLVMCodeGenOptLevel level, LLVMRelocMode reloc,
+	char **err)
 {
 	cg_init_native();
 	char *triple = LLVMGetDefaultTargetTriple();
@@ -144,11 +144,13 @@ LLVMTargetMachineRef cg_host_machine(LLVMCodeGenOptLevel level, LLVMRelocMode re
 		LLVMDisposeMessage(triple);
 		return NULL;
 	}
-	char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
-	LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, cpu, features, level, reloc,
-		LLVMCodeModelDefault);
+	/* A named CPU brings its own features (the empty feature string). */
+	bool native = !cpu || strcmp(cpu, "native") == 0;
+	char *host = native ? LLVMGetHostCPUName() : NULL, *features = native ? LLVMGetHostCPUFeatures() : NULL;
+	LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, native ? host : cpu, native ? features : "",
+		level, reloc, LLVMCodeModelDefault);
 	LLVMDisposeMessage(triple);
-	LLVMDisposeMessage(cpu);
+	LLVMDisposeMessage(host);
 	LLVMDisposeMessage(features);
 	return tm;
 }

@@ -32,9 +32,13 @@ bool cg_emit_object(const ir_graph *step, const ir_graph *eval, const cg_options
 	ir_diags *d)
 {
 	cg_init_native();
+	if (!cg_cpu_known(o->cpu)) {
+		ir_diag_add(d, (ir_pos){0}, "codegen: LLVM knows no CPU '%s'", o->cpu);
+		return false;
+	}
 	const char *name = o->name ? o->name : "revc";
 	cg_module m;
-	cg_module_init(&m, name, 1, NULL);
+	cg_module_init(&m, name, o->cpu, 1, NULL);
 	char fwd[160];
 	snprintf(fwd, sizeof fwd, "%s_forward", name);
 	bool ok = cg_emit_step(&m, step, name, d) != NULL && (!eval || cg_emit_step(&m, eval, fwd, d) != NULL);
@@ -43,7 +47,7 @@ bool cg_emit_object(const ir_graph *step, const ir_graph *eval, const cg_options
 		ok = cg_check_module(m.mod, o->dump_llvm, name, d);
 	}
 	char *err = NULL;
-	LLVMTargetMachineRef tm = ok ? cg_host_machine(LLVMCodeGenLevelAggressive, LLVMRelocPIC, &err) : NULL;
+	LLVMTargetMachineRef tm = ok ? cg_target_machine(o->cpu, LLVMCodeGenLevelAggressive, LLVMRelocPIC, &err) : NULL;
 	if (ok && !tm) {
 		ir_diag_add(d, (ir_pos){0}, "codegen: no target for this host: %s", err ? err : "?");
 		LLVMDisposeMessage(err);

@@ -19,6 +19,12 @@ const char *rt_blas_version(void)
 	return buf;
 }
 
+const char *rt_blas_core(void)
+{
+	const char *core = openblas_get_corename();
+	return core ? core : "unknown";
+}
+
 void rt_set_threads(int n)
 {
 	openblas_set_num_threads(n);

@@ -483,6 +483,9 @@ bool rt_checkpoint_load(rt_store *s, const ir_graph *g, const char *dir, int64_t
 
 /* "OpenBLAS 0.3.21". */
 const char *rt_blas_version(void);
+/* The kernels OpenBLAS chose for this CPU at run time ("Haswell",
+ * "SkylakeX", "Zen"; OPENBLAS_CORETYPE overrides its choice). */
+const char *rt_blas_core(void);
 /* Threads BLAS may use. */
 void rt_set_threads(int n);
 

@@ -4,7 +4,9 @@
 # corrupted copies of tests/data files, IDX and CIFAR files, .npy files,
 # checkpoints, a directory named like a file...) are generated here into a
 # temporary directory, @DATA@ in the commands; @TMP@ is an empty scratch
-# directory per case, where commands put their outputs.
+# directory per case, where commands put their outputs; @FOREIGN_CPU@ is a
+# CPU whose code this host cannot run (cases with it are skipped where
+# there is none).
 #
 # Each case must: exit with the expected status; print exactly one line
 # containing "error:" on stderr, first, matching the regex, followed by at
@@ -214,6 +216,19 @@ fi
 mkfifo "$data/fifo.rev" "$data/npy/fifo.npy"
 cp -r "$data/idx-ok" "$data/idx-fifo"; rm "$data/idx-fifo/train-images-idx3-ubyte"
 mkfifo "$data/idx-fifo/train-images-idx3-ubyte"
+# A CPU this host cannot run code for: AVX-512 on an AVX2 host, AMD's
+# sse4a on an Intel one, AVX512-FP16 on an AMD one with AVX-512.
+flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+foreign=
+if [ "$(uname -m)" = x86_64 ]; then
+  case "$flags" in
+    *" avx512f "*) case "$flags" in
+                     *" sse4a "*) case "$flags" in *" avx512_fp16 "*) ;; *) foreign=sapphirerapids ;; esac ;;
+                     *) foreign=znver4 ;;
+                   esac ;;
+    *) foreign=x86-64-v4 ;;
+  esac
+fi
 
 # ---- running the cases --------------------------------------------------------
 
@@ -226,6 +241,10 @@ while IFS= read -r line; do
   status=${line%%|*}; rest=${line#*|}
   cmd=${rest%%|*}; want=${rest#*|}
   cmd=${cmd//@DATA@/$data}; cmd=${cmd//@TMP@/$tmp}
+  if [[ $cmd == *@FOREIGN_CPU@* ]]; then
+    [ -n "$foreign" ] || { echo "bad-corpus: skipped (this host runs every CPU's code we know): $line"; continue; }
+    cmd=${cmd//@FOREIGN_CPU@/$foreign}
+  fi
   eval "args=($cmd)"
   [ "${args[0]}" = revc ] || { echo "bad-corpus: a command must start with revc: $line"; fail=$((fail + 1)); continue; }
   n=$((n + 1))
