@@ -8,6 +8,7 @@
  * edges, the list order an execution order, and for ops that update a
  * parameter or state in place: one update per storage, ordered after every
  * other reader of it, and never inside a recomputation. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,8 +91,10 @@ static void check_node(verifier *v, const ir_node *n)
 }
 
 /* Finds cycles through operands and ordering edges with an iterative DFS
- * (graphs can be deep).  Reports each back edge it finds. */
-static bool check_acyclic(verifier *v)
+ * (graphs can be deep).  Reports each back edge it finds.  topo receives
+ * the nodes' ids in the order the search finishes them: every node after
+ * its operands and edge targets when the graph is acyclic. */
+static bool check_acyclic(verifier *v, int *topo)
 {
 	const ir_graph *g = v->g;
 	enum { WHITE, GREY, BLACK };
@@ -101,6 +104,7 @@ static bool check_acyclic(verifier *v)
 	if (!color || !stack || !edge)
 		IR_DIE("out of memory");
 	bool acyclic = true;
+	int done = 0;
 	for (int root = 0; root < g->n; root++) {
 		if (color[root] != WHITE)
 			continue;
@@ -112,6 +116,7 @@ static bool check_acyclic(verifier *v)
 			const ir_node *n = g->nodes[stack[sp]];
 			int e = edge[sp]++;
 			if (e >= n->nin + n->nafter) {
+				topo[done++] = stack[sp];
 				color[stack[sp--]] = BLACK;
 				continue;
 			}
@@ -137,87 +142,210 @@ static bool check_acyclic(verifier *v)
 	return acyclic;
 }
 
-/* Marks every node that must run before `from` (its transitive operands and
- * ordering-edge targets) with mark == stamp. */
-static void mark_ancestors(const ir_graph *g, const ir_node *from, int stamp, int *stack)
-{
-	int sp = 0;
-	stack[sp++] = from->id;
-	while (sp > 0) {
-		const ir_node *n = g->nodes[stack[--sp]];
-		for (int e = 0; e < n->nin + n->nafter; e++) {
-			ir_node *m = e < n->nin ? n->in[e] : n->after[e - n->nin];
-			if (m->mark != stamp) {
-				m->mark = stamp;
-				stack[sp++] = m->id;
-			}
-		}
-	}
-}
-
-static bool direct_dep(const ir_node *n, const ir_node *dep)
-{
-	for (int k = 0; k < n->nin; k++)
-		if (n->in[k] == dep)
-			return true;
-	for (int k = 0; k < n->nafter; k++)
-		if (n->after[k] == dep)
-			return true;
-	return false;
-}
-
 /* In-place updates of parameters and state: the storage must be a param or
- * state, updated once, after all its other readers, never in a recompute. */
-static void check_updates(verifier *v)
-{
-	const ir_graph *g = v->g;
+ * state, updated once, after all its other readers, never in a recompute.
+ *
+ * "After" is through operands and ordering edges, directly (the common
+ * case, and what the optim pass writes) or through a chain of them.  The
+ * chains are followed for 64 updaters at a time: one sweep down the
+ * topological order, over the part of it between their readers and them,
+ * hands every node the set of those updaters it runs before.  pos[id] is
+ * node id's place in topo. */
+typedef struct {
+	const ir_graph *g;
 	ir_users users;
-	ir_users_build((ir_graph *)g, &users);
-	int *stack = malloc(((size_t)g->n + 1) * sizeof *stack);
-	const ir_node **updater = calloc((size_t)g->n + 1, sizeof *updater);
-	if (!stack || !updater)
-		IR_DIE("out of memory");
-	for (int i = 0; i < g->n; i++)
-		g->nodes[i]->mark = 0;
-	int stamp = 0;
+	const ir_node **updater; /* by storage id: its first updater */
+	int stamp;
+} updates;
+
+/* Calls visit(u, r, ...) for each updater u, in list order, and each other
+ * reader r of its storage it does not name directly; returns how many. */
+typedef void (*unordered_fn)(void *user, const ir_node *u, const ir_node *r, int pair);
+
+static int each_unordered(updates *s, verifier *report_to, unordered_fn visit, void *user)
+{
+	const ir_graph *g = s->g;
 	char r1[80], r2[80];
+	int pairs = 0;
+	for (int i = 0; i < g->n; i++)
+		s->updater[i] = NULL;
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *u = g->nodes[i];
 		if (!ir_op_has(u->op, IR_OPF_UPD) || u->nin < 1)
 			continue;
 		const ir_node *p = u->in[0];
-		if (u->role == IR_ROLE_RECOMPUTE)
-			report(v, u, "a recomputation must not update %s", ir_node_ref(p, r1, sizeof r1));
+		if (report_to && u->role == IR_ROLE_RECOMPUTE)
+			report(report_to, u, "a recomputation must not update %s", ir_node_ref(p, r1, sizeof r1));
 		if (p->op != IR_OP_PARAM && p->op != IR_OP_STATE) {
-			report(v, u, "operand 0 must be a param or state to update, got %s",
-				ir_node_ref(p, r1, sizeof r1));
+			if (report_to)
+				report(report_to, u, "operand 0 must be a param or state to update, got %s",
+					ir_node_ref(p, r1, sizeof r1));
 			continue;
 		}
-		if (updater[p->id]) {
-			report(v, u, "updates %s, which %s already updates", ir_node_ref(p, r1, sizeof r1),
-				ir_node_ref(updater[p->id], r2, sizeof r2));
+		if (s->updater[p->id]) {
+			if (report_to)
+				report(report_to, u, "updates %s, which %s already updates", ir_node_ref(p, r1, sizeof r1),
+					ir_node_ref(s->updater[p->id], r2, sizeof r2));
 			continue;
 		}
-		updater[p->id] = u;
-		/* Readers ordered directly (operand or edge) need no search; the
-		 * ancestors are marked only when some reader is not. */
-		bool marked = false;
-		for (int k = users.start[p->id]; k < users.start[p->id + 1]; k++) {
-			const ir_node *r = users.user[k];
-			if (r == u || direct_dep(u, r))
+		s->updater[p->id] = u;
+		/* Readers u names need no search. */
+		s->stamp++;
+		for (int k = 0; k < u->nin + u->nafter; k++)
+			(k < u->nin ? u->in[k] : u->after[k - u->nin])->mark = s->stamp;
+		const ir_node *prev = NULL;
+		for (int k = s->users.start[p->id]; k < s->users.start[p->id + 1]; k++) {
+			const ir_node *r = s->users.user[k];
+			if (r == u || r == prev || r->mark == s->stamp)
 				continue;
-			if (!marked) {
-				mark_ancestors(g, u, ++stamp, stack);
-				marked = true;
-			}
-			if (r->mark != stamp)
-				report(v, u, "updates %s in place but is not ordered after %s, which reads it",
-					ir_node_ref(p, r1, sizeof r1), ir_node_ref(r, r2, sizeof r2));
+			prev = r;
+			visit(user, u, r, pairs++);
 		}
 	}
-	ir_users_free(&users);
-	free(stack);
-	free(updater);
+	return pairs;
+}
+
+typedef struct {
+	const ir_node **u, **r; /* by pair */
+	bool *ok;
+} pair_list;
+
+static void collect(void *user, const ir_node *u, const ir_node *r, int pair)
+{
+	pair_list *l = user;
+	l->u[pair] = u;
+	l->r[pair] = r;
+}
+
+typedef struct {
+	verifier *v;
+	const bool *ok;
+} pair_report;
+
+static void report_pair(void *user, const ir_node *u, const ir_node *r, int pair)
+{
+	pair_report *pr = user;
+	char r1[80], r2[80];
+	if (!pr->ok[pair])
+		report(pr->v, u, "updates %s in place but is not ordered after %s, which reads it",
+			ir_node_ref(u->in[0], r1, sizeof r1), ir_node_ref(r, r2, sizeof r2));
+}
+
+static void count_pair(void *user, const ir_node *u, const ir_node *r, int pair)
+{
+	(void)u;
+	(void)r;
+	(void)pair;
+	(*(int *)user)++;
+}
+
+/* Sets ok for pairs [first, last), whose updaters are at most 64 distinct
+ * nodes, each pair's at one place in slot[]. */
+static void follow_chains(const ir_graph *g, const int *topo, const int *pos, uint64_t *reach,
+	const pair_list *l, const int *slot, int first, int last)
+{
+	int lo = g->n, hi = -1;
+	for (int k = first; k < last; k++) {
+		int pu = pos[l->u[k]->id], pr = pos[l->r[k]->id];
+		if (pu > hi)
+			hi = pu;
+		if (pr < lo)
+			lo = pr;
+	}
+	for (int t = lo; t <= hi; t++)
+		reach[topo[t]] = 0;
+	for (int k = first; k < last; k++)
+		reach[l->u[k]->id] |= (uint64_t)1 << slot[k];
+	for (int t = hi; t >= lo; t--) {
+		const ir_node *x = g->nodes[topo[t]];
+		uint64_t m = reach[x->id];
+		if (!m)
+			continue;
+		for (int k = 0; k < x->nin + x->nafter; k++) {
+			const ir_node *d = k < x->nin ? x->in[k] : x->after[k - x->nin];
+			if (pos[d->id] >= lo)
+				reach[d->id] |= m;
+		}
+	}
+	for (int k = first; k < last; k++) {
+		int r = l->r[k]->id;
+		l->ok[k] = pos[r] < pos[l->u[k]->id] && (reach[r] >> slot[k] & 1);
+	}
+}
+
+static const int *sort_pos;
+static const pair_list *sort_pairs;
+static int by_updater_pos(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	int px = sort_pos[sort_pairs->u[x]->id], py = sort_pos[sort_pairs->u[y]->id];
+	return px != py ? px - py : x - y;
+}
+
+static void check_updates(verifier *v, const int *topo)
+{
+	const ir_graph *g = v->g;
+	updates s = {g, {0}, calloc((size_t)g->n + 1, sizeof *s.updater), 0};
+	int *pos = malloc(((size_t)g->n + 1) * sizeof *pos);
+	if (!s.updater || !pos)
+		IR_DIE("out of memory");
+	ir_users_build((ir_graph *)g, &s.users);
+	for (int i = 0; i < g->n; i++) {
+		g->nodes[i]->mark = 0;
+		pos[topo[i]] = i;
+	}
+	int n = 0;
+	each_unordered(&s, NULL, count_pair, &n);
+	pair_list l = {malloc(((size_t)n + 1) * sizeof *l.u), malloc(((size_t)n + 1) * sizeof *l.r),
+		calloc((size_t)n + 1, sizeof *l.ok)};
+	int *order = malloc(((size_t)n + 1) * sizeof *order), *slot = malloc(((size_t)n + 1) * sizeof *slot);
+	uint64_t *reach = malloc(((size_t)g->n + 1) * sizeof *reach);
+	if (!l.u || !l.r || !l.ok || !order || !slot || !reach)
+		IR_DIE("out of memory");
+	each_unordered(&s, NULL, collect, &l);
+	/* Batches of 64 updaters, taken in topological order so that each
+	 * sweep stays near them. */
+	for (int k = 0; k < n; k++)
+		order[k] = k;
+	sort_pos = pos;
+	sort_pairs = &l;
+	qsort(order, (size_t)n, sizeof *order, by_updater_pos);
+	sort_pos = NULL;
+	sort_pairs = NULL;
+	pair_list sorted = {malloc(((size_t)n + 1) * sizeof *l.u), malloc(((size_t)n + 1) * sizeof *l.r),
+		calloc((size_t)n + 1, sizeof *l.ok)};
+	if (!sorted.u || !sorted.r || !sorted.ok)
+		IR_DIE("out of memory");
+	for (int k = 0; k < n; k++) {
+		sorted.u[k] = l.u[order[k]];
+		sorted.r[k] = l.r[order[k]];
+	}
+	for (int first = 0; first < n;) {
+		int last = first, slots = 0;
+		for (; last < n; last++) {
+			if (last > first && sorted.u[last] != sorted.u[last - 1] && ++slots == 64)
+				break;
+			slot[last] = slots;
+		}
+		follow_chains(g, topo, pos, reach, &sorted, slot, first, last);
+		first = last;
+	}
+	for (int k = 0; k < n; k++)
+		l.ok[order[k]] = sorted.ok[k];
+	pair_report pr = {v, l.ok};
+	each_unordered(&s, v, report_pair, &pr);
+	free(sorted.u);
+	free(sorted.r);
+	free(sorted.ok);
+	free(l.u);
+	free(l.r);
+	free(l.ok);
+	free(order);
+	free(slot);
+	free(reach);
+	free(pos);
+	free(s.updater);
+	ir_users_free(&s.users);
 }
 
 /* Names that must be unique: a param's or state's, an output's. */
@@ -328,7 +456,10 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 	free(dup_name);
 	free(dup_output);
 
-	if (check_acyclic(&v)) {
+	int *topo = malloc(((size_t)g->n + 1) * sizeof *topo);
+	if (!topo)
+		IR_DIE("out of memory");
+	if (check_acyclic(&v, topo)) {
 		/* Acyclic: the list must be an execution order. */
 		for (int i = 0; i < g->n; i++) {
 			const ir_node *n = g->nodes[i];
@@ -339,7 +470,7 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 						e < n->nin ? "uses" : "must run after", ir_node_ref(m, r1, sizeof r1));
 			}
 		}
-		check_updates(&v);
+		check_updates(&v, topo);
 		check_groups(&v);
 		bool planned = false;
 		for (int i = 0; i < g->n && !planned; i++)
@@ -347,5 +478,6 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 		if (planned && !ir_verify_plan(g, d))
 			v.errors++;
 	}
+	free(topo);
 	return v.errors == 0;
 }
