@@ -5,9 +5,10 @@
  * result type that the op's shape rule agrees with, names only on param and
  * state.  Per graph: each node listed once, operands and ordering edges
  * inside the graph, no edge to itself, no cycle through data or ordering
- * edges, the list order an execution order, and for ops that update a
- * parameter or state in place: one update per storage, ordered after every
- * other reader of it, and never inside a recomputation. */
+ * edges, the list order an execution order, fusion groups that one loop
+ * can compute, and for ops that update a parameter or state in place: one
+ * update per storage, ordered after every other reader of it, and never
+ * inside a recomputation. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,8 +391,10 @@ static bool *repeats(const ir_graph *g, const char *(*key)(const ir_node *))
 	return rep;
 }
 
-/* Fusion groups are contiguous runs of the schedule: a group that starts
- * again after it ended is reported. */
+/* Fusion groups (IR_MAX_GROUP): contiguous runs of the schedule, a group
+ * that starts again after it ended being reported; in each run, members
+ * computable element by element, of one result type, each after the first
+ * reading an earlier member, at most IR_MAX_GROUP of them. */
 static void check_groups(verifier *v)
 {
 	const ir_graph *g = v->g;
@@ -402,12 +405,36 @@ static void check_groups(verifier *v)
 	bool *ended = calloc((size_t)top + 2, sizeof *ended);
 	if (!ended)
 		IR_DIE("out of memory");
-	for (int i = 1; i < g->n; i++) {
-		const ir_node *n = g->nodes[i], *prev = g->nodes[i - 1];
-		if (prev->group >= 0 && prev->group != n->group)
+	char a[128], b[128];
+	for (int i = 0, first = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i], *prev = i > 0 ? g->nodes[i - 1] : NULL;
+		if (prev && prev->group >= 0 && prev->group != n->group)
 			ended[prev->group] = true;
-		if (n->group >= 0 && n->group != prev->group && ended[n->group])
-			report(v, n, "group %d is not contiguous in the schedule", n->group);
+		if (n->group < 0)
+			continue;
+		if (!prev || n->group != prev->group) {
+			first = i;
+			if (ended[n->group])
+				report(v, n, "group %d is not contiguous in the schedule", n->group);
+		}
+		const ir_node *f = g->nodes[first];
+		if (!ir_op_has(n->op, IR_OPF_FUSE) || !ir_dtype_is_float(n->type.dtype)) {
+			ir_type_str(&n->type, a, sizeof a);
+			report(v, n, "is in group %d, but %s %s is not computed element by element", n->group,
+				ir_op_name(n->op), a);
+		} else if (i > first && !ir_type_eq(&n->type, &f->type)) {
+			ir_type_str(&n->type, a, sizeof a);
+			ir_type_str(&f->type, b, sizeof b);
+			report(v, n, "is in group %d, but its result %s is not the group's %s", n->group, a, b);
+		} else if (i > first) {
+			bool reads = false;
+			for (int k = 0; k < n->nin && !reads; k++)
+				reads = n->in[k]->id >= first && n->in[k]->id < i;
+			if (!reads)
+				report(v, n, "is in group %d, but reads no member before it", n->group);
+		}
+		if (i - first == IR_MAX_GROUP)
+			report(v, n, "is in group %d, which has more than %d members", n->group, IR_MAX_GROUP);
 	}
 	free(ended);
 }

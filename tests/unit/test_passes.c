@@ -1,5 +1,5 @@
-/* test_passes.c: unit tests of passes/: the pass manager's flags, DCE,
- * fusion and the memory model. */
+/* test_passes.c: unit tests of passes/: the pass manager's flags, what a
+ * passes(...) list claims, DCE, fusion and the memory model. */
 #include <check.h>
 #include <dirent.h>
 #include <stdlib.h>
@@ -197,6 +197,59 @@ START_TEST(test_memory_group_is_one_step)
 	ir_graph_free(g);
 }
 END_TEST
+
+/* ---- what a passes(...) list claims ------------------------------------ */
+
+#define LISTED(live0, live1)                                                 \
+	"graph @g passes(shape, dce, schedule, liveness) {\n"                 \
+	"  %0 = input {name=\"x\"} : f32[2,4]" live0 "\n"                      \
+	"  %1 = relu(%0) : f32[2,4]" live1 "\n"                                 \
+	"  %2 = output(%1) {name=\"y\"} : f32[2,4]\n"                          \
+	"}\n"
+
+/* plan runs on the strength of the liveness the list claims: only when
+ * the graph has it, and then it plans. */
+START_TEST(test_claims_liveness)
+{
+	ps_options opts = {.only = "plan"};
+	ir_graph *g = parse_ok(LISTED("", ""));
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ck_assert_int_ne(ps_run(g, &ctx, &opts), 0);
+	ck_assert_int_eq(ctx.diags.n, 1);
+	ck_assert_str_eq(ctx.diags.items[0].msg,
+		"%0 (input): passes(...) lists 'liveness', but it has no live(...): the schedule gives live(0, 2)");
+	ck_assert_int_eq(ctx.diags.items[0].pos.line, 2);
+	ck_assert(!ir_graph_has_pass(g, "plan"));
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+	g = parse_ok(LISTED(" live(0, 2)", " live(0, 2)"));
+	ps_ctx_init(&ctx);
+	ck_assert_int_eq(ps_run(g, &ctx, &opts), 0);
+	ck_assert(ir_graph_has_pass(g, "plan"));
+	ck_assert_int_eq(g->nodes[1]->offset, 0);
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+/* fuse would reorder a graph whose live ranges are already listed. */
+START_TEST(test_manager_refuses_stale)
+{
+	ir_graph *g = parse_ok(LISTED(" live(0, 2)", " live(0, 2)"));
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ps_options opts = {.only = "fuse,liveness,plan"};
+	ck_assert_int_ne(ps_run(g, &ctx, &opts), 0);
+	ck_assert_int_eq(ctx.diags.n, 1);
+	ck_assert_str_eq(ctx.diags.items[0].msg,
+		"pass 'fuse' cannot run on @g: it lists 'liveness', which comes after 'fuse' and would be left stale");
+	ck_assert(!ir_graph_has_pass(g, "fuse"));
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+#undef LISTED
 
 /* ---- the manager ------------------------------------------------------ */
 
@@ -397,6 +450,8 @@ static Suite *passes_suite(void)
 	tcase_add_test(tc, test_manager_pass_failure_stops);
 	tcase_add_test(tc, test_manager_dump_dir_numbered);
 	tcase_add_test(tc, test_options_check);
+	tcase_add_test(tc, test_claims_liveness);
+	tcase_add_test(tc, test_manager_refuses_stale);
 	suite_add_tcase(s, tc);
 	return s;
 }
