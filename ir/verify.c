@@ -148,10 +148,9 @@ static bool check_acyclic(verifier *v, int *topo)
  *
  * "After" is through operands and ordering edges, directly (the common
  * case, and what the optim pass writes) or through a chain of them.  The
- * chains are followed for 64 updaters at a time: one sweep down the
- * topological order, over the part of it between their readers and them,
- * hands every node the set of those updaters it runs before.  pos[id] is
- * node id's place in topo. */
+ * chains are followed back from 64 updaters at a time, each node entered
+ * once per batch (follow_chains), in batches of updaters near each other
+ * in topological order. */
 typedef struct {
 	const ir_graph *g;
 	ir_users users;
@@ -240,38 +239,85 @@ static void count_pair(void *user, const ir_node *u, const ir_node *r, int pair)
 	(*(int *)user)++;
 }
 
+/* The nodes the chains of one batch reach, latest first: a max-heap on
+ * topological position. */
+typedef struct {
+	const int *pos;
+	int *node, n;
+} pos_heap;
+
+static void heap_push(pos_heap *h, int x)
+{
+	int i = h->n++;
+	while (i > 0 && h->pos[h->node[(i - 1) / 2]] < h->pos[x]) {
+		h->node[i] = h->node[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h->node[i] = x;
+}
+
+static int heap_pop(pos_heap *h)
+{
+	int top = h->node[0], x = h->node[--h->n], i = 0;
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && h->pos[h->node[c + 1]] > h->pos[h->node[c]])
+			c++;
+		if (h->pos[h->node[c]] <= h->pos[x])
+			break;
+		h->node[i] = h->node[c];
+		i = c;
+	}
+	if (h->n > 0)
+		h->node[i] = x;
+	return top;
+}
+
 /* Sets ok for pairs [first, last), whose updaters are at most 64 distinct
- * nodes, each pair's at one place in slot[]. */
-static void follow_chains(const ir_graph *g, const int *topo, const int *pos, uint64_t *reach,
+ * nodes, each pair's at one place in slot[].  From the updaters back
+ * through operands and edges, latest first, each node hands on the set of
+ * updaters it runs before; nodes placed before every reader of the batch
+ * cannot lead to one and are not entered.  So the work is the ancestors of
+ * the batch's updaters that lie after its first reader.  reach[] is zero
+ * outside a call; touched has room for every node. */
+static void follow_chains(const ir_graph *g, const int *pos, uint64_t *reach, pos_heap *h, int *touched,
 	const pair_list *l, const int *slot, int first, int last)
 {
-	int lo = g->n, hi = -1;
-	for (int k = first; k < last; k++) {
-		int pu = pos[l->u[k]->id], pr = pos[l->r[k]->id];
-		if (pu > hi)
-			hi = pu;
-		if (pr < lo)
-			lo = pr;
-	}
-	for (int t = lo; t <= hi; t++)
-		reach[topo[t]] = 0;
+	int lo = g->n, nt = 0;
 	for (int k = first; k < last; k++)
-		reach[l->u[k]->id] |= (uint64_t)1 << slot[k];
-	for (int t = hi; t >= lo; t--) {
-		const ir_node *x = g->nodes[topo[t]];
+		if (pos[l->r[k]->id] < lo)
+			lo = pos[l->r[k]->id];
+	h->n = 0;
+	for (int k = first; k < last; k++) {
+		int u = l->u[k]->id;
+		if (!reach[u]) {
+			heap_push(h, u);
+			touched[nt++] = u;
+		}
+		reach[u] |= (uint64_t)1 << slot[k];
+	}
+	while (h->n > 0) {
+		const ir_node *x = g->nodes[heap_pop(h)];
 		uint64_t m = reach[x->id];
-		if (!m)
-			continue;
 		for (int k = 0; k < x->nin + x->nafter; k++) {
-			const ir_node *d = k < x->nin ? x->in[k] : x->after[k - x->nin];
-			if (pos[d->id] >= lo)
-				reach[d->id] |= m;
+			int d = (k < x->nin ? x->in[k] : x->after[k - x->nin])->id;
+			if (pos[d] < lo)
+				continue;
+			if (!reach[d]) {
+				heap_push(h, d);
+				touched[nt++] = d;
+			}
+			reach[d] |= m;
 		}
 	}
 	for (int k = first; k < last; k++) {
 		int r = l->r[k]->id;
 		l->ok[k] = pos[r] < pos[l->u[k]->id] && (reach[r] >> slot[k] & 1);
 	}
+	for (int i = 0; i < nt; i++)
+		reach[touched[i]] = 0;
 }
 
 static const int *sort_pos;
@@ -300,8 +346,10 @@ static void check_updates(verifier *v, const int *topo)
 	pair_list l = {malloc(((size_t)n + 1) * sizeof *l.u), malloc(((size_t)n + 1) * sizeof *l.r),
 		calloc((size_t)n + 1, sizeof *l.ok)};
 	int *order = malloc(((size_t)n + 1) * sizeof *order), *slot = malloc(((size_t)n + 1) * sizeof *slot);
-	uint64_t *reach = malloc(((size_t)g->n + 1) * sizeof *reach);
-	if (!l.u || !l.r || !l.ok || !order || !slot || !reach)
+	uint64_t *reach = calloc((size_t)g->n + 1, sizeof *reach);
+	int *touched = malloc(((size_t)g->n + 1) * sizeof *touched);
+	pos_heap h = {pos, malloc(((size_t)g->n + 1) * sizeof *h.node), 0};
+	if (!l.u || !l.r || !l.ok || !order || !slot || !reach || !touched || !h.node)
 		IR_DIE("out of memory");
 	each_unordered(&s, NULL, collect, &l);
 	/* Batches of 64 updaters, taken in topological order so that each
@@ -328,7 +376,7 @@ static void check_updates(verifier *v, const int *topo)
 				break;
 			slot[last] = slots;
 		}
-		follow_chains(g, topo, pos, reach, &sorted, slot, first, last);
+		follow_chains(g, pos, reach, &h, touched, &sorted, slot, first, last);
 		first = last;
 	}
 	for (int k = 0; k < n; k++)
@@ -344,6 +392,8 @@ static void check_updates(verifier *v, const int *topo)
 	free(order);
 	free(slot);
 	free(reach);
+	free(touched);
+	free(h.node);
 	free(pos);
 	free(s.updater);
 	ir_users_free(&s.users);

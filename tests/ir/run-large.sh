@@ -8,6 +8,8 @@
 #   chain.ir      the same chain in order: verifies and prints back the same
 #   updates.ir    40,000 in-place updates, each ordered after its parameter's
 #                 reader only through a chain, every 1000th not at all
+#   chained.ir    the same updates, all after the end of one chain through
+#                 every reader (each update's ancestors are the whole graph)
 #   overlaps.ir   100,000 buffers at one offset, all live at once
 # Usage: run-large.sh REVC
 set -u
@@ -41,6 +43,13 @@ lines += ['  %%%d = sgd($w%d, $v%d, %%0) : f32[4]%s' % (1 + 4 * m + i, i, i, '' 
           for i in range(m)]
 with open(d + '/updates.ir', 'w') as f:
     f.write('graph @updates {\n' + '\n'.join(lines) + '\n}\n')
+# The same updates all after the end of one chain through every reader.
+lines = lines[:1 + 3 * m]
+lines.append('  %%%d = scale(%%%d) {factor=1} : f32[4]' % (c(0), r(0)))
+lines += ['  %%%d = add(%%%d, %%%d) : f32[4]' % (c(i), c(i - 1), r(i)) for i in range(1, m)]
+lines += ['  %%%d = sgd($w%d, $v%d, %%0) : f32[4] after(%%%d)' % (1 + 4 * m + i, i, i, c(m - 1)) for i in range(m)]
+with open(d + '/chained.ir', 'w') as f:
+    f.write('graph @chained {\n' + '\n'.join(lines) + '\n}\n')
 k = 100000
 lines = ['  %%0 = input {name="x"} : f32[4] mem(0, 16) live(0, %d)' % k]
 lines += ['  %%%d = relu(%%0) : f32[4] mem(0, 16) live(%d, %d)' % (i, i, k) for i in range(1, k + 1)]
@@ -74,5 +83,7 @@ expect overlaps.ir 1 "$tmp/overlaps.ir:3:3: error: %1 (relu): buffer [0, 16) ove
   "... and 99980 more errors"
 "$revc" dump "$tmp/chain.ir" -o "$tmp/out.ir" 2>"$tmp/err" && cmp -s "$tmp/chain.ir" "$tmp/out.ir" ||
   { echo "FAIL chain.ir: does not print back as it was read"; head -3 "$tmp/err"; fail=1; }
+"$revc" dump "$tmp/chained.ir" -o "$tmp/out.ir" 2>"$tmp/err" ||
+  { echo "FAIL chained.ir: does not verify"; head -3 "$tmp/err"; fail=1; }
 [ $fail -eq 0 ] && echo "large: ok"
 exit $fail
