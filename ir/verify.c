@@ -158,8 +158,10 @@ typedef struct {
 	int stamp;
 } updates;
 
-/* Calls visit(u, r, ...) for each updater u, in list order, and each other
- * reader r of its storage it does not name directly; returns how many. */
+/* Calls visit(u, r, ...) (when not NULL) for each updater u, in list
+ * order, and each other reader r of its storage it does not name directly;
+ * returns how many.  Reports the other violations to report_to (when not
+ * NULL). */
 typedef void (*unordered_fn)(void *user, const ir_node *u, const ir_node *r, int pair);
 
 static int each_unordered(updates *s, verifier *report_to, unordered_fn visit, void *user)
@@ -199,7 +201,9 @@ static int each_unordered(updates *s, verifier *report_to, unordered_fn visit, v
 			if (r == u || r == prev || r->mark == s->stamp)
 				continue;
 			prev = r;
-			visit(user, u, r, pairs++);
+			if (visit)
+				visit(user, u, r, pairs);
+			pairs++;
 		}
 	}
 	return pairs;
@@ -229,14 +233,6 @@ static void report_pair(void *user, const ir_node *u, const ir_node *r, int pair
 	if (!pr->ok[pair])
 		report(pr->v, u, "updates %s in place but is not ordered after %s, which reads it",
 			ir_node_ref(u->in[0], r1, sizeof r1), ir_node_ref(r, r2, sizeof r2));
-}
-
-static void count_pair(void *user, const ir_node *u, const ir_node *r, int pair)
-{
-	(void)u;
-	(void)r;
-	(void)pair;
-	(*(int *)user)++;
 }
 
 /* The nodes the chains of one batch reach, latest first: a max-heap on
@@ -341,8 +337,7 @@ static void check_updates(verifier *v, const int *topo)
 		g->nodes[i]->mark = 0;
 		pos[topo[i]] = i;
 	}
-	int n = 0;
-	each_unordered(&s, NULL, count_pair, &n);
+	int n = each_unordered(&s, NULL, NULL, NULL);
 	pair_list l = {malloc(((size_t)n + 1) * sizeof *l.u), malloc(((size_t)n + 1) * sizeof *l.r),
 		calloc((size_t)n + 1, sizeof *l.ok)};
 	int *order = malloc(((size_t)n + 1) * sizeof *order), *slot = malloc(((size_t)n + 1) * sizeof *slot);
