@@ -72,6 +72,11 @@ typedef struct {
 	size_t len;
 } cli_source;
 
+/* Diagnostics cli_report prints at most; the library returns every one. */
+#define CLI_MAX_DIAGS 20
+
+/* Prints d's diagnostics on stderr, each with its source line where srcs
+ * holds the file: the first CLI_MAX_DIAGS, then "... and N more errors". */
 void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs);
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

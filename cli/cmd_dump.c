@@ -11,9 +11,10 @@ static const char usage[] =
 	"       revc dump SPEC.rev [--set KEY=VALUE ...] [--dtype f32|f64] [--strategy NAME] [...]";
 static const char about[] =
 	"Reads FILE (revc IR text) or a model spec (.rev), runs the pipeline through\n"
-	"PASS, and prints the graph.  IR input is verified and, without --after, printed\n"
-	"in canonical form with no pass run.  A spec is lowered to the forward IR and\n"
-	"run through --after (default: shape, the typed forward IR).  Errors are\n"
+	"PASS, and prints the graph.  IR input is verified, with what its passes(...)\n"
+	"list claims, and, without --after, printed in canonical form with no pass run.\n"
+	"A spec is lowered to the forward IR and run through --after (default: shape,\n"
+	"the typed forward IR).  Errors are\n"
 	"'file:line:col: error: ...' with exit status 1; no output file is written then.";
 
 static const cli_opt opts[] = {
@@ -119,7 +120,7 @@ int cmd_dump(int argc, char **argv)
 		}
 		cli_source src = {file, text, len};
 		g = ir_parse(file, text, len, &d);
-		if (!g || !ir_verify(g, &d)) {
+		if (!g || !ir_verify(g, &d) || !ps_claims_check(g, &d)) {
 			cli_report(&d, &src, 1);
 			goto done;
 		}

@@ -7,7 +7,7 @@
 
 void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs)
 {
-	for (int i = 0; i < d->n; i++) {
+	for (int i = 0; i < d->n && i < CLI_MAX_DIAGS; i++) {
 		const ir_diag_item *it = &d->items[i];
 		const cli_source *src = NULL;
 		for (int k = 0; k < nsrcs; k++)
@@ -15,6 +15,8 @@ void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs)
 				src = &srcs[k];
 		ir_diag_print(stderr, it, src ? src->text : NULL, src ? src->len : 0);
 	}
+	if (d->n > CLI_MAX_DIAGS)
+		fprintf(stderr, "... and %d more error%s\n", d->n - CLI_MAX_DIAGS, d->n - CLI_MAX_DIAGS == 1 ? "" : "s");
 }
 
 int cli_error(const char *fmt, ...)

@@ -21,6 +21,7 @@ void ir_graph_free(ir_graph *g)
 		return;
 	free(g->nodes);
 	free(g->passes);
+	free(g->pass_pos);
 	ir_arena_free(g->arena);
 }
 
@@ -225,15 +226,23 @@ void ir_graph_reorder(ir_graph *g, ir_node **order)
 		g->nodes[i]->label = -1;
 }
 
-void ir_graph_mark_pass(ir_graph *g, const char *pass)
+void ir_graph_mark_pass_at(ir_graph *g, const char *pass, ir_pos pos)
 {
 	if (ir_graph_has_pass(g, pass))
 		return;
 	const char **p = realloc(g->passes, (size_t)(g->npasses + 1) * sizeof *p);
-	if (!p)
+	ir_pos *at = p ? realloc(g->pass_pos, (size_t)(g->npasses + 1) * sizeof *at) : NULL;
+	if (!at)
 		IR_DIE("out of memory");
 	g->passes = p;
+	g->pass_pos = at;
+	g->pass_pos[g->npasses] = pos;
 	g->passes[g->npasses++] = ir_arena_strdup(g->arena, pass);
+}
+
+void ir_graph_mark_pass(ir_graph *g, const char *pass)
+{
+	ir_graph_mark_pass_at(g, pass, (ir_pos){0});
 }
 
 bool ir_graph_has_pass(const ir_graph *g, const char *pass)

@@ -213,7 +213,7 @@ struct ir_node {
 	bool pos_printed;  /* print pos as loc(...): false for positions that are
 	                      just the IR text line the node was parsed from */
 	/* Annotations written by later passes; -1 when unset. */
-	int group;         /* fusion group (fuse) */
+	int group;         /* fusion group (fuse): see IR_MAX_GROUP */
 	int64_t offset;    /* arena offset of the value in bytes (plan) */
 	int64_t ws_offset, ws_bytes; /* its kernel's workspace in the arena (plan) */
 	int live_begin, live_end; /* schedule interval of the value (liveness) */
@@ -225,12 +225,18 @@ struct ir_node {
 	int mark;
 };
 
+/* A fusion group is a run of consecutive nodes with one group number, at
+ * most this many, all computable element by element (IR_OPF_FUSE, float)
+ * with one result type, each after the first reading an earlier one. */
+#define IR_MAX_GROUP 32
+
 typedef struct {
 	ir_arena *arena;
 	const char *name;  /* without the @ */
 	ir_node **nodes;   /* in execution order */
 	int n, cap;
 	const char **passes; /* passes already applied, in order */
+	ir_pos *pass_pos;    /* where each was listed (a passes(...) header), or {0} */
 	int npasses;
 } ir_graph;
 
@@ -268,6 +274,8 @@ void ir_graph_remove(ir_graph *g, const bool *dead);
 /* Reorders the node list to order (a permutation of the nodes), renumbers. */
 void ir_graph_reorder(ir_graph *g, ir_node **order);
 void ir_graph_mark_pass(ir_graph *g, const char *pass);
+/* Same, recording where the pass was listed. */
+void ir_graph_mark_pass_at(ir_graph *g, const char *pass, ir_pos pos);
 bool ir_graph_has_pass(const ir_graph *g, const char *pass);
 
 /* ---- readers of each value (ir/users.c) ------------------------------- */

@@ -507,7 +507,7 @@ static bool parse_graph(parser *p)
 				return error_at(p, p->tok.pos, "pass '%s' listed twice", name);
 			if (p->g->npasses >= IR_MAX_PASSES)
 				return error_at(p, p->tok.pos, "more than %d passes listed", IR_MAX_PASSES);
-			ir_graph_mark_pass(p->g, name);
+			ir_graph_mark_pass_at(p->g, name, p->tok.pos);
 			next(p);
 		} while (accept(p, TK_COMMA));
 		if (!expect(p, TK_RPAREN, "',' or ')'"))

@@ -5,9 +5,11 @@
  * result type that the op's shape rule agrees with, names only on param and
  * state.  Per graph: each node listed once, operands and ordering edges
  * inside the graph, no edge to itself, no cycle through data or ordering
- * edges, the list order an execution order, and for ops that update a
- * parameter or state in place: one update per storage, ordered after every
- * other reader of it, and never inside a recomputation. */
+ * edges, the list order an execution order, fusion groups that one loop
+ * can compute, and for ops that update a parameter or state in place: one
+ * update per storage, ordered after every other reader of it, and never
+ * inside a recomputation. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,8 +92,10 @@ static void check_node(verifier *v, const ir_node *n)
 }
 
 /* Finds cycles through operands and ordering edges with an iterative DFS
- * (graphs can be deep).  Reports each back edge it finds. */
-static bool check_acyclic(verifier *v)
+ * (graphs can be deep).  Reports each back edge it finds.  topo receives
+ * the nodes' ids in the order the search finishes them: every node after
+ * its operands and edge targets when the graph is acyclic. */
+static bool check_acyclic(verifier *v, int *topo)
 {
 	const ir_graph *g = v->g;
 	enum { WHITE, GREY, BLACK };
@@ -101,6 +105,7 @@ static bool check_acyclic(verifier *v)
 	if (!color || !stack || !edge)
 		IR_DIE("out of memory");
 	bool acyclic = true;
+	int done = 0;
 	for (int root = 0; root < g->n; root++) {
 		if (color[root] != WHITE)
 			continue;
@@ -112,6 +117,7 @@ static bool check_acyclic(verifier *v)
 			const ir_node *n = g->nodes[stack[sp]];
 			int e = edge[sp]++;
 			if (e >= n->nin + n->nafter) {
+				topo[done++] = stack[sp];
 				color[stack[sp--]] = BLACK;
 				continue;
 			}
@@ -137,87 +143,255 @@ static bool check_acyclic(verifier *v)
 	return acyclic;
 }
 
-/* Marks every node that must run before `from` (its transitive operands and
- * ordering-edge targets) with mark == stamp. */
-static void mark_ancestors(const ir_graph *g, const ir_node *from, int stamp, int *stack)
-{
-	int sp = 0;
-	stack[sp++] = from->id;
-	while (sp > 0) {
-		const ir_node *n = g->nodes[stack[--sp]];
-		for (int e = 0; e < n->nin + n->nafter; e++) {
-			ir_node *m = e < n->nin ? n->in[e] : n->after[e - n->nin];
-			if (m->mark != stamp) {
-				m->mark = stamp;
-				stack[sp++] = m->id;
-			}
-		}
-	}
-}
-
-static bool direct_dep(const ir_node *n, const ir_node *dep)
-{
-	for (int k = 0; k < n->nin; k++)
-		if (n->in[k] == dep)
-			return true;
-	for (int k = 0; k < n->nafter; k++)
-		if (n->after[k] == dep)
-			return true;
-	return false;
-}
-
 /* In-place updates of parameters and state: the storage must be a param or
- * state, updated once, after all its other readers, never in a recompute. */
-static void check_updates(verifier *v)
-{
-	const ir_graph *g = v->g;
+ * state, updated once, after all its other readers, never in a recompute.
+ *
+ * "After" is through operands and ordering edges, directly (the common
+ * case, and what the optim pass writes) or through a chain of them.  The
+ * chains are followed back from 64 updaters at a time, each node entered
+ * once per batch (follow_chains), in batches of updaters near each other
+ * in topological order. */
+typedef struct {
+	const ir_graph *g;
 	ir_users users;
-	ir_users_build((ir_graph *)g, &users);
-	int *stack = malloc(((size_t)g->n + 1) * sizeof *stack);
-	const ir_node **updater = calloc((size_t)g->n + 1, sizeof *updater);
-	if (!stack || !updater)
-		IR_DIE("out of memory");
-	for (int i = 0; i < g->n; i++)
-		g->nodes[i]->mark = 0;
-	int stamp = 0;
+	const ir_node **updater; /* by storage id: its first updater */
+	int stamp;
+} updates;
+
+/* Calls visit(u, r, ...) (when not NULL) for each updater u, in list
+ * order, and each other reader r of its storage it does not name directly;
+ * returns how many.  Reports the other violations to report_to (when not
+ * NULL). */
+typedef void (*unordered_fn)(void *user, const ir_node *u, const ir_node *r, int pair);
+
+static int each_unordered(updates *s, verifier *report_to, unordered_fn visit, void *user)
+{
+	const ir_graph *g = s->g;
 	char r1[80], r2[80];
+	int pairs = 0;
+	for (int i = 0; i < g->n; i++)
+		s->updater[i] = NULL;
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *u = g->nodes[i];
 		if (!ir_op_has(u->op, IR_OPF_UPD) || u->nin < 1)
 			continue;
 		const ir_node *p = u->in[0];
-		if (u->role == IR_ROLE_RECOMPUTE)
-			report(v, u, "a recomputation must not update %s", ir_node_ref(p, r1, sizeof r1));
+		if (report_to && u->role == IR_ROLE_RECOMPUTE)
+			report(report_to, u, "a recomputation must not update %s", ir_node_ref(p, r1, sizeof r1));
 		if (p->op != IR_OP_PARAM && p->op != IR_OP_STATE) {
-			report(v, u, "operand 0 must be a param or state to update, got %s",
-				ir_node_ref(p, r1, sizeof r1));
+			if (report_to)
+				report(report_to, u, "operand 0 must be a param or state to update, got %s",
+					ir_node_ref(p, r1, sizeof r1));
 			continue;
 		}
-		if (updater[p->id]) {
-			report(v, u, "updates %s, which %s already updates", ir_node_ref(p, r1, sizeof r1),
-				ir_node_ref(updater[p->id], r2, sizeof r2));
+		if (s->updater[p->id]) {
+			if (report_to)
+				report(report_to, u, "updates %s, which %s already updates", ir_node_ref(p, r1, sizeof r1),
+					ir_node_ref(s->updater[p->id], r2, sizeof r2));
 			continue;
 		}
-		updater[p->id] = u;
-		/* Readers ordered directly (operand or edge) need no search; the
-		 * ancestors are marked only when some reader is not. */
-		bool marked = false;
-		for (int k = users.start[p->id]; k < users.start[p->id + 1]; k++) {
-			const ir_node *r = users.user[k];
-			if (r == u || direct_dep(u, r))
+		s->updater[p->id] = u;
+		/* Readers u names need no search. */
+		s->stamp++;
+		for (int k = 0; k < u->nin + u->nafter; k++)
+			(k < u->nin ? u->in[k] : u->after[k - u->nin])->mark = s->stamp;
+		const ir_node *prev = NULL;
+		for (int k = s->users.start[p->id]; k < s->users.start[p->id + 1]; k++) {
+			const ir_node *r = s->users.user[k];
+			if (r == u || r == prev || r->mark == s->stamp)
 				continue;
-			if (!marked) {
-				mark_ancestors(g, u, ++stamp, stack);
-				marked = true;
-			}
-			if (r->mark != stamp)
-				report(v, u, "updates %s in place but is not ordered after %s, which reads it",
-					ir_node_ref(p, r1, sizeof r1), ir_node_ref(r, r2, sizeof r2));
+			prev = r;
+			if (visit)
+				visit(user, u, r, pairs);
+			pairs++;
 		}
 	}
-	ir_users_free(&users);
-	free(stack);
-	free(updater);
+	return pairs;
+}
+
+typedef struct {
+	const ir_node **u, **r; /* by pair */
+	bool *ok;
+} pair_list;
+
+static void collect(void *user, const ir_node *u, const ir_node *r, int pair)
+{
+	pair_list *l = user;
+	l->u[pair] = u;
+	l->r[pair] = r;
+}
+
+typedef struct {
+	verifier *v;
+	const bool *ok;
+} pair_report;
+
+static void report_pair(void *user, const ir_node *u, const ir_node *r, int pair)
+{
+	pair_report *pr = user;
+	char r1[80], r2[80];
+	if (!pr->ok[pair])
+		report(pr->v, u, "updates %s in place but is not ordered after %s, which reads it",
+			ir_node_ref(u->in[0], r1, sizeof r1), ir_node_ref(r, r2, sizeof r2));
+}
+
+/* The nodes the chains of one batch reach, latest first: a max-heap on
+ * topological position. */
+typedef struct {
+	const int *pos;
+	int *node, n;
+} pos_heap;
+
+static void heap_push(pos_heap *h, int x)
+{
+	int i = h->n++;
+	while (i > 0 && h->pos[h->node[(i - 1) / 2]] < h->pos[x]) {
+		h->node[i] = h->node[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h->node[i] = x;
+}
+
+static int heap_pop(pos_heap *h)
+{
+	int top = h->node[0], x = h->node[--h->n], i = 0;
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && h->pos[h->node[c + 1]] > h->pos[h->node[c]])
+			c++;
+		if (h->pos[h->node[c]] <= h->pos[x])
+			break;
+		h->node[i] = h->node[c];
+		i = c;
+	}
+	if (h->n > 0)
+		h->node[i] = x;
+	return top;
+}
+
+/* Sets ok for pairs [first, last), whose updaters are at most 64 distinct
+ * nodes, each pair's at one place in slot[].  From the updaters back
+ * through operands and edges, latest first, each node hands on the set of
+ * updaters it runs before; nodes placed before every reader of the batch
+ * cannot lead to one and are not entered.  So the work is the ancestors of
+ * the batch's updaters that lie after its first reader.  reach[] is zero
+ * outside a call; touched has room for every node. */
+static void follow_chains(const ir_graph *g, const int *pos, uint64_t *reach, pos_heap *h, int *touched,
+	const pair_list *l, const int *slot, int first, int last)
+{
+	int lo = g->n, nt = 0;
+	for (int k = first; k < last; k++)
+		if (pos[l->r[k]->id] < lo)
+			lo = pos[l->r[k]->id];
+	h->n = 0;
+	for (int k = first; k < last; k++) {
+		int u = l->u[k]->id;
+		if (!reach[u]) {
+			heap_push(h, u);
+			touched[nt++] = u;
+		}
+		reach[u] |= (uint64_t)1 << slot[k];
+	}
+	while (h->n > 0) {
+		const ir_node *x = g->nodes[heap_pop(h)];
+		uint64_t m = reach[x->id];
+		for (int k = 0; k < x->nin + x->nafter; k++) {
+			int d = (k < x->nin ? x->in[k] : x->after[k - x->nin])->id;
+			if (pos[d] < lo)
+				continue;
+			if (!reach[d]) {
+				heap_push(h, d);
+				touched[nt++] = d;
+			}
+			reach[d] |= m;
+		}
+	}
+	for (int k = first; k < last; k++) {
+		int r = l->r[k]->id;
+		l->ok[k] = pos[r] < pos[l->u[k]->id] && (reach[r] >> slot[k] & 1);
+	}
+	for (int i = 0; i < nt; i++)
+		reach[touched[i]] = 0;
+}
+
+static const int *sort_pos;
+static const pair_list *sort_pairs;
+static int by_updater_pos(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	int px = sort_pos[sort_pairs->u[x]->id], py = sort_pos[sort_pairs->u[y]->id];
+	return px != py ? px - py : x - y;
+}
+
+static void check_updates(verifier *v, const int *topo)
+{
+	const ir_graph *g = v->g;
+	updates s = {g, {0}, calloc((size_t)g->n + 1, sizeof *s.updater), 0};
+	int *pos = malloc(((size_t)g->n + 1) * sizeof *pos);
+	if (!s.updater || !pos)
+		IR_DIE("out of memory");
+	ir_users_build((ir_graph *)g, &s.users);
+	for (int i = 0; i < g->n; i++) {
+		g->nodes[i]->mark = 0;
+		pos[topo[i]] = i;
+	}
+	int n = each_unordered(&s, NULL, NULL, NULL);
+	pair_list l = {malloc(((size_t)n + 1) * sizeof *l.u), malloc(((size_t)n + 1) * sizeof *l.r),
+		calloc((size_t)n + 1, sizeof *l.ok)};
+	int *order = malloc(((size_t)n + 1) * sizeof *order), *slot = malloc(((size_t)n + 1) * sizeof *slot);
+	uint64_t *reach = calloc((size_t)g->n + 1, sizeof *reach);
+	int *touched = malloc(((size_t)g->n + 1) * sizeof *touched);
+	pos_heap h = {pos, malloc(((size_t)g->n + 1) * sizeof *h.node), 0};
+	if (!l.u || !l.r || !l.ok || !order || !slot || !reach || !touched || !h.node)
+		IR_DIE("out of memory");
+	each_unordered(&s, NULL, collect, &l);
+	/* Batches of 64 updaters, taken in topological order so that each
+	 * sweep stays near them. */
+	for (int k = 0; k < n; k++)
+		order[k] = k;
+	sort_pos = pos;
+	sort_pairs = &l;
+	qsort(order, (size_t)n, sizeof *order, by_updater_pos);
+	sort_pos = NULL;
+	sort_pairs = NULL;
+	pair_list sorted = {malloc(((size_t)n + 1) * sizeof *l.u), malloc(((size_t)n + 1) * sizeof *l.r),
+		calloc((size_t)n + 1, sizeof *l.ok)};
+	if (!sorted.u || !sorted.r || !sorted.ok)
+		IR_DIE("out of memory");
+	for (int k = 0; k < n; k++) {
+		sorted.u[k] = l.u[order[k]];
+		sorted.r[k] = l.r[order[k]];
+	}
+	for (int first = 0; first < n;) {
+		int last = first, slots = 0;
+		for (; last < n; last++) {
+			if (last > first && sorted.u[last] != sorted.u[last - 1] && ++slots == 64)
+				break;
+			slot[last] = slots;
+		}
+		follow_chains(g, pos, reach, &h, touched, &sorted, slot, first, last);
+		first = last;
+	}
+	for (int k = 0; k < n; k++)
+		l.ok[order[k]] = sorted.ok[k];
+	pair_report pr = {v, l.ok};
+	each_unordered(&s, v, report_pair, &pr);
+	free(sorted.u);
+	free(sorted.r);
+	free(sorted.ok);
+	free(l.u);
+	free(l.r);
+	free(l.ok);
+	free(order);
+	free(slot);
+	free(reach);
+	free(touched);
+	free(h.node);
+	free(pos);
+	free(s.updater);
+	ir_users_free(&s.users);
 }
 
 /* Names that must be unique: a param's or state's, an output's. */
@@ -262,8 +436,10 @@ static bool *repeats(const ir_graph *g, const char *(*key)(const ir_node *))
 	return rep;
 }
 
-/* Fusion groups are contiguous runs of the schedule: a group that starts
- * again after it ended is reported. */
+/* Fusion groups (IR_MAX_GROUP): contiguous runs of the schedule, a group
+ * that starts again after it ended being reported; in each run, members
+ * computable element by element, of one result type, each after the first
+ * reading an earlier member, at most IR_MAX_GROUP of them. */
 static void check_groups(verifier *v)
 {
 	const ir_graph *g = v->g;
@@ -274,12 +450,36 @@ static void check_groups(verifier *v)
 	bool *ended = calloc((size_t)top + 2, sizeof *ended);
 	if (!ended)
 		IR_DIE("out of memory");
-	for (int i = 1; i < g->n; i++) {
-		const ir_node *n = g->nodes[i], *prev = g->nodes[i - 1];
-		if (prev->group >= 0 && prev->group != n->group)
+	char a[128], b[128];
+	for (int i = 0, first = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i], *prev = i > 0 ? g->nodes[i - 1] : NULL;
+		if (prev && prev->group >= 0 && prev->group != n->group)
 			ended[prev->group] = true;
-		if (n->group >= 0 && n->group != prev->group && ended[n->group])
-			report(v, n, "group %d is not contiguous in the schedule", n->group);
+		if (n->group < 0)
+			continue;
+		if (!prev || n->group != prev->group) {
+			first = i;
+			if (ended[n->group])
+				report(v, n, "group %d is not contiguous in the schedule", n->group);
+		}
+		const ir_node *f = g->nodes[first];
+		if (!ir_op_has(n->op, IR_OPF_FUSE) || !ir_dtype_is_float(n->type.dtype)) {
+			ir_type_str(&n->type, a, sizeof a);
+			report(v, n, "is in group %d, but %s %s is not computed element by element", n->group,
+				ir_op_name(n->op), a);
+		} else if (i > first && !ir_type_eq(&n->type, &f->type)) {
+			ir_type_str(&n->type, a, sizeof a);
+			ir_type_str(&f->type, b, sizeof b);
+			report(v, n, "is in group %d, but its result %s is not the group's %s", n->group, a, b);
+		} else if (i > first) {
+			bool reads = false;
+			for (int k = 0; k < n->nin && !reads; k++)
+				reads = n->in[k]->id >= first && n->in[k]->id < i;
+			if (!reads)
+				report(v, n, "is in group %d, but reads no member before it", n->group);
+		}
+		if (i - first == IR_MAX_GROUP)
+			report(v, n, "is in group %d, which has more than %d members", n->group, IR_MAX_GROUP);
 	}
 	free(ended);
 }
@@ -328,7 +528,10 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 	free(dup_name);
 	free(dup_output);
 
-	if (check_acyclic(&v)) {
+	int *topo = malloc(((size_t)g->n + 1) * sizeof *topo);
+	if (!topo)
+		IR_DIE("out of memory");
+	if (check_acyclic(&v, topo)) {
 		/* Acyclic: the list must be an execution order. */
 		for (int i = 0; i < g->n; i++) {
 			const ir_node *n = g->nodes[i];
@@ -339,7 +542,7 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 						e < n->nin ? "uses" : "must run after", ir_node_ref(m, r1, sizeof r1));
 			}
 		}
-		check_updates(&v);
+		check_updates(&v, topo);
 		check_groups(&v);
 		bool planned = false;
 		for (int i = 0; i < g->n && !planned; i++)
@@ -347,5 +550,6 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 		if (planned && !ir_verify_plan(g, d))
 			v.errors++;
 	}
+	free(topo);
 	return v.errors == 0;
 }

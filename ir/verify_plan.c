@@ -3,6 +3,7 @@
  * runs, and no two buffers live at the same step overlap in the arena.
  * Values that share a buffer (an in-place op and its operand 0) have the
  * same offset and live range; that is the one overlap allowed. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "ir.h"
@@ -14,10 +15,20 @@ typedef struct {
 	bool ws;
 } item;
 
+/* Sweep order: by first step, then place; identical buffers end up next to
+ * each other. */
 static int by_begin(const void *a, const void *b)
 {
 	const item *x = a, *y = b;
-	return x->begin != y->begin ? x->begin - y->begin : (x->lo < y->lo ? -1 : x->lo > y->lo);
+	if (x->begin != y->begin)
+		return x->begin - y->begin;
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	if (x->hi != y->hi)
+		return x->hi < y->hi ? -1 : 1;
+	if (x->end != y->end)
+		return x->end - y->end;
+	return x->ws - y->ws;
 }
 
 static const item *end_items;
@@ -30,14 +41,14 @@ static int by_end_cmp(const void *a, const void *b)
 
 static bool same_buffer(const item *a, const item *b)
 {
-	return a->lo == b->lo && a->begin == b->begin && a->end == b->end;
+	return !a->ws && !b->ws && a->lo == b->lo && a->hi == b->hi && a->begin == b->begin && a->end == b->end;
 }
 
 /* a and b share a buffer legitimately: one is an in-place op whose
  * operand 0 is in that same buffer. */
 static bool alias(const item *a, const item *b)
 {
-	if (a->ws || b->ws || !same_buffer(a, b))
+	if (!same_buffer(a, b))
 		return false;
 	for (int k = 0; k < 2; k++) {
 		const ir_node *x = k ? b->n : a->n;
@@ -50,22 +61,32 @@ static bool alias(const item *a, const item *b)
 	return false;
 }
 
-/* ---- the live set: a treap of items ordered by (lo, index) -------------
+/* ---- the live set: an interval treap ------------------------------------
  *
- * Buffers live at one step must be disjoint (aliases aside), so ordered by
- * offset their ends ascend too.  A new item can then only overlap the run
- * of live items just below its end: walking down from there, the first one
- * that ends at or below its start ends the search.  Each check costs the
- * depth of the tree plus the overlaps found. */
+ * Items ordered by (lo, index), each subtree knowing the highest end (hi)
+ * in it.  The lowest-placed item overlapping a query is then found in one
+ * walk down the tree, however many items overlap each other already. */
 typedef struct {
 	const item *it;
 	int *left, *right;
 	unsigned *prio;
+	int64_t *top; /* highest hi in the subtree */
 } treap;
 
 static bool key_less(const treap *t, int a, int b)
 {
 	return t->it[a].lo != t->it[b].lo ? t->it[a].lo < t->it[b].lo : a < b;
+}
+
+static int64_t top_of(const treap *t, int r)
+{
+	return r < 0 ? INT64_MIN : t->top[r];
+}
+
+static void update(treap *t, int r)
+{
+	int64_t m = t->it[r].hi, l = top_of(t, t->left[r]), g = top_of(t, t->right[r]);
+	t->top[r] = m > l ? (m > g ? m : g) : (l > g ? l : g);
 }
 
 /* Splits tree r into items ordered before item k (*l) and the rest (*g). */
@@ -76,9 +97,11 @@ static void split(treap *t, int r, int k, int *l, int *g)
 	} else if (key_less(t, r, k)) {
 		split(t, t->right[r], k, &t->right[r], g);
 		*l = r;
+		update(t, r);
 	} else {
 		split(t, t->left[r], k, l, &t->left[r]);
 		*g = r;
+		update(t, r);
 	}
 }
 
@@ -90,9 +113,11 @@ static int merge(treap *t, int a, int b)
 		return a;
 	if (t->prio[a] > t->prio[b]) {
 		t->right[a] = merge(t, t->right[a], b);
+		update(t, a);
 		return a;
 	}
 	t->left[b] = merge(t, a, t->left[b]);
+	update(t, b);
 	return b;
 }
 
@@ -100,6 +125,7 @@ static int treap_insert(treap *t, int root, int k)
 {
 	int l, g;
 	t->left[k] = t->right[k] = -1;
+	t->top[k] = t->it[k].hi;
 	split(t, root, k, &l, &g);
 	return merge(t, merge(t, l, k), g);
 }
@@ -112,36 +138,28 @@ static int treap_remove(treap *t, int root, int k)
 		t->left[root] = treap_remove(t, t->left[root], k);
 	else
 		t->right[root] = treap_remove(t, t->right[root], k);
+	update(t, root);
 	return root;
 }
 
-typedef struct {
-	const item *x;
-	int found[20], nfound;
-	bool stop;
-} overlap_query;
-
-/* Visits the items of r that start below q->x's end, highest first, until
- * one ends at or below q->x's start. */
-static void overlaps(const treap *t, int r, overlap_query *q)
+/* The lowest-placed item of r overlapping [lo, hi), or -1.  Where the
+ * left subtree reaches above lo and this node starts below hi, everything
+ * in the left subtree starts below hi too, so an overlap is there. */
+static int first_overlap(const treap *t, int r, int64_t lo, int64_t hi)
 {
-	if (r < 0 || q->stop)
-		return;
-	const item *a = &t->it[r];
-	if (a->lo >= q->x->hi) {
-		overlaps(t, t->left[r], q);
-		return;
+	while (r >= 0 && t->top[r] > lo) {
+		const item *a = &t->it[r];
+		if (a->lo >= hi) {
+			r = t->left[r];
+		} else if (top_of(t, t->left[r]) > lo) {
+			r = t->left[r];
+		} else if (a->hi > lo) {
+			return r;
+		} else {
+			r = t->right[r];
+		}
 	}
-	overlaps(t, t->right[r], q);
-	if (q->stop)
-		return;
-	if (a->hi <= q->x->lo && a->hi > a->lo) {
-		q->stop = true;
-		return;
-	}
-	if (q->x->lo < a->hi && !alias(a, q->x) && q->nfound < 20)
-		q->found[q->nfound++] = r;
-	overlaps(t, t->left[r], q);
+	return -1;
 }
 
 static void report(ir_diags *d, const ir_node *n, const char *fmt, ...)
@@ -194,11 +212,14 @@ bool ir_verify_plan(const ir_graph *g, ir_diags *d)
 	}
 	qsort(it, (size_t)n, sizeof *it, by_begin);
 	/* Sweep in step order; items leave the live set, in order of their
-	 * ends, before the first item that begins after them. */
+	 * ends, before the first item that begins after them.  Each item that
+	 * overlaps one live before it is reported once, naming the lowest such;
+	 * the values sharing one buffer in place are one item. */
 	int *by_end = malloc(((size_t)n + 1) * sizeof *by_end);
+	bool *in = calloc((size_t)n + 1, sizeof *in);
 	treap t = {it, malloc(((size_t)n + 1) * sizeof(int)), malloc(((size_t)n + 1) * sizeof(int)),
-		malloc(((size_t)n + 1) * sizeof(unsigned))};
-	if (!by_end || !t.left || !t.right || !t.prio)
+		malloc(((size_t)n + 1) * sizeof(unsigned)), malloc(((size_t)n + 1) * sizeof(int64_t))};
+	if (!by_end || !in || !t.left || !t.right || !t.prio || !t.top)
 		IR_DIE("out of memory");
 	for (int i = 0; i < n; i++) {
 		by_end[i] = i;
@@ -207,26 +228,38 @@ bool ir_verify_plan(const ir_graph *g, ir_diags *d)
 	end_items = it;
 	qsort(by_end, (size_t)n, sizeof *by_end, by_end_cmp);
 	end_items = NULL;
-	int root = -1, gone = 0;
-	for (int i = 0; i < n && errors < 20; i++) {
+	int root = -1, gone = 0, first = -1; /* first: where a run of one buffer's items began */
+	for (int i = 0; i < n; i++) {
 		while (gone < n && it[by_end[gone]].end < it[i].begin) {
-			if (by_end[gone] < i)
+			if (in[by_end[gone]])
 				root = treap_remove(&t, root, by_end[gone]);
 			gone++;
 		}
-		overlap_query q = {.x = &it[i]};
-		overlaps(&t, root, &q);
-		for (int k = q.nfound - 1; k >= 0 && errors < 20; k--) {
-			const item *a = &it[q.found[k]];
+		if (it[i].hi <= it[i].lo)
+			continue; /* empty: overlaps nothing */
+		const item *a = NULL;
+		if (first >= 0 && same_buffer(&it[first], &it[i])) {
+			if (alias(&it[first], &it[i]))
+				continue; /* the same buffer, already live */
+			a = &it[first];
+		} else {
+			first = it[i].ws ? -1 : i;
+			int o = first_overlap(&t, root, it[i].lo, it[i].hi);
+			a = o >= 0 ? &it[o] : NULL;
+			root = treap_insert(&t, root, i);
+			in[i] = true;
+		}
+		if (a) {
 			report(d, it[i].n, "%s [%lld, %lld) overlaps %s of %s [%lld, %lld) while both are live",
 				it[i].ws ? "workspace" : "buffer", (long long)it[i].lo, (long long)it[i].hi,
 				a->ws ? "the workspace" : "the buffer", ir_node_ref(a->n, r1, sizeof r1),
 				(long long)a->lo, (long long)a->hi);
 			errors++;
 		}
-		root = treap_insert(&t, root, i);
 	}
 	free(by_end);
+	free(in);
+	free(t.top);
 	free(t.left);
 	free(t.right);
 	free(t.prio);

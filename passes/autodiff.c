@@ -265,8 +265,27 @@ static ir_node *find_loss(ir_graph *g, ps_ctx *ctx)
 	return NULL;
 }
 
+/* A gradient output already there (a graph that has been through autodiff
+ * but does not list it) would be made twice under one name. */
+static bool no_gradients_yet(ir_graph *g, ps_ctx *ctx)
+{
+	size_t plen = strlen(PS_GRAD_PREFIX);
+	for (int i = 0; i < g->n; i++) {
+		ir_node *n = g->nodes[i];
+		if (n->op == IR_OP_OUTPUT && strncmp(ir_node_str(n, IR_ATTR_NAME), PS_GRAD_PREFIX, plen) == 0) {
+			ir_diag_add(&ctx->diags, n->pos,
+				"autodiff: graph @%s already has the gradient output \"%s\" (it has been differentiated)",
+				g->name, ir_node_str(n, IR_ATTR_NAME));
+			return false;
+		}
+	}
+	return true;
+}
+
 int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 {
+	if (!no_gradients_yet(g, ctx))
+		return 1;
 	ir_node *loss = find_loss(g, ctx);
 	if (!loss)
 		return 1;

@@ -19,6 +19,37 @@ static bool is_root(const ir_node *n)
 		n->op == IR_OP_STATE;
 }
 
+/* live[i]: node i is a root or something a live node needs. */
+static void mark_live(ir_graph *g, bool *live)
+{
+	ir_graph_renumber(g);
+	for (int i = g->n - 1; i >= 0; i--) {
+		const ir_node *n = g->nodes[i];
+		if (is_root(n))
+			live[i] = true;
+		if (!live[i])
+			continue;
+		for (int k = 0; k < n->nin; k++)
+			live[n->in[k]->id] = true;
+		for (int k = 0; k < n->nafter; k++)
+			live[n->after[k]->id] = true;
+	}
+}
+
+int ps_dce_first_dead(ir_graph *g)
+{
+	bool *live = calloc((size_t)g->n + 1, sizeof *live);
+	if (!live)
+		IR_DIE("out of memory");
+	mark_live(g, live);
+	int first = -1;
+	for (int i = 0; i < g->n && first < 0; i++)
+		if (!live[i])
+			first = i;
+	free(live);
+	return first;
+}
+
 int ps_dce(ir_graph *g, ps_ctx *ctx)
 {
 	(void)ctx;
@@ -26,20 +57,9 @@ int ps_dce(ir_graph *g, ps_ctx *ctx)
 	bool *dead = calloc((size_t)g->n + 1, sizeof *dead);
 	if (!live || !dead)
 		IR_DIE("out of memory");
-	ir_graph_renumber(g);
-	for (int i = g->n - 1; i >= 0; i--) {
-		const ir_node *n = g->nodes[i];
-		if (is_root(n))
-			live[i] = true;
-		if (!live[i]) {
-			dead[i] = true;
-			continue;
-		}
-		for (int k = 0; k < n->nin; k++)
-			live[n->in[k]->id] = true;
-		for (int k = 0; k < n->nafter; k++)
-			live[n->after[k]->id] = true;
-	}
+	mark_live(g, live);
+	for (int i = 0; i < g->n; i++)
+		dead[i] = !live[i];
 	ir_graph_remove(g, dead);
 	free(live);
 	free(dead);

@@ -19,9 +19,6 @@
 
 #include "passes.h"
 
-/* Members per group at most (the code generator's limit is above it). */
-#define MAX_GROUP 32
-
 static bool fusable(const ir_node *n)
 {
 	return ir_op_has(n->op, IR_OPF_FUSE) && ir_dtype_is_float(n->type.dtype);
@@ -86,7 +83,7 @@ int ps_fuse(ir_graph *g, ps_ctx *ctx)
 		if (!fusable(g->nodes[i]) || g->nodes[i]->op == IR_OP_CONST)
 			continue;
 		int last = i;
-		for (int j; last - i + 1 < MAX_GROUP && (j = next_member(g, &u, i, last)) >= 0;) {
+		for (int j; last - i + 1 < IR_MAX_GROUP && (j = next_member(g, &u, i, last)) >= 0;) {
 			move_up(g, j, last + 1);
 			last++;
 		}

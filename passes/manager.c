@@ -133,6 +133,19 @@ static int verify(const char *pass, ir_graph *g, ps_ctx *ctx)
 	return 1;
 }
 
+/* The first pass after table[i] that g lists as applied, or -1; *at is
+ * where it is listed. */
+static int listed_later(const ps_pass *table, int n, int i, const ir_graph *g, ir_pos *at)
+{
+	for (int j = 0; j < g->npasses; j++)
+		for (int k = i + 1; k < n; k++)
+			if (strcmp(g->passes[j], table[k].name) == 0) {
+				*at = g->pass_pos ? g->pass_pos[j] : (ir_pos){0};
+				return k;
+			}
+	return -1;
+}
+
 int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps_options *opts)
 {
 	int seq = 0;
@@ -141,6 +154,14 @@ int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps
 		const ps_pass *p = &table[i];
 		bool wanted = !opts->only || in_list(opts->only, p->name);
 		if (wanted && !ir_graph_has_pass(g, p->name)) {
+			ir_pos at;
+			int later = listed_later(table, n, i, g, &at);
+			if (later >= 0) {
+				ir_diag_add(&ctx->diags, at,
+					"pass '%s' cannot run on @%s: it lists '%s', which comes after '%s' and would be left stale",
+					p->name, g->name, table[later].name, p->name);
+				return 1;
+			}
 			if (p->requires && !ir_graph_has_pass(g, p->requires)) {
 				ir_diag_add(&ctx->diags, (ir_pos){0},
 					"pass '%s' requires pass '%s', which has not run on this graph", p->name,
@@ -168,6 +189,8 @@ int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps
 
 int ps_run(ir_graph *g, ps_ctx *ctx, const ps_options *opts)
 {
+	if (!ps_claims_check(g, &ctx->diags))
+		return 1;
 	int n;
 	const ps_pass *table = ps_pipeline(&n);
 	return ps_run_table(table, n, g, ctx, opts);

@@ -12,7 +12,13 @@
  *   until the end of the step;
  * - an op flagged in-place reuses operand 0's buffer when it is the last
  *   reader of that buffer and the sizes match;
- * - a node's workspace is live during its own step only.
+ * - a node's workspace is live during its own step only;
+ * - a fusion group (a run of consecutive nodes sharing a group number) is
+ *   one loop that computes all its members element by element: every
+ *   buffer a member reads or writes is live over the whole run, and a
+ *   member reuses operand 0's buffer in place only when no other member
+ *   reads that buffer (codegen/k_elementwise.c reads some operands once a
+ *   row, ahead of the members that precede them element by element).
  * A step's live bytes are those of the buffers live at it plus the step's
  * workspace; the peak is the largest, the fragmentation-free peak. */
 #include <stdlib.h>
@@ -75,6 +81,17 @@ void ps_memory_persistent(const ir_graph *g, int64_t persistent[PS_MEM_CAT_COUNT
 	free(opt);
 }
 
+/* Does a member of the group run before step t (from step first) read
+ * buffer b? */
+static bool read_in_run(const ps_memory *m, ir_node *const *order, int first, int t, int b)
+{
+	for (int s = first; s < t; s++)
+		for (int k = 0; k < order[s]->nin; k++)
+			if (m->buf_of[order[s]->in[k]->id] == b)
+				return true;
+	return false;
+}
+
 bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn ws_fn, void *ws_user,
 	ps_memory *m)
 {
@@ -110,6 +127,12 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 				last[v] = until;
 		}
 	}
+	/* Fusion groups: first_of[t] is the first step of t's run. */
+	int *first_of = malloc(((size_t)n + 1) * sizeof *first_of);
+	if (!first_of)
+		IR_DIE("out of memory");
+	for (int t = 0; t < n; t++)
+		first_of[t] = t > 0 && order[t]->group >= 0 && order[t]->group == order[t - 1]->group ? first_of[t - 1] : t;
 	/* Buffers, in order of creation. */
 	int nb = 0;
 	for (int t = 0; t < n; t++) {
@@ -123,7 +146,7 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 		int end = last[id] < t ? t : last[id];
 		if (ir_op_has(v->op, IR_OPF_INPL) && v->nin > 0) {
 			int b = m->buf_of[v->in[0]->id];
-			if (b >= 0 && m->end[b] == t && m->bytes[b] == bytes) {
+			if (b >= 0 && m->end[b] == t && m->bytes[b] == bytes && !read_in_run(m, order, first_of[t], t, b)) {
 				m->buf_of[id] = b;
 				m->end[b] = end;
 				continue;
@@ -137,6 +160,27 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 		nb++;
 	}
 	m->nbuf = nb;
+	/* A group's buffers live over its whole run. */
+	for (int t = n - 1, l = n - 1; t >= 0; t--) {
+		if (t + 1 < n && first_of[t + 1] != first_of[t])
+			l = t;
+		if (l == first_of[t])
+			continue; /* a run of one node */
+		const ir_node *v = order[t];
+		int b = m->buf_of[v->id];
+		if (b >= 0) {
+			if (m->begin[b] > first_of[t])
+				m->begin[b] = first_of[t];
+			if (m->end[b] < l)
+				m->end[b] = l;
+		}
+		for (int k = 0; k < v->nin; k++) {
+			int o = m->buf_of[v->in[k]->id];
+			if (o >= 0 && m->end[o] < l)
+				m->end[o] = l;
+		}
+	}
+	free(first_of);
 
 	/* What each buffer holds.  A parameter gradient is what an optimiser
 	 * step consumes (momentum's operand 1) or a "grad:" output shows; a

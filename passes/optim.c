@@ -105,6 +105,12 @@ int ps_optim(ir_graph *g, ps_ctx *ctx)
 		}
 		char mom_name[512];
 		snprintf(mom_name, sizeof mom_name, "%s.mom", name);
+		if (find_named(named, nnamed, mom_name)) {
+			ir_diag_add(&ctx->diags, out->pos, "optim: $%s already has its momentum state $%s", name,
+				mom_name);
+			status = 1;
+			break;
+		}
 		ir_node *v = ir_node_new(g, IR_OP_STATE, NULL, 0);
 		v->name = ir_arena_strdup(g->arena, mom_name);
 		v->type = p->type;

@@ -68,11 +68,23 @@ typedef struct {
  * offending name into bad and returns false. */
 bool ps_options_check(const ps_options *opts, char *bad, size_t badlen);
 
+/* Checks what g's passes(...) list claims (passes/claims.c): every name a
+ * pass, each one's requirement listed, and the results later passes rely
+ * on (autodiff's gradients, dce, liveness, plan) present in g as those
+ * passes would have left them.  g must be verified.  On the first claim
+ * that does not hold, adds a diagnostic (at the node that contradicts it,
+ * or where the pass is listed) and returns false. */
+bool ps_claims_check(ir_graph *g, ir_diags *d);
+
 /* Runs the pipeline table over g.  Passes the graph already lists as applied
- * are skipped; each pass that runs is recorded on the graph.  The result is
+ * are skipped; a pass is not run on a graph that lists one after it in the
+ * table (whose result it would leave stale); each pass that runs is
+ * recorded on the graph.  The result is
  * verified after every pass with verify_each, and always at the end.
  * Returns 0, or nonzero with diagnostics in ctx->diags. */
 int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps_options *opts);
+/* ps_run_table over the pipeline, once ps_claims_check agrees that g has
+ * been through the passes it lists. */
 int ps_run(ir_graph *g, ps_ctx *ctx, const ps_options *opts);
 
 /* ---- reversible units and recomputation (passes/units.c) ---------------- */
@@ -194,6 +206,8 @@ int ps_revbwd(ir_graph *g, ps_ctx *ctx);
 int ps_checkpoint(ir_graph *g, ps_ctx *ctx);
 int ps_optim(ir_graph *g, ps_ctx *ctx);
 int ps_dce(ir_graph *g, ps_ctx *ctx);
+/* The list position of the first node ps_dce would remove, or -1. */
+int ps_dce_first_dead(ir_graph *g);
 int ps_schedule(ir_graph *g, ps_ctx *ctx);
 int ps_fuse(ir_graph *g, ps_ctx *ctx);
 int ps_liveness(ir_graph *g, ps_ctx *ctx);

@@ -18,9 +18,10 @@
  * Order: with no ordering edges, a naive as-soon-as-possible order (each
  * node at its dependency depth), to show what the edges buy.  Otherwise the
  * order with the lowest simulated peak (memory.c) among: the order the
- * passes left, list scheduling that prefers the node freeing the most
- * bytes, and a depth-first post-order from the graph's results.  As XLA's
- * scheduler does, the simulation is the judge. */
+ * passes left (where the edges just inserted contradict it, the nearest
+ * order that honours them), list scheduling that prefers the node freeing
+ * the most bytes, and a depth-first post-order from the graph's results.
+ * As XLA's scheduler does, the simulation is the judge. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -312,6 +313,36 @@ static void order_greedy(const ir_graph *g, const deps *d, ir_node **out)
 	free(h.e);
 }
 
+/* The order the passes left, as far as the edges allow: a topological sort
+ * that always takes the ready node listed first.  That is the list itself
+ * when it honours every edge; the passes before this one made it an
+ * execution order, but not one that waits for the ordering edges inserted
+ * here (a unit's reconstruction may come before the gradients it must
+ * follow). */
+static void order_listed(const ir_graph *g, const deps *d, ir_node **out)
+{
+	int n = g->n;
+	int *waiting = malloc(((size_t)n + 1) * sizeof *waiting);
+	ready_heap h = {0};
+	if (!waiting)
+		IR_DIE("out of memory");
+	for (int i = 0; i < n; i++) {
+		waiting[i] = d->ndeps[i];
+		if (waiting[i] == 0)
+			heap_push(&h, 0, i);
+	}
+	for (int t = 0; t < n; t++) {
+		IR_ASSERT(h.n > 0);
+		int id = heap_pop(&h).id;
+		out[t] = g->nodes[id];
+		for (int p = d->start[id]; p < d->start[id + 1]; p++)
+			if (--waiting[d->list[p]] == 0)
+				heap_push(&h, 0, d->list[p]);
+	}
+	free(waiting);
+	free(h.e);
+}
+
 /* Depth-first post-order from the nodes nothing depends on, in list order,
  * visiting each node's dependencies in order. */
 static void order_dfs(const ir_graph *g, const deps *d, ir_node **out)
@@ -372,7 +403,7 @@ int ps_schedule(ir_graph *g, ps_ctx *ctx)
 		int64_t best_peak = -1;
 		for (int h = 0; h < 3; h++) {
 			if (h == 0)
-				memcpy(cand, g->nodes, (size_t)n * sizeof *cand);
+				order_listed(g, &d, cand);
 			else if (h == 1)
 				order_greedy(g, &d, cand);
 			else

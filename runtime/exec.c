@@ -13,8 +13,12 @@
  * in-place update writes there, an output aliases its operand and keeps it
  * to the end of the step, inputs are copied in at the start, an op flagged
  * in-place takes over operand 0's buffer when it is its last reader, and a
- * kernel's workspace lives during its call.  Its high-water mark must equal
- * the model's fragmentation-free peak to the byte.
+ * kernel's workspace lives during its call.  A fusion group (a run of
+ * consecutive nodes sharing a group number), which native code computes in
+ * one loop, keeps everything its members read or write until its last
+ * member has run, so a member takes over a buffer that another member reads
+ * only when the model says it may.  Its high-water mark must equal the
+ * model's fragmentation-free peak to the byte.
  *
  * In both modes the caller fills inputs through rt_exec_input (staging
  * buffers outside the step's memory) before each run.
@@ -314,6 +318,26 @@ static bool track_output(rt_exec *x, const ir_node *n, int i, rt_err *e)
 	return track_alloc(x, i, bytes, e);
 }
 
+/* After the last member of the group run first..last (one node when it is
+ * in no group): releases what its members read and what nothing reads. */
+static void track_run_done(rt_exec *x, int first, int last)
+{
+	for (int j = first; j <= last; j++) {
+		const ir_node *n = x->g->nodes[j];
+		if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE || n->op == IR_OP_OUTPUT)
+			continue;
+		for (int k = 0; k < n->nin; k++) {
+			int b = x->buf_of[n->in[k]->id];
+			if (b >= 0 && !read_before(n, k)) {
+				x->bufs[b].remaining--;
+				track_release(x, b);
+			}
+		}
+		if (x->buf_of[j] == j)
+			track_release(x, j); /* read by nothing */
+	}
+}
+
 /* ---- numerics -------------------------------------------------------------- */
 
 static bool persistent(const ir_node *n)
@@ -525,8 +549,10 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 			}
 		x->peak = x->live;
 	}
-	for (int i = 0; i < g->n; i++) {
+	for (int i = 0, run = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
+		if (n->group < 0 || i == 0 || g->nodes[i - 1]->group != n->group)
+			run = i; /* the first member of i's group run */
 		switch (n->op) {
 		case IR_OP_INPUT:
 			if (!track)
@@ -571,15 +597,8 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 			fold_kinks(x, a.out, &n->type);
 		if (track) {
 			free(a.ws);
-			for (int k = 0; k < n->nin; k++) {
-				int b = x->buf_of[n->in[k]->id];
-				if (b >= 0 && !read_before(n, k)) {
-					x->bufs[b].remaining--;
-					track_release(x, b);
-				}
-			}
-			if (x->buf_of[i] == i)
-				track_release(x, i); /* read by nothing */
+			if (!(i + 1 < g->n && n->group >= 0 && g->nodes[i + 1]->group == n->group))
+				track_run_done(x, run, i);
 		}
 		if (!ok)
 			return false;

@@ -413,6 +413,31 @@ static const char head[] = "graph @g {\n"
 	ck_assert_msg(count == 0, "%s", msgs);
 	free(msgs);
 	ir_graph_free(g);
+	/* Ordered through a chain: after a relu of the conv. */
+#define CHAIN(edge)                                                          \
+	"graph @g {\n"                                                        \
+	"  %0 = input {name=\"x\"} : f32[1,1,4,4]\n"                           \
+	"  %1 = input {name=\"lr\"} : f32[]\n"                                 \
+	"  $w = param : f32[1,1,1,1]\n"                                       \
+	"  $v = state : f32[1,1,1,1]\n"                                       \
+	"  %4 = conv2d(%0, $w) {stride=1, pad=[0,0,0,0]} : f32[1,1,4,4]\n"    \
+	"  %5 = relu(%4) : f32[1,1,4,4]\n"                                    \
+	"  %6 = relu($v) : f32[1,1,1,1]\n"                                    \
+	"  %7 = sgd($w, $v, %1) : f32[1,1,1,1] after(" edge ")\n"             \
+	"  %8 = output(%5) {name=\"y\"} : f32[1,1,4,4]\n"                      \
+	"}\n"
+	g = parse_ok(CHAIN("%5"));
+	msgs = verify_msgs(g, &count);
+	ck_assert_msg(count == 0, "%s", msgs);
+	free(msgs);
+	ir_graph_free(g);
+	g = parse_ok(CHAIN("%6")); /* a chain, but not from the conv */
+	msgs = verify_msgs(g, &count);
+	ck_assert_int_eq(count, 1);
+	ck_assert_ptr_nonnull(strstr(msgs, "updates $w in place but is not ordered after %4, which reads it"));
+	free(msgs);
+	ir_graph_free(g);
+#undef CHAIN
 }
 END_TEST
 

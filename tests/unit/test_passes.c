@@ -1,4 +1,5 @@
-/* test_passes.c: unit tests of passes/: the pass manager's flags and DCE. */
+/* test_passes.c: unit tests of passes/: the pass manager's flags, what a
+ * passes(...) list claims, DCE, fusion and the memory model. */
 #include <check.h>
 #include <dirent.h>
 #include <stdlib.h>
@@ -151,6 +152,104 @@ START_TEST(test_fuse_respects_ordering_edges)
 	ir_graph_free(g);
 }
 END_TEST
+
+/* ---- the memory model ------------------------------------------------- */
+
+/* A fusion group is one loop over its elements: what its members read
+ * stays live to its end, their buffers are live from its start, and a
+ * member takes over a buffer in place only when no other member reads it.
+ * (Step by step, %7 could take %3's bytes: the stats die at %6, but the
+ * loop still reads them for later rows when %7 writes its first.) */
+START_TEST(test_memory_group_is_one_step)
+{
+	ir_graph *g = parse_ok("graph @g {\n"
+	                       "  %0 = input {name=\"x\"} : f32[2,2,3,3]\n"
+	                       "  %1 = input {name=\"dy\"} : f32[2,2,3,3]\n"
+	                       "  $g = param : f32[2]\n"
+	                       "  %3 = bn_stats(%0) : f32[2,2]\n"
+	                       "  %4 = bwd bn_dgamma(%1, %0, %3) {eps=0.001} : f32[2]\n"
+	                       "  %5 = bwd reduce_sum(%1) {axes=[0,2,3]} : f32[2]\n"
+	                       "  %6 = bwd bn_dx(%1, %0, %3, $g, %4, %5) {eps=0.001} : f32[2,2,3,3] group(0)\n"
+	                       "  %7 = bwd add(%1, %6) : f32[2,2,3,3] group(0)\n"
+	                       "  %8 = bwd relu(%7) : f32[2,2,3,3] group(0)\n"
+	                       "  %9 = output(%8) {name=\"y\"} : f32[2,2,3,3]\n"
+	                       "}\n");
+	ps_memory m;
+	ps_memory_compute(g, g->nodes, NULL, NULL, &m);
+	int stats = m.buf_of[3], dy = m.buf_of[1], sum = m.buf_of[7];
+	ck_assert_int_eq(m.end[stats], 8);
+	ck_assert_int_eq(m.end[m.buf_of[4]], 8);
+	ck_assert_int_eq(m.begin[m.buf_of[6]], 6);
+	ck_assert_int_eq(m.end[m.buf_of[6]], 8);
+	/* add is dy's last reader, but bn_dx reads dy too: no reuse. */
+	ck_assert_int_ne(sum, dy);
+	ck_assert_int_eq(m.begin[sum], 6);
+	/* relu is the only reader of the sum: it reuses it. */
+	ck_assert_int_eq(m.buf_of[8], sum);
+	ps_memory_free(&m);
+	/* Without the group, step by step: add takes dy over. */
+	for (int i = 6; i <= 8; i++)
+		g->nodes[i]->group = -1;
+	ps_memory_compute(g, g->nodes, NULL, NULL, &m);
+	ck_assert_int_eq(m.end[m.buf_of[3]], 6);
+	ck_assert_int_eq(m.buf_of[7], m.buf_of[1]);
+	ps_memory_free(&m);
+	ir_graph_free(g);
+}
+END_TEST
+
+/* ---- what a passes(...) list claims ------------------------------------ */
+
+#define LISTED(live0, live1)                                                 \
+	"graph @g passes(shape, dce, schedule, liveness) {\n"                 \
+	"  %0 = input {name=\"x\"} : f32[2,4]" live0 "\n"                      \
+	"  %1 = relu(%0) : f32[2,4]" live1 "\n"                                 \
+	"  %2 = output(%1) {name=\"y\"} : f32[2,4]\n"                          \
+	"}\n"
+
+/* plan runs on the strength of the liveness the list claims: only when
+ * the graph has it, and then it plans. */
+START_TEST(test_claims_liveness)
+{
+	ps_options opts = {.only = "plan"};
+	ir_graph *g = parse_ok(LISTED("", ""));
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ck_assert_int_ne(ps_run(g, &ctx, &opts), 0);
+	ck_assert_int_eq(ctx.diags.n, 1);
+	ck_assert_str_eq(ctx.diags.items[0].msg,
+		"%0 (input): passes(...) lists 'liveness', but it has no live(...): the schedule gives live(0, 2)");
+	ck_assert_int_eq(ctx.diags.items[0].pos.line, 2);
+	ck_assert(!ir_graph_has_pass(g, "plan"));
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+	g = parse_ok(LISTED(" live(0, 2)", " live(0, 2)"));
+	ps_ctx_init(&ctx);
+	ck_assert_int_eq(ps_run(g, &ctx, &opts), 0);
+	ck_assert(ir_graph_has_pass(g, "plan"));
+	ck_assert_int_eq(g->nodes[1]->offset, 0);
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+/* fuse would reorder a graph whose live ranges are already listed. */
+START_TEST(test_manager_refuses_stale)
+{
+	ir_graph *g = parse_ok(LISTED(" live(0, 2)", " live(0, 2)"));
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ps_options opts = {.only = "fuse,liveness,plan"};
+	ck_assert_int_ne(ps_run(g, &ctx, &opts), 0);
+	ck_assert_int_eq(ctx.diags.n, 1);
+	ck_assert_str_eq(ctx.diags.items[0].msg,
+		"pass 'fuse' cannot run on @g: it lists 'liveness', which comes after 'fuse' and would be left stale");
+	ck_assert(!ir_graph_has_pass(g, "fuse"));
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+#undef LISTED
 
 /* ---- the manager ------------------------------------------------------ */
 
@@ -339,6 +438,10 @@ static Suite *passes_suite(void)
 	tcase_add_test(tc, test_fuse_groups_chain);
 	tcase_add_test(tc, test_fuse_respects_ordering_edges);
 	suite_add_tcase(s, tc);
+	tc = tcase_create("memory");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_memory_group_is_one_step);
+	suite_add_tcase(s, tc);
 	tc = tcase_create("manager");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_manager_stop_after_and_skip);
@@ -347,6 +450,8 @@ static Suite *passes_suite(void)
 	tcase_add_test(tc, test_manager_pass_failure_stops);
 	tcase_add_test(tc, test_manager_dump_dir_numbered);
 	tcase_add_test(tc, test_options_check);
+	tcase_add_test(tc, test_claims_liveness);
+	tcase_add_test(tc, test_manager_refuses_stale);
 	suite_add_tcase(s, tc);
 	return s;
 }
