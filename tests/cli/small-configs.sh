@@ -59,7 +59,7 @@ def load(path):
 ref = d + '/g-interp-store'
 bad = 0
 for run in sorted(x for x in os.listdir(d) if x.startswith('g-')):
-    for f in sorted(os.listdir(ref)):
+    for f in sorted(x for x in os.listdir(ref) if x.endswith('.npy')):
         a, b = load(os.path.join(d, run, f)), load(os.path.join(ref, f))
         err = max(abs(x - y) for x, y in zip(a, b)) / max(max(abs(y) for y in b), 1e-300)
         if not err <= 1e-10:
