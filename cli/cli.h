@@ -212,6 +212,13 @@ int cmd_mem(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 
+/* max(a, b) that keeps a NaN (fmax drops it), for error figures: a NaN
+ * gradient must fail a check, not pass it. */
+static inline double cli_max_nan(double a, double b)
+{
+	return b > a || b != b ? b : a;
+}
+
 /* "512MiB", "1.5GB", "2e9": bytes (cmd_mem.c). */
 bool cli_parse_size(const char *s, int64_t *out);
 /* 1536 -> "1.5 KiB", up to GiB with two decimals (cmd_mem.c). */

@@ -112,7 +112,7 @@ static bool check_tensor(fd_ctx *c, rt_tensor *t, const double *grad, int sample
 	double *w = t->data, max_err = 0, scale = 0;
 	int done = 0, kinks = 0;
 	for (int64_t i = 0; i < n; i++)
-		scale = fmax(scale, fabs(grad[i]));
+		scale = cli_max_nan(scale, fabs(grad[i]));
 	rt_rng r;
 	rt_rng_derive(&r, seed, RT_RNG_CHECK_PICK, (uint64_t)index);
 	for (int tries = 0; done < samples && done < n && tries < 4 * samples; tries++) {
@@ -139,7 +139,7 @@ static bool check_tensor(fd_ctx *c, rt_tensor *t, const double *grad, int sample
 			kinks++;
 			continue;
 		}
-		max_err = fmax(max_err, fabs(grad[i] - fd));
+		max_err = cli_max_nan(max_err, fabs(grad[i] - fd));
 		done++;
 	}
 	double rel = scale > 0 ? max_err / scale : max_err;

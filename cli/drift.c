@@ -132,8 +132,8 @@ static void compare(const void *a, const void *b, const ir_type *t, double *abs_
 	double err = 0, scale = 0;
 	for (int64_t i = 0; i < ir_type_elems(t); i++) {
 		double x = at(a, t->dtype, i), y = at(b, t->dtype, i);
-		err = fmax(err, fabs(x - y));
-		scale = fmax(scale, fabs(y));
+		err = cli_max_nan(err, fabs(x - y));
+		scale = cli_max_nan(scale, fabs(y));
 	}
 	*abs_err = err;
 	*rel_err = scale > 0 ? err / scale : err;
