@@ -116,6 +116,10 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 /* The passes an evaluation graph goes through: no autodiff, no optimiser. */
 extern const ps_options cli_eval_passes;
 
+/* --strategy of the commands that build a training step; the default it
+ * names is PS_STRATEGY_DEFAULT (ps_ctx_init). */
+#define CLI_STRATEGY_OPT {"strategy", 0, "NAME", "store, revnet or checkpoint (default revnet)"}
+
 bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out);
 bool cli_parse_strategy(const char *cmd, const char *val, ps_strategy *out);
 bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,

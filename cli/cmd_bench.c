@@ -27,7 +27,7 @@ static const cli_opt opts[] = {
 	{"steps", 0, "K", "timed steps (default 5)"},
 	CLI_ENGINE_OPT,
 	CLI_CPU_OPT,
-	{"strategy", 0, "NAME", "store, revnet or checkpoint (default revnet)"},
+	CLI_STRATEGY_OPT,
 	{"threads", 0, "N", "threads (default 2)"},
 	{"gemm", 0, NULL, "also measure cblas_sgemm alone on the step's GEMM shapes"},
 	{"json", 0, NULL, "print one JSON object"},
@@ -138,7 +138,6 @@ int cmd_bench(int argc, char **argv)
 	const char *cpu = NULL;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
-	ctx.strategy = PS_REVNET;
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {

@@ -45,7 +45,7 @@ static const cli_opt opts[] = {
 	{"seed", 0, "S", "seed of parameters, batch and samples (default: the spec's)"},
 	{"tolerance", 0, "T", "largest relative error accepted (default 1e-6)"},
 	{"step", 0, "H", "largest finite-difference step (default 1e-5)"},
-	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
+	CLI_STRATEGY_OPT,
 	{"drift", 0, NULL, "report reconstruction drift and revnet-vs-store gradient angles instead"},
 	{"json", 0, NULL, "with --drift: print one JSON object"},
 	CLI_SET_OPT,

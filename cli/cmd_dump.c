@@ -22,7 +22,7 @@ static const cli_opt opts[] = {
 	{"after", 0, "PASS", "run the pipeline through PASS first"},
 	{"output", 'o', "FILE", "write to FILE (atomically) instead of standard output"},
 	{"dtype", 0, "f32|f64", "spec input: precision of the graph (default f32)"},
-	{"strategy", 0, "NAME", "spec input: store, revnet or checkpoint (default store)"},
+	{"strategy", 0, "NAME", "spec input: store, revnet or checkpoint (default revnet)"},
 	{"eval", 0, NULL, "spec input: the evaluation graph (running statistics, no training)"},
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},

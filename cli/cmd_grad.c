@@ -33,7 +33,7 @@ static const cli_opt opts[] = {
 	{"labels", 0, "Y.npy", "its labels, integer [N] (required)"},
 	{"out", 'o', "DIR", "directory to write (required; replaced whole, see below)"},
 	{"dtype", 0, "f32|f64", "precision of the computation (default f32)"},
-	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
+	CLI_STRATEGY_OPT,
 	{"state-out", 0, "DIR", "also write the batch-norm running statistics after the step"},
 	{"train-steps", 0, "K", "run K optimiser steps on the batch instead of writing gradients"},
 	{"lr", 0, "LR", "learning rate of those steps (default: the spec's first)"},

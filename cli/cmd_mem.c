@@ -284,7 +284,7 @@ int cmd_mem(int argc, char **argv)
 	bool json = false, all = false, no_edges = false, measuring = false;
 	int64_t budget = -1;
 	ir_dtype dt = IR_F32;
-	ps_strategy strategy = PS_REVNET;
+	ps_strategy strategy = PS_STRATEGY_DEFAULT;
 	ps_options popts = {0};
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {

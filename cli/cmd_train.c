@@ -39,7 +39,7 @@ static const cli_opt opts[] = {
 	{"resume", 0, "DIR", "continue from the checkpoint in DIR"},
 	{"eval-every", 0, "N", "evaluate on the test split every N steps (and at the end)"},
 	{"json", 0, NULL, "print JSON lines on stdout instead of text"},
-	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
+	CLI_STRATEGY_OPT,
 	{"dtype", 0, "f32|f64", "precision (default f32)"},
 	CLI_ENGINE_OPT,
 	CLI_CPU_OPT,

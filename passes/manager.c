@@ -14,7 +14,7 @@ void ps_ctx_init(ps_ctx *ctx)
 {
 	memset(ctx, 0, sizeof *ctx);
 	ir_diags_init(&ctx->diags);
-	ctx->strategy = PS_STORE;
+	ctx->strategy = PS_STRATEGY_DEFAULT;
 	ctx->optimizer = true;
 	ctx->momentum = 0.9;
 	ctx->weight_decay = 2e-4;

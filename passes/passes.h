@@ -19,6 +19,10 @@ typedef enum {
 	PS_STRATEGY_COUNT
 } ps_strategy;
 
+/* The strategy every command uses unless told otherwise (ps_ctx_init):
+ * revnet, the reason revc exists. */
+#define PS_STRATEGY_DEFAULT PS_REVNET
+
 const char *ps_strategy_name(ps_strategy s);
 bool ps_strategy_lookup(const char *name, ps_strategy *out);
 
@@ -28,7 +32,7 @@ typedef int64_t (*ps_workspace_fn)(const ir_node *n, void *user);
 /* What a pass may read besides the graph. */
 typedef struct {
 	ir_diags diags;       /* user-facing errors from passes */
-	ps_strategy strategy; /* revbwd */
+	ps_strategy strategy; /* revbwd (default PS_STRATEGY_DEFAULT) */
 	bool no_order_edges;  /* schedule: no ordering edges, naive order */
 	bool optimizer;       /* optim: add the SGD step (else gradients stay outputs) */
 	double momentum;      /* optim: SGD momentum (MODEL.md: 0.9) */
