@@ -90,10 +90,9 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (!file)
 		return cli_usage_error(a.cmd, "missing FILE");
-	if (!cli_pass_options_check(a.cmd, &popts))
-		return EXIT_USAGE;
-	if (popts.dump_dir && !cli_make_dir(popts.dump_dir))
-		return EXIT_USER;
+	int ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 	bool spec = cli_is_spec(file);
 	if (!spec && (m.nsets || eval))
 		return cli_usage_error(a.cmd, "--set and --eval apply to specs (.rev files) only");

@@ -27,7 +27,10 @@ static const char about[] =
 	"needs, with its shape, and ignores the others (a checkpoint of a deeper\n"
 	"model resumes a shallower one).  SIGINT or SIGTERM stops at the end of the\n"
 	"step (a checkpoint being written is finished first), keeps the last\n"
-	"checkpoint, and exits with status 130 or 143.";
+	"checkpoint, and exits with status 130 or 143.  The pass options apply to the\n"
+	"step's pipeline and to the evaluation graph's (its dumps: eval-NN-PASS.ir);\n"
+	"with --stop-after or --passes revc train builds and dumps the graphs and exits\n"
+	"without training.";
 
 static const cli_opt opts[] = {
 	{"data", 0, "DATA", "fashion-mnist[:DIR], cifar10:DIR or synthetic (default: the spec's)"},
@@ -47,11 +50,12 @@ static const cli_opt opts[] = {
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
+	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_DATA, OPT_EPOCHS, OPT_STEPS, OPT_THREADS, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME,
 	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_ENGINE, OPT_CPU, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY,
-	OPT_SET, OPT_HELP };
+	OPT_SET, OPT_HELP, OPT_PASS0 };
 
 static double lr_at(void *user, int64_t step)
 {
@@ -141,6 +145,7 @@ int cmd_train(int argc, char **argv)
 	const char *cpu = NULL;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
+	ps_options popts = {0};
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
@@ -203,10 +208,16 @@ int cmd_train(int argc, char **argv)
 			if (!cli_parse_max_memory(a.cmd, val, &max_memory))
 				return EXIT_USAGE;
 			break;
+		default:
+			if (!cli_pass_option(k - OPT_PASS0, val, &popts))
+				return EXIT_OK;
 		}
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
+	int ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 	if (epochs > 0 && steps > 0)
 		return cli_usage_error(a.cmd, "give --epochs or --steps, not both");
 	if (save_every && !save)
@@ -227,7 +238,8 @@ int cmd_train(int argc, char **argv)
 	cli_engine_plan(&engine, &ctx);
 	cli_engine_plan(&engine, &ectx);
 	rt_err e;
-	ps_options all = {0};
+	ps_options eopts;
+	char eval_only[128];
 	if (!cli_model_load(&m, spec))
 		goto done;
 	/* Fail now, not after an hour of training. */
@@ -236,8 +248,13 @@ int cmd_train(int argc, char **argv)
 		goto done;
 	}
 	/* The model first: its errors (and --max-memory) before loading data. */
-	step_g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &all);
-	eval_g = step_g ? cli_model_graph(&m, dt, FE_LOWER_EVAL, &ectx, &cli_eval_passes) : NULL;
+	step_g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &popts);
+	eval_g = step_g ? cli_model_graph(&m, dt, FE_LOWER_EVAL, &ectx,
+		cli_eval_options(&popts, &eopts, eval_only, sizeof eval_only)) : NULL;
+	if (eval_g && cli_pipeline_cut(a.cmd, &popts)) {
+		status = EXIT_OK;
+		goto done;
+	}
 	if (!eval_g || !cli_check_max_memory(max_memory, (ir_graph *[]){step_g, eval_g}, 2))
 		goto done;
 	if (!data)

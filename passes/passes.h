@@ -63,10 +63,15 @@ typedef struct {
 	const char *dump_after; /* a pass name, "all", or NULL */
 	const char *dump_dir;   /* numbered files NN-pass.ir there; else dump_out */
 	FILE *dump_out;         /* where dumps go without dump_dir (NULL: stderr) */
+	const char *dump_tag;   /* or NULL; names a second graph's dumps: files
+	                         * TAG-NN-pass.ir, headers "# ---- TAG: after pass" */
 	bool verify_each;
 	const char *stop_after; /* last pass to run, or NULL for all */
 	const char *only;       /* comma-separated passes to run, or NULL for all */
 } ps_options;
+
+/* Whether the comma-separated list names the n bytes at name. */
+bool ps_list_has(const char *list, const char *name, size_t n);
 
 /* Checks that every pass name in opts exists; on failure writes the
  * offending name into bad and returns false. */
