@@ -16,8 +16,9 @@ static const char about[] =
 	"evaluates on the test split with the running statistics.  Progress goes to\n"
 	"stderr (a bar on a terminal, plain lines otherwise; JSON lines on stdout with\n"
 	"--json); the summary gives the final train loss, test accuracy, images/s, peak\n"
-	"memory and wall time.  Checkpoints (--save) are directories of .npy files\n"
-	"replaced atomically; --resume continues one exactly, bit for bit.\n"
+	"memory (and what store would need) and wall time.  Checkpoints (--save) are\n"
+	"directories of .npy files replaced atomically; --resume continues one exactly,\n"
+	"bit for bit.\n"
 	"\n"
 	"A checkpoint holds NAME.npy for every parameter, running statistic and\n"
 	"momentum buffer, step.npy, data_seed.npy and revc-manifest.txt, which marks\n"
@@ -102,8 +103,26 @@ static int interrupted(const rt_train_cfg *c, const rt_train_result *r, cli_prog
 	return 128 + sig;
 }
 
+/* The arena the step would plan under store (what revnet saves), or -1
+ * when it cannot be planned: the summary then leaves the comparison out. */
+static int64_t store_arena(const cli_model *m, ir_dtype dt, cli_engine *e)
+{
+	ps_ctx sctx;
+	ps_ctx_init(&sctx);
+	sctx.strategy = PS_STORE;
+	sctx.momentum = m->spec.momentum;
+	sctx.weight_decay = m->spec.weight_decay;
+	cli_engine_plan(e, &sctx);
+	ir_graph *g = fe_lower(&m->spec, dt, FE_LOWER_TRAIN);
+	int64_t bytes = ps_run(g, &sctx, &(ps_options){0}) == 0 ? ps_arena_bytes(g) : -1;
+	ir_graph_free(g);
+	ps_ctx_free(&sctx);
+	return bytes;
+}
+
 static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_result *r,
-	int64_t batch, int64_t peak, bool json, const char *strategy, const char *engine)
+	int64_t batch, int64_t peak, int64_t planned, int64_t store_planned, bool json, const char *strategy,
+	const char *engine)
 {
 	double ips = r->seconds > 0 ? (double)(r->steps * batch) / r->seconds : 0;
 	double step_s = r->steps ? r->seconds / (double)r->steps : 0;
@@ -112,11 +131,14 @@ static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_re
 		cli_json_string(stdout, m->spec.name);
 		printf("\",\"engine\":\"%s\",\"steps\":%lld,\"total_steps\":%lld,\"batch\":%lld,\"strategy\":\"%s\","
 		       "\"train_loss\":%.6g,\"train_accuracy\":%.6g,\"test_loss\":%.6g,\"test_accuracy\":%.6g,"
-		       "\"images_per_sec\":%.1f,\"step_seconds\":%.6f,\"peak_bytes\":%lld,\"rss_mib\":%.1f,"
-		       "\"wall_seconds\":%.3f}\n",
+		       "\"images_per_sec\":%.1f,\"step_seconds\":%.6f,\"peak_bytes\":%lld,\"planned_bytes\":%lld,",
 			engine, (long long)r->steps, (long long)c->total_steps, (long long)batch, strategy, r->train_loss,
-			r->train_accuracy, r->test_loss, r->test_accuracy, ips, step_s, (long long)peak, cli_rss_mib(),
-			r->seconds);
+			r->train_accuracy, r->test_loss, r->test_accuracy, ips, step_s, (long long)peak, (long long)planned);
+		if (store_planned >= 0)
+			printf("\"store_planned_bytes\":%lld,", (long long)store_planned);
+		else
+			printf("\"store_planned_bytes\":null,");
+		printf("\"rss_mib\":%.1f,\"wall_seconds\":%.3f}\n", cli_rss_mib(), r->seconds);
 		return;
 	}
 	printf("revc train: %s, steps %lld..%lld of %lld, batch %lld, strategy %s, engine %s\n", m->spec.name,
@@ -130,6 +152,14 @@ static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_re
 	printf("  speed           %.1f images/s, %.4f s/step\n", ips, step_s);
 	printf("  peak memory     %.2f MiB of tensors in a step, process RSS %.1f MiB\n",
 		(double)peak / (1 << 20), cli_rss_mib());
+	char b1[32], b2[32];
+	cli_human_bytes(b1, sizeof b1, planned);
+	cli_human_bytes(b2, sizeof b2, store_planned);
+	if (strcmp(strategy, "store") != 0 && store_planned >= 0 && planned > 0)
+		printf("  memory          %s planned under %s; store would need %s (%.2fx)\n", b1, strategy, b2,
+			(double)store_planned / (double)planned);
+	else
+		printf("  memory          %s planned under %s\n", b1, strategy);
 	printf("  wall time       %.1f s\n", r->seconds);
 }
 
@@ -314,7 +344,9 @@ int cmd_train(int argc, char **argv)
 		status = interrupted(&c, &r, &u.progress, json);
 		goto done;
 	}
-	summary(&m, &c, &r, m.spec.batch, rt_exec_peak_bytes(step_x), json, ps_strategy_name(ctx.strategy),
+	int64_t planned = ps_arena_bytes(step_g);
+	summary(&m, &c, &r, m.spec.batch, rt_exec_peak_bytes(step_x), planned,
+		ctx.strategy == PS_STORE ? planned : store_arena(&m, dt, &engine), json, ps_strategy_name(ctx.strategy),
 		cli_engine_name(&engine));
 	status = EXIT_OK;
 done:

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The pass options on train, grad, bench, eval and check (docs/ir.md, "The
-# pipeline and its options"), and revnet as every command's default strategy.
+# pipeline and its options"), revnet as every command's default strategy,
+# and the train summary's memory line: what was planned and what store
+# would need, checked against revc mem's arena.
 # Usage: pass-options.sh REVC ROOT
 set -u
 revc=$(realpath "$1") root=$2 fail=0
@@ -90,6 +92,21 @@ done
 "$revc" "${grad[@]}" --dtype f64 --strategy revnet >/dev/null 2>&1
 cmp -s "$tmp/g-default/s1.u0.f.conv0.w.npy" "$tmp/g/s1.u0.f.conv0.w.npy" || bad "grad's default is not revnet"
 "$revc" bench models/fashion.rev "${tiny[@]}" --steps 1 | grep -q 'strategy revnet,' || bad "bench's default"
+
+# The summary's memory line, against revc mem (both with the interpreter's
+# workspace): planned under revnet, and what store would need.
+arena() { "$revc" mem models/fashion.rev "${tiny[@]}" --strategy "$1" --json |
+  sed -n 's/.*"arena_bytes":\([0-9]*\).*/\1/p'; }
+rev=$(arena revnet) st=$(arena store)
+read -r -a c <<<"${cmd[train]}"
+out=$("$revc" "${c[@]}" --engine interp --json 2>/dev/null | tail -1)
+grep -q "\"planned_bytes\":$rev,\"store_planned_bytes\":$st," <<<"$out" ||
+  bad "train --json: want planned $rev, store $st: $out"
+out=$("$revc" "${c[@]}" --engine interp 2>/dev/null)
+grep -qE "^  memory +[0-9.]+ MiB planned under revnet; store would need [0-9.]+ MiB \(1\.[0-9]+x\)$" <<<"$out" ||
+  bad "train summary: $out"
+out=$("$revc" "${c[@]}" --engine interp --strategy store --json 2>/dev/null | tail -1)
+grep -q "\"planned_bytes\":$st,\"store_planned_bytes\":$st," <<<"$out" || bad "train --strategy store --json: $out"
 
 [ $fail -eq 0 ] && echo "pass-options: ok"
 exit $fail
