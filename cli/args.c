@@ -137,3 +137,21 @@ bool cli_pass_options_check(const char *cmd, const ps_options *opts)
 	cli_usage_error(cmd, "unknown pass '%s'; 'revc dump --print-passes' lists them", bad);
 	return false;
 }
+
+int cli_pass_options_ready(const char *cmd, const ps_options *opts)
+{
+	if (!cli_pass_options_check(cmd, opts))
+		return EXIT_USAGE;
+	if (opts->dump_dir && !cli_make_dir(opts->dump_dir))
+		return EXIT_USER;
+	return EXIT_OK;
+}
+
+bool cli_pipeline_cut(const char *cmd, const ps_options *opts)
+{
+	if (opts->stop_after)
+		fprintf(stderr, "%s: stopped after pass '%s' (--stop-after); nothing run\n", cmd, opts->stop_after);
+	else if (opts->only)
+		fprintf(stderr, "%s: ran passes %s only (--passes); nothing run\n", cmd, opts->only);
+	return opts->stop_after || opts->only;
+}

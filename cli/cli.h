@@ -59,6 +59,13 @@ bool cli_pass_option(int k, const char *val, ps_options *opts);
 /* Validates pass names; prints a usage error and returns false if one is
  * unknown. */
 bool cli_pass_options_check(const char *cmd, const ps_options *opts);
+/* After parsing: checks the pass names (else EXIT_USAGE) and makes the dump
+ * directory (else EXIT_USER); EXIT_OK when the command may go on. */
+int cli_pass_options_ready(const char *cmd, const ps_options *opts);
+/* Whether --stop-after or --passes cut the pipeline short; then it says so
+ * on stderr, and a command that runs its graphs (train, grad, bench, eval,
+ * check) exits 0 once they are built and dumped, without running them. */
+bool cli_pipeline_cut(const char *cmd, const ps_options *opts);
 /* Creates directory path unless it exists (its parent must); reports and
  * returns false when it cannot, or when path is not a directory. */
 bool cli_make_dir(const char *path);
@@ -115,6 +122,14 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 
 /* The passes an evaluation graph goes through: no autodiff, no optimiser. */
 extern const ps_options cli_eval_passes;
+/* The eval pipeline under the command's pass options: *out is user with the
+ * dump tag "eval" and, of cli_eval_passes, only the passes user->only names
+ * (all without it), written into only[n].  Returns out. */
+const ps_options *cli_eval_options(const ps_options *user, ps_options *out, char *only, size_t n);
+
+/* --strategy of the commands that build a training step; the default it
+ * names is PS_STRATEGY_DEFAULT (ps_ctx_init). */
+#define CLI_STRATEGY_OPT {"strategy", 0, "NAME", "store, revnet or checkpoint (default revnet)"}
 
 bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out);
 bool cli_parse_strategy(const char *cmd, const char *val, ps_strategy *out);

@@ -21,13 +21,15 @@ static const char about[] =
 	"achieved GFLOP/s (convolution and dense FLOPs over the median step), the\n"
 	"planned arena and the process RSS, and the compile time.  --gemm also times\n"
 	"cblas_sgemm alone on the step's GEMM shapes (the machine's ceiling for them)\n"
-	"and gives the step's share of it.";
+	"and gives the step's share of it.  The pass options apply to the step's\n"
+	"pipeline; with --stop-after or --passes revc bench builds and dumps the step\n"
+	"and exits without timing it.";
 
 static const cli_opt opts[] = {
 	{"steps", 0, "K", "timed steps (default 5)"},
 	CLI_ENGINE_OPT,
 	CLI_CPU_OPT,
-	{"strategy", 0, "NAME", "store, revnet or checkpoint (default revnet)"},
+	CLI_STRATEGY_OPT,
 	{"threads", 0, "N", "threads (default 2)"},
 	{"gemm", 0, NULL, "also measure cblas_sgemm alone on the step's GEMM shapes"},
 	{"json", 0, NULL, "print one JSON object"},
@@ -35,10 +37,11 @@ static const cli_opt opts[] = {
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
+	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_STEPS, OPT_ENGINE, OPT_CPU, OPT_STRATEGY, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP, OPT_MAX_MEMORY, OPT_SET,
-	OPT_HELP };
+	OPT_HELP, OPT_PASS0 };
 
 static int by_value(const void *a, const void *b)
 {
@@ -138,7 +141,7 @@ int cmd_bench(int argc, char **argv)
 	const char *cpu = NULL;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
-	ctx.strategy = PS_REVNET;
+	ps_options popts = {0};
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
@@ -183,10 +186,16 @@ int cmd_bench(int argc, char **argv)
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
+		default:
+			if (!cli_pass_option(k - OPT_PASS0, val, &popts))
+				return EXIT_OK;
 		}
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
+	int ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 	if (dump && !cli_make_dir(dump))
 		return EXIT_USER;
 
@@ -202,8 +211,13 @@ int cmd_bench(int argc, char **argv)
 	rt_exec *x = NULL;
 	rt_err err;
 	double *times = NULL;
-	if (!cli_model_load(&m, spec) || !(g = cli_model_graph(&m, IR_F32, FE_LOWER_TRAIN, &ctx, &(ps_options){0})) ||
-	    !cli_check_max_memory(max_memory, &g, 1))
+	if (!cli_model_load(&m, spec) || !(g = cli_model_graph(&m, IR_F32, FE_LOWER_TRAIN, &ctx, &popts)))
+		goto done;
+	if (cli_pipeline_cut(a.cmd, &popts)) {
+		status = EXIT_OK;
+		goto done;
+	}
+	if (!cli_check_max_memory(max_memory, &g, 1))
 		goto done;
 	if (!rt_store_init_from_graph(&store, g, (uint64_t)m.spec.seed, &err)) {
 		cli_error("%s", err.msg);

@@ -38,21 +38,26 @@ static const char about[] =
 	"With --drift it measures the reversible backward pass instead: for every\n"
 	"invertible unit, the largest absolute and relative error of the reconstructed\n"
 	"inputs x1, x2 against the forward values, and per parameter the angle between\n"
-	"the revnet and store gradients (worst and median), in f32 and in f64.";
+	"the revnet and store gradients (worst and median), in f32 and in f64.\n\n"
+	"The pass options (not with --drift) apply to the gradient graph's pipeline and\n"
+	"to the loss-only graph's, which is the evaluation pipeline (its dumps:\n"
+	"eval-NN-PASS.ir); with --stop-after or --passes revc check builds and dumps\n"
+	"them and exits without checking.";
 
 static const cli_opt opts[] = {
 	{"samples", 0, "K", "coordinates sampled per tensor (default 3)"},
 	{"seed", 0, "S", "seed of parameters, batch and samples (default: the spec's)"},
 	{"tolerance", 0, "T", "largest relative error accepted (default 1e-6)"},
 	{"step", 0, "H", "largest finite-difference step (default 1e-5)"},
-	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
+	CLI_STRATEGY_OPT,
 	{"drift", 0, NULL, "report reconstruction drift and revnet-vs-store gradient angles instead"},
 	{"json", 0, NULL, "with --drift: print one JSON object"},
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
+	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_SAMPLES, OPT_SEED, OPT_TOL, OPT_STEP, OPT_STRATEGY, OPT_DRIFT, OPT_JSON, OPT_SET, OPT_HELP };
+enum { OPT_SAMPLES, OPT_SEED, OPT_TOL, OPT_STEP, OPT_STRATEGY, OPT_DRIFT, OPT_JSON, OPT_SET, OPT_HELP, OPT_PASS0 };
 
 typedef struct {
 	rt_exec *fwd;   /* the loss alone */
@@ -159,9 +164,11 @@ int cmd_check(int argc, char **argv)
 	double tol = 1e-6, h = 1e-5;
 	bool drift = false, json = false;
 	const char *fd_only = NULL; /* an option --drift does not take */
+	char pass_opt[32];
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	ctx.optimizer = false;
+	ps_options popts = {0};
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		char *end;
@@ -206,6 +213,11 @@ int cmd_check(int argc, char **argv)
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
+		default:
+			if (!cli_pass_option(k - OPT_PASS0, val, &popts))
+				return EXIT_OK;
+			snprintf(pass_opt, sizeof pass_opt, "--%s", opts[k].name);
+			fd_only = pass_opt;
 		}
 	}
 	if (!spec)
@@ -214,6 +226,9 @@ int cmd_check(int argc, char **argv)
 		return cli_usage_error(a.cmd, "%s does not apply to --drift (it compares revnet with store)", fd_only);
 	if (json && !drift)
 		return cli_usage_error(a.cmd, "--json goes with --drift");
+	int ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 	if (drift) {
 		int st = EXIT_USER;
 		if (cli_model_load(&m, spec))
@@ -233,16 +248,22 @@ int cmd_check(int argc, char **argv)
 	rt_store store;
 	rt_store_init(&store);
 	rt_err e;
-	ps_options all = {0};
+	ps_options eopts;
+	char eval_only[128];
 	ps_ctx fctx;
 	ps_ctx_init(&fctx);
 	if (!cli_model_load(&m, spec))
 		goto done;
 	uint64_t s = (uint64_t)(seed >= 0 ? seed : m.spec.seed);
-	gg = cli_model_graph(&m, IR_F64, FE_LOWER_TRAIN, &ctx, &all);
-	fg = gg ? cli_model_graph(&m, IR_F64, FE_LOWER_TRAIN, &fctx, &cli_eval_passes) : NULL;
+	gg = cli_model_graph(&m, IR_F64, FE_LOWER_TRAIN, &ctx, &popts);
+	fg = gg ? cli_model_graph(&m, IR_F64, FE_LOWER_TRAIN, &fctx,
+		cli_eval_options(&popts, &eopts, eval_only, sizeof eval_only)) : NULL;
 	if (!fg)
 		goto done;
+	if (cli_pipeline_cut(a.cmd, &popts)) {
+		status = EXIT_OK;
+		goto done;
+	}
 	if (!rt_store_init_from_graph(&store, gg, s, &e) || !(gx = rt_exec_new(gg, &store, RT_EXEC_AUTO, &e)) ||
 	    !(fx = rt_exec_new(fg, &store, RT_EXEC_AUTO, &e))) {
 		cli_error("%s", e.msg);

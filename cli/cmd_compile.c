@@ -41,7 +41,7 @@ static const cli_opt opts[] = {
 	{"output", 'o', "FILE", "libNAME.so or NAME.o (required)"},
 	{"header", 0, "FILE.h", "also write the C header"},
 	{"name", 0, "PREFIX", "prefix of the API's symbols (default: NAME from the output)"},
-	{"strategy", 0, "NAME", "store, revnet or checkpoint (default revnet)"},
+	CLI_STRATEGY_OPT,
 	{"dump-llvm", 0, "DIR", "write the module's .ll before and after optimisation"},
 	CLI_CPU_OPT,
 	CLI_SET_OPT,
@@ -225,7 +225,6 @@ int cmd_compile(int argc, char **argv)
 	ps_ctx ctx, fctx;
 	ps_ctx_init(&ctx);
 	ps_ctx_init(&fctx);
-	ctx.strategy = PS_REVNET;
 	fctx.optimizer = false;
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {

@@ -17,7 +17,9 @@ static const char about[] =
 	"model has must be in DIR with its shape; others are ignored, so a checkpoint\n"
 	"of a deeper model evaluates a shallower one.  DIR may come from NumPy (no\n"
 	"revc-manifest.txt needed).  When any image's logits are not finite (NaN or\n"
-	"Inf in the parameters, say), it reports that as an error instead.";
+	"Inf in the parameters, say), it reports that as an error instead.  The pass\n"
+	"options apply to the evaluation graph's pipeline (its dumps: eval-NN-PASS.ir);\n"
+	"with --stop-after or --passes revc eval builds and dumps it and exits.";
 
 static const cli_opt opts[] = {
 	{"params", 0, "DIR", "parameters and running statistics (required)"},
@@ -28,9 +30,10 @@ static const cli_opt opts[] = {
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
+	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_PARAMS, OPT_DATA, OPT_SPLIT, OPT_JSON, OPT_THREADS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP };
+enum { OPT_PARAMS, OPT_DATA, OPT_SPLIT, OPT_JSON, OPT_THREADS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP, OPT_PASS0 };
 
 int cmd_eval(int argc, char **argv)
 {
@@ -39,6 +42,7 @@ int cmd_eval(int argc, char **argv)
 	const char *spec = NULL, *params = NULL, *data = NULL, *val;
 	bool json = false, train_split = false;
 	int64_t threads = 2, max_memory = -1;
+	ps_options popts = {0};
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
@@ -72,12 +76,18 @@ int cmd_eval(int argc, char **argv)
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
+		default:
+			if (!cli_pass_option(k - OPT_PASS0, val, &popts))
+				return EXIT_OK;
 		}
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
 	if (!params)
 		return cli_usage_error(a.cmd, "missing --params DIR");
+	int ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 	rt_set_threads((int)threads);
 
 	int status = EXIT_USER;
@@ -92,9 +102,15 @@ int cmd_eval(int argc, char **argv)
 	rt_err e;
 	double loss, acc;
 	int64_t bad;
+	ps_options eopts;
+	char eval_only[128];
 	if (!cli_model_load(&m, spec))
 		goto done;
-	g = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &ctx, &cli_eval_passes);
+	g = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &ctx, cli_eval_options(&popts, &eopts, eval_only, sizeof eval_only));
+	if (g && cli_pipeline_cut(a.cmd, &popts)) {
+		status = EXIT_OK;
+		goto done;
+	}
 	if (!g || !cli_check_max_memory(max_memory, &g, 1))
 		goto done;
 	if (!data)

@@ -25,7 +25,9 @@ static const char about[] =
 	"DIR needs no manifest: a directory of NAME.npy files from NumPy will do.\n"
 	"The directories written (--out, --state-out, --params-out) get a\n"
 	"revc-manifest.txt listing their files, and replace an existing directory\n"
-	"only when it is empty or revc wrote it; any other is refused before the work.";
+	"only when it is empty or revc wrote it; any other is refused before the work.\n"
+	"The pass options apply to the step's pipeline; with --stop-after or --passes\n"
+	"revc grad builds and dumps the step and exits without running it.";
 
 static const cli_opt opts[] = {
 	{"params", 0, "DIR", "parameters and state to start from (required)"},
@@ -33,7 +35,7 @@ static const cli_opt opts[] = {
 	{"labels", 0, "Y.npy", "its labels, integer [N] (required)"},
 	{"out", 'o', "DIR", "directory to write (required; replaced whole, see below)"},
 	{"dtype", 0, "f32|f64", "precision of the computation (default f32)"},
-	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
+	CLI_STRATEGY_OPT,
 	{"state-out", 0, "DIR", "also write the batch-norm running statistics after the step"},
 	{"train-steps", 0, "K", "run K optimiser steps on the batch instead of writing gradients"},
 	{"lr", 0, "LR", "learning rate of those steps (default: the spec's first)"},
@@ -44,10 +46,11 @@ static const cli_opt opts[] = {
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
+	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_STATE_OUT, OPT_STEPS,
-	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CPU, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP };
+	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CPU, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP, OPT_PASS0 };
 
 /* Copies an .npy array into a graph input, converting the element type. */
 static bool fill_input(rt_exec *x, const char *name, const rt_npy *a, const char *path)
@@ -187,6 +190,7 @@ int cmd_grad(int argc, char **argv)
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	ctx.optimizer = false;
+	ps_options popts = {0};
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
@@ -242,6 +246,9 @@ int cmd_grad(int argc, char **argv)
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
+		default:
+			if (!cli_pass_option(k - OPT_PASS0, val, &popts))
+				return EXIT_OK;
 		}
 	}
 	if (!spec)
@@ -254,6 +261,9 @@ int cmd_grad(int argc, char **argv)
 		return cli_usage_error(a.cmd, "--train-steps writes --params-out, not gradients: drop --out");
 	if (!steps && (params_out || lr > 0))
 		return cli_usage_error(a.cmd, "--params-out and --lr go with --train-steps");
+	int ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 	ctx.optimizer = steps > 0;
 	cli_engine engine;
 	cli_engine_init(&engine, engine_kind, 2, cpu);
@@ -267,7 +277,6 @@ int cmd_grad(int argc, char **argv)
 	ir_graph *g = NULL;
 	rt_dir d;
 	rt_err e;
-	ps_options popts = {0};
 	if (!cli_model_load(&m, spec) || !read_batch(&m, xpath, ypath, &x, &y))
 		goto done;
 	/* Fail now on an output that cannot be written, not after the work. */
@@ -279,6 +288,10 @@ int cmd_grad(int argc, char **argv)
 		}
 	}
 	g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &popts);
+	if (g && cli_pipeline_cut(a.cmd, &popts)) {
+		status = EXIT_OK;
+		goto done;
+	}
 	if (!g || !cli_check_max_memory(max_memory, &g, 1))
 		goto done;
 	if (!rt_store_load(&store, g, params, true, &e)) {

@@ -284,7 +284,7 @@ int cmd_mem(int argc, char **argv)
 	bool json = false, all = false, no_edges = false, measuring = false;
 	int64_t budget = -1;
 	ir_dtype dt = IR_F32;
-	ps_strategy strategy = PS_REVNET;
+	ps_strategy strategy = PS_STRATEGY_DEFAULT;
 	ps_options popts = {0};
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
@@ -327,10 +327,9 @@ int cmd_mem(int argc, char **argv)
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
-	if (!cli_pass_options_check(a.cmd, &popts))
-		return EXIT_USAGE;
-	if (popts.dump_dir && !cli_make_dir(popts.dump_dir))
-		return EXIT_USER;
+	int ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 	if (!cli_model_load(&m, spec))
 		return EXIT_USER;
 

@@ -16,8 +16,9 @@ static const char about[] =
 	"evaluates on the test split with the running statistics.  Progress goes to\n"
 	"stderr (a bar on a terminal, plain lines otherwise; JSON lines on stdout with\n"
 	"--json); the summary gives the final train loss, test accuracy, images/s, peak\n"
-	"memory and wall time.  Checkpoints (--save) are directories of .npy files\n"
-	"replaced atomically; --resume continues one exactly, bit for bit.\n"
+	"memory (and what store would need) and wall time.  Checkpoints (--save) are\n"
+	"directories of .npy files replaced atomically; --resume continues one exactly,\n"
+	"bit for bit.\n"
 	"\n"
 	"A checkpoint holds NAME.npy for every parameter, running statistic and\n"
 	"momentum buffer, step.npy, data_seed.npy and revc-manifest.txt, which marks\n"
@@ -27,7 +28,10 @@ static const char about[] =
 	"needs, with its shape, and ignores the others (a checkpoint of a deeper\n"
 	"model resumes a shallower one).  SIGINT or SIGTERM stops at the end of the\n"
 	"step (a checkpoint being written is finished first), keeps the last\n"
-	"checkpoint, and exits with status 130 or 143.";
+	"checkpoint, and exits with status 130 or 143.  The pass options apply to the\n"
+	"step's pipeline and to the evaluation graph's (its dumps: eval-NN-PASS.ir);\n"
+	"with --stop-after or --passes revc train builds and dumps the graphs and exits\n"
+	"without training.";
 
 static const cli_opt opts[] = {
 	{"data", 0, "DATA", "fashion-mnist[:DIR], cifar10:DIR or synthetic (default: the spec's)"},
@@ -39,7 +43,7 @@ static const cli_opt opts[] = {
 	{"resume", 0, "DIR", "continue from the checkpoint in DIR"},
 	{"eval-every", 0, "N", "evaluate on the test split every N steps (and at the end)"},
 	{"json", 0, NULL, "print JSON lines on stdout instead of text"},
-	{"strategy", 0, "NAME", "store, revnet or checkpoint (default store)"},
+	CLI_STRATEGY_OPT,
 	{"dtype", 0, "f32|f64", "precision (default f32)"},
 	CLI_ENGINE_OPT,
 	CLI_CPU_OPT,
@@ -47,11 +51,12 @@ static const cli_opt opts[] = {
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
+	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_DATA, OPT_EPOCHS, OPT_STEPS, OPT_THREADS, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME,
 	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_ENGINE, OPT_CPU, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY,
-	OPT_SET, OPT_HELP };
+	OPT_SET, OPT_HELP, OPT_PASS0 };
 
 static double lr_at(void *user, int64_t step)
 {
@@ -98,8 +103,26 @@ static int interrupted(const rt_train_cfg *c, const rt_train_result *r, cli_prog
 	return 128 + sig;
 }
 
+/* The arena the step would plan under store (what revnet saves), or -1
+ * when it cannot be planned: the summary then leaves the comparison out. */
+static int64_t store_arena(const cli_model *m, ir_dtype dt, cli_engine *e)
+{
+	ps_ctx sctx;
+	ps_ctx_init(&sctx);
+	sctx.strategy = PS_STORE;
+	sctx.momentum = m->spec.momentum;
+	sctx.weight_decay = m->spec.weight_decay;
+	cli_engine_plan(e, &sctx);
+	ir_graph *g = fe_lower(&m->spec, dt, FE_LOWER_TRAIN);
+	int64_t bytes = ps_run(g, &sctx, &(ps_options){0}) == 0 ? ps_arena_bytes(g) : -1;
+	ir_graph_free(g);
+	ps_ctx_free(&sctx);
+	return bytes;
+}
+
 static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_result *r,
-	int64_t batch, int64_t peak, bool json, const char *strategy, const char *engine)
+	int64_t batch, int64_t peak, int64_t planned, int64_t store_planned, bool json, const char *strategy,
+	const char *engine)
 {
 	double ips = r->seconds > 0 ? (double)(r->steps * batch) / r->seconds : 0;
 	double step_s = r->steps ? r->seconds / (double)r->steps : 0;
@@ -108,11 +131,14 @@ static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_re
 		cli_json_string(stdout, m->spec.name);
 		printf("\",\"engine\":\"%s\",\"steps\":%lld,\"total_steps\":%lld,\"batch\":%lld,\"strategy\":\"%s\","
 		       "\"train_loss\":%.6g,\"train_accuracy\":%.6g,\"test_loss\":%.6g,\"test_accuracy\":%.6g,"
-		       "\"images_per_sec\":%.1f,\"step_seconds\":%.6f,\"peak_bytes\":%lld,\"rss_mib\":%.1f,"
-		       "\"wall_seconds\":%.3f}\n",
+		       "\"images_per_sec\":%.1f,\"step_seconds\":%.6f,\"peak_bytes\":%lld,\"planned_bytes\":%lld,",
 			engine, (long long)r->steps, (long long)c->total_steps, (long long)batch, strategy, r->train_loss,
-			r->train_accuracy, r->test_loss, r->test_accuracy, ips, step_s, (long long)peak, cli_rss_mib(),
-			r->seconds);
+			r->train_accuracy, r->test_loss, r->test_accuracy, ips, step_s, (long long)peak, (long long)planned);
+		if (store_planned >= 0)
+			printf("\"store_planned_bytes\":%lld,", (long long)store_planned);
+		else
+			printf("\"store_planned_bytes\":null,");
+		printf("\"rss_mib\":%.1f,\"wall_seconds\":%.3f}\n", cli_rss_mib(), r->seconds);
 		return;
 	}
 	printf("revc train: %s, steps %lld..%lld of %lld, batch %lld, strategy %s, engine %s\n", m->spec.name,
@@ -126,6 +152,14 @@ static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_re
 	printf("  speed           %.1f images/s, %.4f s/step\n", ips, step_s);
 	printf("  peak memory     %.2f MiB of tensors in a step, process RSS %.1f MiB\n",
 		(double)peak / (1 << 20), cli_rss_mib());
+	char b1[32], b2[32];
+	cli_human_bytes(b1, sizeof b1, planned);
+	cli_human_bytes(b2, sizeof b2, store_planned);
+	if (strcmp(strategy, "store") != 0 && store_planned >= 0 && planned > 0)
+		printf("  memory          %s planned under %s; store would need %s (%.2fx)\n", b1, strategy, b2,
+			(double)store_planned / (double)planned);
+	else
+		printf("  memory          %s planned under %s\n", b1, strategy);
 	printf("  wall time       %.1f s\n", r->seconds);
 }
 
@@ -141,6 +175,7 @@ int cmd_train(int argc, char **argv)
 	const char *cpu = NULL;
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
+	ps_options popts = {0};
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
@@ -203,10 +238,16 @@ int cmd_train(int argc, char **argv)
 			if (!cli_parse_max_memory(a.cmd, val, &max_memory))
 				return EXIT_USAGE;
 			break;
+		default:
+			if (!cli_pass_option(k - OPT_PASS0, val, &popts))
+				return EXIT_OK;
 		}
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
+	int ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 	if (epochs > 0 && steps > 0)
 		return cli_usage_error(a.cmd, "give --epochs or --steps, not both");
 	if (save_every && !save)
@@ -227,7 +268,8 @@ int cmd_train(int argc, char **argv)
 	cli_engine_plan(&engine, &ctx);
 	cli_engine_plan(&engine, &ectx);
 	rt_err e;
-	ps_options all = {0};
+	ps_options eopts;
+	char eval_only[128];
 	if (!cli_model_load(&m, spec))
 		goto done;
 	/* Fail now, not after an hour of training. */
@@ -236,8 +278,13 @@ int cmd_train(int argc, char **argv)
 		goto done;
 	}
 	/* The model first: its errors (and --max-memory) before loading data. */
-	step_g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &all);
-	eval_g = step_g ? cli_model_graph(&m, dt, FE_LOWER_EVAL, &ectx, &cli_eval_passes) : NULL;
+	step_g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &popts);
+	eval_g = step_g ? cli_model_graph(&m, dt, FE_LOWER_EVAL, &ectx,
+		cli_eval_options(&popts, &eopts, eval_only, sizeof eval_only)) : NULL;
+	if (eval_g && cli_pipeline_cut(a.cmd, &popts)) {
+		status = EXIT_OK;
+		goto done;
+	}
 	if (!eval_g || !cli_check_max_memory(max_memory, (ir_graph *[]){step_g, eval_g}, 2))
 		goto done;
 	if (!data)
@@ -297,7 +344,9 @@ int cmd_train(int argc, char **argv)
 		status = interrupted(&c, &r, &u.progress, json);
 		goto done;
 	}
-	summary(&m, &c, &r, m.spec.batch, rt_exec_peak_bytes(step_x), json, ps_strategy_name(ctx.strategy),
+	int64_t planned = ps_arena_bytes(step_g);
+	summary(&m, &c, &r, m.spec.batch, rt_exec_peak_bytes(step_x), planned,
+		ctx.strategy == PS_STORE ? planned : store_arena(&m, dt, &engine), json, ps_strategy_name(ctx.strategy),
 		cli_engine_name(&engine));
 	status = EXIT_OK;
 done:

@@ -94,6 +94,23 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 
 const ps_options cli_eval_passes = {.only = "shape,dce,schedule,fuse,liveness,plan"};
 
+const ps_options *cli_eval_options(const ps_options *user, ps_options *out, char *only, size_t n)
+{
+	*out = *user;
+	out->dump_tag = "eval";
+	out->only = only;
+	size_t used = 0;
+	only[0] = 0;
+	for (const char *p = cli_eval_passes.only; p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		if ((!user->only || ps_list_has(user->only, p, len)) && used + len + 2 <= n)
+			used += (size_t)snprintf(only + used, n - used, "%s%.*s", used ? "," : "", (int)len, p);
+		p = comma ? comma + 1 : NULL;
+	}
+	return out;
+}
+
 bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out)
 {
 	if (strcmp(val, "f32") == 0)

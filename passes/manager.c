@@ -2,8 +2,9 @@
  * between passes, and stops early; passes themselves never print.
  *
  * Dumps go to ps_options.dump_out, or, with a dump directory, to numbered
- * files NN-pass.ir (NN counts the passes that ran, from 01), each written to
- * a temporary name and renamed so no half-written dump is left behind. */
+ * files NN-pass.ir (NN counts the passes that ran, from 01; TAG-NN-pass.ir
+ * with a dump tag), each written to a temporary name and renamed so no
+ * half-written dump is left behind. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,7 @@ void ps_ctx_init(ps_ctx *ctx)
 {
 	memset(ctx, 0, sizeof *ctx);
 	ir_diags_init(&ctx->diags);
-	ctx->strategy = PS_STORE;
+	ctx->strategy = PS_STRATEGY_DEFAULT;
 	ctx->optimizer = true;
 	ctx->momentum = 0.9;
 	ctx->weight_decay = 2e-4;
@@ -47,10 +48,8 @@ void ps_ctx_free(ps_ctx *ctx)
 	ir_diags_free(&ctx->diags);
 }
 
-/* Is `name` in the comma-separated list? */
-static bool in_list(const char *list, const char *name)
+bool ps_list_has(const char *list, const char *name, size_t n)
 {
-	size_t n = strlen(name);
 	for (const char *p = list; p && *p;) {
 		const char *comma = strchr(p, ',');
 		size_t len = comma ? (size_t)(comma - p) : strlen(p);
@@ -89,14 +88,16 @@ bool ps_options_check(const ps_options *opts, char *bad, size_t badlen)
 
 static int dump(const ps_options *opts, int seq, const char *pass, const ir_graph *g, ps_ctx *ctx)
 {
+	const char *tag = opts->dump_tag ? opts->dump_tag : "";
+	const char *sep = opts->dump_tag ? "-" : "";
 	if (!opts->dump_dir) {
 		FILE *out = opts->dump_out ? opts->dump_out : stderr;
-		fprintf(out, "# ---- after %s ----\n", pass);
+		fprintf(out, "# ---- %s%safter %s ----\n", tag, opts->dump_tag ? ": " : "", pass);
 		ir_print(out, g);
 		return 0;
 	}
 	char path[4096], tmp[4200];
-	snprintf(path, sizeof path, "%s/%02d-%s.ir", opts->dump_dir, seq, pass);
+	snprintf(path, sizeof path, "%s/%s%s%02d-%s.ir", opts->dump_dir, tag, sep, seq, pass);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
 	FILE *f = fopen(tmp, "w");
 	if (!f) {
@@ -152,7 +153,7 @@ int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps
 	const char *last = NULL;
 	for (int i = 0; i < n; i++) {
 		const ps_pass *p = &table[i];
-		bool wanted = !opts->only || in_list(opts->only, p->name);
+		bool wanted = !opts->only || ps_list_has(opts->only, p->name, strlen(p->name));
 		if (wanted && !ir_graph_has_pass(g, p->name)) {
 			ir_pos at;
 			int later = listed_later(table, n, i, g, &at);

@@ -19,6 +19,10 @@ typedef enum {
 	PS_STRATEGY_COUNT
 } ps_strategy;
 
+/* The strategy every command uses unless told otherwise (ps_ctx_init):
+ * revnet, the reason revc exists. */
+#define PS_STRATEGY_DEFAULT PS_REVNET
+
 const char *ps_strategy_name(ps_strategy s);
 bool ps_strategy_lookup(const char *name, ps_strategy *out);
 
@@ -28,7 +32,7 @@ typedef int64_t (*ps_workspace_fn)(const ir_node *n, void *user);
 /* What a pass may read besides the graph. */
 typedef struct {
 	ir_diags diags;       /* user-facing errors from passes */
-	ps_strategy strategy; /* revbwd */
+	ps_strategy strategy; /* revbwd (default PS_STRATEGY_DEFAULT) */
 	bool no_order_edges;  /* schedule: no ordering edges, naive order */
 	bool optimizer;       /* optim: add the SGD step (else gradients stay outputs) */
 	double momentum;      /* optim: SGD momentum (MODEL.md: 0.9) */
@@ -59,10 +63,15 @@ typedef struct {
 	const char *dump_after; /* a pass name, "all", or NULL */
 	const char *dump_dir;   /* numbered files NN-pass.ir there; else dump_out */
 	FILE *dump_out;         /* where dumps go without dump_dir (NULL: stderr) */
+	const char *dump_tag;   /* or NULL; names a second graph's dumps: files
+	                         * TAG-NN-pass.ir, headers "# ---- TAG: after pass" */
 	bool verify_each;
 	const char *stop_after; /* last pass to run, or NULL for all */
 	const char *only;       /* comma-separated passes to run, or NULL for all */
 } ps_options;
+
+/* Whether the comma-separated list names the n bytes at name. */
+bool ps_list_has(const char *list, const char *name, size_t n);
 
 /* Checks that every pass name in opts exists; on failure writes the
  * offending name into bad and returns false. */

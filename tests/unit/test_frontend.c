@@ -110,9 +110,10 @@ typedef struct {
 	int64_t input[3], classes, init_filters;
 	int64_t units[3], filters[3], strides[3];
 	fe_block block;
+	int64_t batch;
 	int nlr;
-	double lr_list[3];
-	int64_t lr_steps[2];
+	double lr_list[7];
+	int64_t lr_steps[6];
 	int64_t steps, epochs;
 	const char *dataset;
 	fe_dataset kind;
@@ -122,16 +123,17 @@ typedef struct {
 
 static const preset_case presets[] = {
 	{"models/revnet-38.rev", "revnet-38", {3, 32, 32}, 10, 32, {3, 3, 3}, {32, 64, 112}, {1, 2, 2},
-		FE_BLOCK_BASIC, 3, {0.1, 0.01, 0.001}, {40000, 60000}, 80000, 1,
+		FE_BLOCK_BASIC, 100, 3, {0.1, 0.01, 0.001}, {40000, 60000}, 80000, 1,
 		"cifar10:data/cifar-10-batches-bin", FE_DATA_CIFAR10, {32, 32, 16, 8}, {16, 16, 32, 56}},
 	{"models/revnet-110.rev", "revnet-110", {3, 32, 32}, 10, 32, {9, 9, 9}, {32, 64, 128}, {1, 2, 2},
-		FE_BLOCK_BASIC, 3, {0.1, 0.01, 0.001}, {40000, 60000}, 80000, 1,
+		FE_BLOCK_BASIC, 100, 3, {0.1, 0.01, 0.001}, {40000, 60000}, 80000, 1,
 		"cifar10:data/cifar-10-batches-bin", FE_DATA_CIFAR10, {32, 32, 16, 8}, {16, 16, 32, 64}},
 	{"models/revnet-164.rev", "revnet-164", {3, 32, 32}, 10, 32, {9, 9, 9}, {128, 256, 512}, {1, 2, 2},
-		FE_BLOCK_BOTTLENECK, 3, {0.1, 0.01, 0.001}, {40000, 60000}, 80000, 1,
+		FE_BLOCK_BOTTLENECK, 100, 3, {0.1, 0.01, 0.001}, {40000, 60000}, 80000, 1,
 		"cifar10:data/cifar-10-batches-bin", FE_DATA_CIFAR10, {32, 32, 16, 8}, {16, 64, 128, 256}},
 	{"models/fashion.rev", "fashion", {1, 28, 28}, 10, 16, {2, 2, 2}, {16, 32, 64}, {1, 2, 2},
-		FE_BLOCK_BASIC, 1, {0.1}, {0}, 0, 1, "fashion-mnist", FE_DATA_FASHION_MNIST,
+		FE_BLOCK_BASIC, 50, 7, {0.02, 0.05, 0.1, 0.05, 0.02, 0.008, 0.003}, {100, 200, 400, 700, 900, 1050},
+		0, 1, "fashion-mnist", FE_DATA_FASHION_MNIST,
 		{28, 28, 14, 7}, {8, 8, 16, 32}},
 };
 
@@ -157,7 +159,7 @@ START_TEST(test_preset)
 		ck_assert_int_eq(s.strides[i], c->strides[i]);
 	}
 	ck_assert_int_eq(s.block, c->block);
-	ck_assert_int_eq(s.batch, 100);
+	ck_assert_int_eq(s.batch, c->batch);
 	ck_assert_int_eq(s.nlr, c->nlr);
 	ck_assert_int_eq(s.nlr_steps, c->nlr - 1);
 	for (int i = 0; i < c->nlr; i++)
@@ -507,7 +509,8 @@ START_TEST(test_print_roundtrip)
 	ck_assert_ptr_nonnull(strstr(text, "\nweight_decay = 1.5e-07\n"));
 	free(text);
 	/* A constant rate prints as lr. */
-	load(&s, "models/fashion.rev", NULL);
+	static const char *const constant[] = {"lr=0.1", NULL};
+	load(&s, "models/fashion.rev", constant);
 	text = print_str(&s);
 	ck_assert_ptr_nonnull(strstr(text, "\nlr = 0.1\n"));
 	ck_assert_ptr_null(strstr(text, "lr_steps"));
@@ -531,7 +534,15 @@ START_TEST(test_lr_schedule)
 	load(&s, "models/revnet-110.rev", NULL);
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		ck_assert(fe_spec_lr_at(&s, cases[i].step) == cases[i].lr);
+	/* fashion's warm-up and decay, at and around its boundaries. */
 	load(&s, "models/fashion.rev", NULL);
+	ck_assert(fe_spec_lr_at(&s, 0) == 0.02);
+	ck_assert(fe_spec_lr_at(&s, 199) == 0.05);
+	ck_assert(fe_spec_lr_at(&s, 200) == 0.1);
+	ck_assert(fe_spec_lr_at(&s, 1049) == 0.008);
+	ck_assert(fe_spec_lr_at(&s, 1199) == 0.003);
+	static const char *const constant[] = {"lr=0.1", NULL};
+	load(&s, "models/fashion.rev", constant);
 	ck_assert(fe_spec_lr_at(&s, 0) == 0.1);
 	ck_assert(fe_spec_lr_at(&s, 1000000) == 0.1);
 }

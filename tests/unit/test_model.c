@@ -524,6 +524,19 @@ START_TEST(test_reconstructions_have_edges)
 }
 END_TEST
 
+/* A wide last stage makes the order the passes left the lowest-peak
+ * candidate, though the reconstructions in it come before the gradients
+ * their new edges wait for: the schedule must not pick it as it is (build
+ * verifies every pass).  Under the JIT's workspace filters=16,32,128 did it,
+ * making fashion-sized training fail under revnet. */
+START_TEST(test_schedule_honours_new_edges)
+{
+	static const char *const sets[] = {"units=1,1,1", "filters=16,32,256", "batch=10"};
+	ir_graph *g = build("fashion", sets, 3, IR_F32, PS_REVNET, true, true);
+	ir_graph_free(g);
+}
+END_TEST
+
 /* The kink digest revc check relies on: equal for equal runs, changed when
  * a ReLU input changes sign (init.bn.beta shifts every pre-activation of
  * the init block: at +100 all are positive), unchanged by a shift too small
@@ -577,6 +590,7 @@ static Suite *model_suite(void)
 	tcase_add_loop_test(tc, test_tracking_equals_plan, 0, 4);
 	tcase_add_test(tc, test_depth_scaling);
 	tcase_add_test(tc, test_reconstructions_have_edges);
+	tcase_add_test(tc, test_schedule_honours_new_edges);
 	tcase_add_test(tc, test_kink_digest);
 	suite_add_tcase(s, tc);
 	return s;

@@ -375,19 +375,21 @@ START_TEST(test_manager_pass_failure_stops)
 }
 END_TEST
 
+/* Two independent passes, for the dump tests. */
+static const ps_pass two[] = {
+	{"a", pass_a, NULL, "first"},
+	{"b", pass_b, NULL, "second"},
+};
+
 START_TEST(test_manager_dump_dir_numbered)
 {
-	const ps_pass table[] = {
-		{"a", pass_a, NULL, "first"},
-		{"b", pass_b, NULL, "second"},
-	};
 	char dir[] = "/tmp/revc-dump-XXXXXX";
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	ir_graph *g = parse_ok(tiny);
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	ps_options opts = {.dump_after = "all", .dump_dir = dir};
-	ck_assert_int_eq(ps_run_table(table, 2, g, &ctx, &opts), 0);
+	ck_assert_int_eq(ps_run_table(two, 2, g, &ctx, &opts), 0);
 	char path[256];
 	snprintf(path, sizeof path, "%s/01-a.ir", dir);
 	FILE *f = fopen(path, "r");
@@ -408,6 +410,37 @@ START_TEST(test_manager_dump_dir_numbered)
 	closedir(dp);
 	ck_assert_int_eq(entries, 0);
 	rmdir(dir);
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
+/* A tagged graph's dumps (a command's second pipeline) are told apart by
+ * the tag, in file names and in the headers of streamed dumps. */
+START_TEST(test_manager_dump_tag)
+{
+	char dir[] = "/tmp/revc-dump-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ir_graph *g = parse_ok(tiny);
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ps_options opts = {.dump_after = "b", .dump_dir = dir, .dump_tag = "eval"};
+	ck_assert_int_eq(ps_run_table(two, 2, g, &ctx, &opts), 0);
+	char path[256];
+	snprintf(path, sizeof path, "%s/eval-02-b.ir", dir);
+	ck_assert_int_eq(access(path, R_OK), 0);
+	unlink(path);
+	ck_assert_int_eq(rmdir(dir), 0); /* nothing else was written */
+	ir_graph_free(g);
+
+	char *buf = NULL;
+	size_t len = 0;
+	g = parse_ok(tiny);
+	opts = (ps_options){.dump_after = "a", .dump_tag = "eval", .dump_out = open_memstream(&buf, &len)};
+	ck_assert_int_eq(ps_run_table(two, 2, g, &ctx, &opts), 0);
+	fclose(opts.dump_out);
+	ck_assert_ptr_nonnull(strstr(buf, "# ---- eval: after a ----\ngraph @g passes(a) {\n"));
+	free(buf);
 	ps_ctx_free(&ctx);
 	ir_graph_free(g);
 }
@@ -449,6 +482,7 @@ static Suite *passes_suite(void)
 	tcase_add_test(tc, test_manager_verify_each_names_pass);
 	tcase_add_test(tc, test_manager_pass_failure_stops);
 	tcase_add_test(tc, test_manager_dump_dir_numbered);
+	tcase_add_test(tc, test_manager_dump_tag);
 	tcase_add_test(tc, test_options_check);
 	tcase_add_test(tc, test_claims_liveness);
 	tcase_add_test(tc, test_manager_refuses_stale);
