@@ -27,14 +27,16 @@
 
 static const char usage[] =
 	"revc check SPEC [--set KEY=VALUE ...] [--samples K] [--seed S] [--tolerance T]\n"
-	"                  [--strategy store|revnet|checkpoint]\n"
+	"                  [--strategy store|revnet|checkpoint] [--engine interp|jit] [--cpu NAME]\n"
 	"       revc check SPEC --drift [--set KEY=VALUE ...] [--seed S] [--json]";
 static const char about[] =
 	"Initialises SPEC's parameters from the seed, draws a random batch, computes\n"
 	"every parameter's gradient in f64, and compares K sampled coordinates of each\n"
 	"with central finite differences of the loss.  Prints, per tensor, the error\n"
 	"max|analytic - numeric| over its samples divided by the tensor's largest\n"
-	"gradient; exits 1 when any exceeds the tolerance.\n\n"
+	"gradient; exits 1 when any exceeds the tolerance.  The gradients come from the\n"
+	"engine (native code by default, for --cpu); the finite differences always from\n"
+	"the reference interpreter.\n\n"
 	"With --drift it measures the reversible backward pass instead: for every\n"
 	"invertible unit, the largest absolute and relative error of the reconstructed\n"
 	"inputs x1, x2 against the forward values, and per parameter the angle between\n"
@@ -50,6 +52,8 @@ static const cli_opt opts[] = {
 	{"tolerance", 0, "T", "largest relative error accepted (default 1e-6)"},
 	{"step", 0, "H", "largest finite-difference step (default 1e-5)"},
 	CLI_STRATEGY_OPT,
+	CLI_ENGINE_OPT,
+	CLI_CPU_OPT,
 	{"drift", 0, NULL, "report reconstruction drift and revnet-vs-store gradient angles instead"},
 	{"json", 0, NULL, "with --drift: print one JSON object"},
 	CLI_SET_OPT,
@@ -57,7 +61,8 @@ static const cli_opt opts[] = {
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_SAMPLES, OPT_SEED, OPT_TOL, OPT_STEP, OPT_STRATEGY, OPT_DRIFT, OPT_JSON, OPT_SET, OPT_HELP, OPT_PASS0 };
+enum { OPT_SAMPLES, OPT_SEED, OPT_TOL, OPT_STEP, OPT_STRATEGY, OPT_ENGINE, OPT_CPU, OPT_DRIFT, OPT_JSON, OPT_SET,
+	OPT_HELP, OPT_PASS0 };
 
 typedef struct {
 	rt_exec *fwd;   /* the loss alone */
@@ -159,7 +164,8 @@ int cmd_check(int argc, char **argv)
 {
 	cli_args a;
 	cli_args_init(&a, "revc check", argc, argv);
-	const char *spec = NULL, *val;
+	const char *spec = NULL, *cpu = NULL, *val;
+	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
 	int64_t samples = 3, seed = -1;
 	double tol = 1e-6, h = 1e-5;
 	bool drift = false, json = false;
@@ -204,6 +210,16 @@ int cmd_check(int argc, char **argv)
 				return EXIT_USAGE;
 			fd_only = "--strategy";
 			break;
+		case OPT_ENGINE:
+			if (!cli_engine_parse(a.cmd, val, &engine_kind))
+				return EXIT_USAGE;
+			fd_only = "--engine";
+			break;
+		case OPT_CPU:
+			if (!cli_cpu_parse(a.cmd, val, &cpu))
+				return EXIT_USAGE;
+			fd_only = "--cpu";
+			break;
 		case OPT_DRIFT: drift = true; break;
 		case OPT_JSON: json = true; break;
 		case OPT_SET:
@@ -241,7 +257,10 @@ int cmd_check(int argc, char **argv)
 	/* One BLAS thread: the check's products are small and many, and a
 	 * second thread's hand-offs cost more than it does (revnet-38 at batch
 	 * 8: a third longer, mostly in sched_yield). */
+	cli_engine engine;
+	cli_engine_init(&engine, engine_kind, 1, cpu);
 	rt_set_threads(1);
+	cli_engine_plan(&engine, &ctx);
 	int status = EXIT_USER;
 	ir_graph *gg = NULL, *fg = NULL;
 	rt_exec *gx = NULL, *fx = NULL;
@@ -264,11 +283,12 @@ int cmd_check(int argc, char **argv)
 		status = EXIT_OK;
 		goto done;
 	}
-	if (!rt_store_init_from_graph(&store, gg, s, &e) || !(gx = rt_exec_new(gg, &store, RT_EXEC_AUTO, &e)) ||
-	    !(fx = rt_exec_new(fg, &store, RT_EXEC_AUTO, &e))) {
+	if (!rt_store_init_from_graph(&store, gg, s, &e) || !(fx = rt_exec_new(fg, &store, RT_EXEC_AUTO, &e))) {
 		cli_error("%s", e.msg);
 		goto done;
 	}
+	if (!(gx = cli_engine_exec(&engine, gg, &store)))
+		goto done;
 	fill_batch(gx, &m.spec, s);
 	fill_batch(fx, &m.spec, s);
 	rt_exec_kink_digest(fx, true);
@@ -276,8 +296,9 @@ int cmd_check(int argc, char **argv)
 		cli_error("%s", e.msg);
 		goto done;
 	}
-	printf("revc check: %s, batch %lld, f64, strategy %s, %lld samples per tensor, step %g\n",
-		m.spec.name, (long long)m.spec.batch, ps_strategy_name(ctx.strategy), (long long)samples, h);
+	printf("revc check: %s, batch %lld, f64, strategy %s, engine %s, %lld samples per tensor, step %g\n",
+		m.spec.name, (long long)m.spec.batch, ps_strategy_name(ctx.strategy), cli_engine_name(&engine),
+		(long long)samples, h);
 	fd_ctx c = {fx, h, tol};
 	int failed = 0, checked = 0;
 	for (int i = 0; i < store.n; i++) {
@@ -306,5 +327,6 @@ done:
 	ps_ctx_free(&ctx);
 	ps_ctx_free(&fctx);
 	cli_model_free(&m);
+	cli_engine_free(&engine);
 	return status;
 }

@@ -9,7 +9,8 @@
 
 static const char usage[] =
 	"revc eval SPEC --params DIR [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic]\n"
-	"                 [--split test|train] [--json] [--max-memory SIZE] [--set KEY=VALUE ...]";
+	"                 [--split test|train] [--json] [--engine interp|jit] [--cpu NAME] [--threads N]\n"
+	"                 [--max-memory SIZE] [--set KEY=VALUE ...]";
 static const char about[] =
 	"Loads the parameters and batch-norm running statistics in DIR (NAME.npy, e.g.\n"
 	"a checkpoint of revc train) and prints the mean cross-entropy and the accuracy\n"
@@ -27,19 +28,23 @@ static const cli_opt opts[] = {
 	{"split", 0, "NAME", "test (default) or train"},
 	{"json", 0, NULL, "print one JSON object"},
 	{"threads", 0, "N", "threads to use (default 2)"},
+	CLI_ENGINE_OPT,
+	CLI_CPU_OPT,
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_PARAMS, OPT_DATA, OPT_SPLIT, OPT_JSON, OPT_THREADS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP, OPT_PASS0 };
+enum { OPT_PARAMS, OPT_DATA, OPT_SPLIT, OPT_JSON, OPT_THREADS, OPT_ENGINE, OPT_CPU, OPT_MAX_MEMORY, OPT_SET,
+	OPT_HELP, OPT_PASS0 };
 
 int cmd_eval(int argc, char **argv)
 {
 	cli_args a;
 	cli_args_init(&a, "revc eval", argc, argv);
-	const char *spec = NULL, *params = NULL, *data = NULL, *val;
+	const char *spec = NULL, *params = NULL, *data = NULL, *cpu = NULL, *val;
+	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
 	bool json = false, train_split = false;
 	int64_t threads = 2, max_memory = -1;
 	ps_options popts = {0};
@@ -65,6 +70,14 @@ int cmd_eval(int argc, char **argv)
 			if (!cli_parse_int(a.cmd, "--threads", val, 1, 256, &threads))
 				return EXIT_USAGE;
 			break;
+		case OPT_ENGINE:
+			if (!cli_engine_parse(a.cmd, val, &engine_kind))
+				return EXIT_USAGE;
+			break;
+		case OPT_CPU:
+			if (!cli_cpu_parse(a.cmd, val, &cpu))
+				return EXIT_USAGE;
+			break;
 		case OPT_MAX_MEMORY:
 			if (!cli_parse_max_memory(a.cmd, val, &max_memory))
 				return EXIT_USAGE;
@@ -88,7 +101,8 @@ int cmd_eval(int argc, char **argv)
 	int ready = cli_pass_options_ready(a.cmd, &popts);
 	if (ready != EXIT_OK)
 		return ready;
-	rt_set_threads((int)threads);
+	cli_engine engine;
+	cli_engine_init(&engine, engine_kind, (int)threads, cpu);
 
 	int status = EXIT_USER;
 	rt_dataset d = {0};
@@ -99,6 +113,7 @@ int cmd_eval(int argc, char **argv)
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	ctx.optimizer = false;
+	cli_engine_plan(&engine, &ctx);
 	rt_err e;
 	double loss, acc;
 	int64_t bad;
@@ -118,8 +133,13 @@ int cmd_eval(int argc, char **argv)
 	cli_budget budget = cli_data_budget(max_memory, &g, 1);
 	if (!cli_data_load(data, &m.spec, train_split, &budget, &d))
 		goto done;
-	if (!rt_store_load(&store, g, params, false, &e) || !(x = rt_exec_new(g, &store, RT_EXEC_AUTO, &e)) ||
-	    !rt_evaluate(x, &d, &loss, &acc, &bad, &e)) {
+	if (!rt_store_load(&store, g, params, false, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	if (!(x = cli_engine_exec(&engine, g, &store)))
+		goto done;
+	if (!rt_evaluate(x, &d, &loss, &acc, &bad, &e)) {
 		cli_error("%s", e.msg);
 		goto done;
 	}
@@ -148,5 +168,6 @@ done:
 	rt_dataset_free(&d);
 	ps_ctx_free(&ctx);
 	cli_model_free(&m);
+	cli_engine_free(&engine);
 	return status;
 }

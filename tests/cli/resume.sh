@@ -2,7 +2,8 @@
 # Crash-safe checkpoints and exact resumption: a run killed with SIGKILL in
 # the middle of an epoch, resumed from its last checkpoint, ends with
 # parameters, state and momentum bitwise identical to an uninterrupted run,
-# and with the same losses from the resume point on.
+# and with the same losses from the resume point on.  revc eval of the
+# result agrees between engines and CPU targets.
 # Usage: resume.sh REVC ROOT
 set -u
 revc=$(realpath "$1") root=$2
@@ -39,6 +40,21 @@ grep '"event":"step"' "$tmp/b2.log" | sed 's/,"window_loss.*//' > "$tmp/b.steps"
 grep '"event":"step"' "$tmp/a.log" | sed 's/,"window_loss.*//' | awk -F'"step":' -v f="$first" '{split($2, s, ","); if (s[1] + 0 >= f) print}' > "$tmp/a.steps"
 if ! diff -q "$tmp/a.steps" "$tmp/b.steps" >/dev/null || [ ! -s "$tmp/b.steps" ]; then
   echo "FAIL: losses differ after the resume at step $first"; diff "$tmp/a.steps" "$tmp/b.steps" | head; fail=1
+fi
+
+# revc eval of the checkpoint: the interpreter and native code (for the host
+# and for x86-64-v3) give the same accuracy and nearly the same loss.
+for e in "--engine interp" "--engine jit" "--engine jit --cpu x86-64-v3"; do
+  # shellcheck disable=SC2086
+  "$revc" eval models/fashion.rev --set units=1,1,1 --set batch=10 --data synthetic --params "$tmp/a" $e --json \
+    >"$tmp/eval.json" 2>"$tmp/eval.err" || { echo "FAIL: eval $e"; cat "$tmp/eval.err"; fail=1; continue; }
+  echo "$e $(cat "$tmp/eval.json")" >> "$tmp/evals"
+done
+if [ -s "$tmp/evals" ] && ! awk -F'"loss":|,"accuracy":|}' '
+    NR == 1 { l = $2; a = $3; next }
+    { d = $2 - l; if (d < 0) d = -d; if ($3 != a || d > 1e-4 * (l < 0 ? -l : l)) bad = 1 }
+    END { exit bad }' "$tmp/evals"; then
+  echo "FAIL: eval differs between engines:"; cat "$tmp/evals"; fail=1
 fi
 [ $fail -eq 0 ] && echo "resume: killed, resumed from step $((first - 1)) or later, bitwise identical ($(ls "$tmp/a" | wc -l) files)"
 exit $fail
