@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""MODEL.md's RevNet in PyTorch (Debian's python3-torch 1.13), ordinary
+"""docs/model.md's RevNet in PyTorch (Debian's python3-torch 1.13), ordinary
 autograd: the reference revc is compared against in bench/vs_pytorch.
 
     revnet_torch.py train SPEC [--epochs E] [--steps N] [--threads T] [--seed S]
@@ -76,7 +76,7 @@ def bn(c):
 
 
 class Residual(nn.Module):
-    """[BN -> ReLU] -> conv ... as in MODEL.md, basic or bottleneck."""
+    """[BN -> ReLU] -> conv ... as in docs/model.md, basic or bottleneck."""
 
     def __init__(self, cin, cout, stride, preact, bottleneck):
         super().__init__()

@@ -28,7 +28,7 @@ static const char about[] =
 	"Compiles SPEC's training step (momentum SGD, the spec's batch) and its forward\n"
 	"pass to native code for this machine (or the CPU --cpu names) and writes a\n"
 	"shared library or an object file, plus a header declaring its C API:\n"
-	"  PREFIX_model *PREFIX_new(uint64_t seed);   parameters per MODEL.md from seed\n"
+	"  PREFIX_model *PREFIX_new(uint64_t seed);   parameters per docs/model.md from seed\n"
 	"  int PREFIX_load(PREFIX_model *, const char *dir);  NAME.npy files, as revc writes\n"
 	"  int PREFIX_save(PREFIX_model *, const char *dir);\n"
 	"  float PREFIX_train_step(PREFIX_model *, const float *x, const int32_t *labels, float lr);\n"
@@ -187,7 +187,7 @@ static void write_header(FILE *f, const char *p, const ir_graph *step, const ir_
 			*c = (char)(*c - 'a' + 'A');
 	fprintf(f, "/* %s.h: the C API of a RevNet compiled by revc compile from %s.\n"
 	           " * Link with the library (-l%s) and OpenBLAS (-lopenblas).  Tensors are NCHW\n"
-	           " * float32; parameters are named and laid out as MODEL.md says. */\n", p, spec, p);
+	           " * float32; parameters are named and laid out as docs/model.md says. */\n", p, spec, p);
 	char host[64];
 	cg_host_cpu(host, sizeof host);
 	if (cpu)
@@ -203,7 +203,7 @@ static void write_header(FILE *f, const char *p, const ir_graph *step, const ir_
 		guard, (long long)s->batch, guard, (long long)s->input[0], guard, (long long)s->input[1], guard,
 		(long long)s->input[2], guard, (long long)s->classes);
 	fprintf(f, "typedef struct %s_model %s_model;\n\n", p, p);
-	fprintf(f, "/* A model with parameters initialised from seed per MODEL.md (as revc init\n"
+	fprintf(f, "/* A model with parameters initialised from seed per docs/model.md (as revc init\n"
 	           " * does); NULL when out of memory. */\n%s_model *%s_new(uint64_t seed);\n", p, p);
 	fprintf(f, "/* Loads / saves every parameter, running statistic and momentum buffer as\n"
 	           " * DIR/NAME.npy (a revc train checkpoint reads back); 0, or -1 with\n"

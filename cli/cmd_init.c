@@ -1,11 +1,11 @@
 /* cmd_init.c: `revc init` writes a model's initial parameters and batch-norm
- * state as a directory of .npy files named per MODEL.md. */
+ * state as a directory of .npy files named per docs/model.md. */
 #include "cli.h"
 #include "rt.h"
 
 static const char usage[] = "revc init SPEC --out DIR [--seed S] [--set KEY=VALUE ...]";
 static const char about[] =
-	"Initialises every parameter of SPEC per MODEL.md (Glorot-uniform weights from\n"
+	"Initialises every parameter of SPEC per docs/model.md (Glorot-uniform weights from\n"
 	"the seed, gamma 1, beta and biases 0, running mean 0 and variance 1) and\n"
 	"writes each as DIR/NAME.npy in float32, with revc-manifest.txt listing them.\n"
 	"DIR is written completely or not at all.  An existing DIR is replaced only\n"

@@ -12,7 +12,7 @@ static const char usage[] =
 	"                  [--resume DIR] [--eval-every N] [--json] [--strategy NAME] [--dtype f32|f64]\n"
 	"                  [--engine interp|jit] [--check-numerics] [--max-memory SIZE]";
 static const char about[] =
-	"Trains SPEC with momentum SGD (MODEL.md) on the spec's dataset or --data, then\n"
+	"Trains SPEC with momentum SGD (docs/model.md) on the spec's dataset or --data, then\n"
 	"evaluates on the test split with the running statistics.  Progress goes to\n"
 	"stderr (a bar on a terminal, plain lines otherwise; JSON lines on stdout with\n"
 	"--json); the summary gives the final train loss, test accuracy, images/s, peak\n"

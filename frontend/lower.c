@@ -1,4 +1,4 @@
-/* lower.c: a checked spec becomes the forward IR of MODEL.md's network.
+/* lower.c: a checked spec becomes the forward IR of docs/model.md's network.
  *
  * requires: fe_spec_check passed.
  * produces: a graph whose sources have types and whose other nodes do not
@@ -10,7 +10,7 @@
  *
  * Training mode normalises with batch statistics and updates the running
  * statistics once (role fwd); evaluation mode uses the running statistics.
- * Parameter names follow MODEL.md ("s0.u1.f.conv0.w", "init.bn.gamma").
+ * Parameter names follow docs/model.md ("s0.u1.f.conv0.w", "init.bn.gamma").
  */
 #include <stdio.h>
 #include <string.h>
@@ -69,7 +69,7 @@ static ir_node *tensor(lowerer *L, ir_op op, const char *prefix, const char *suf
 	return n;
 }
 
-/* TensorFlow's SAME padding for one dimension (MODEL.md). */
+/* TensorFlow's SAME padding for one dimension (docs/model.md). */
 static void same_pad(int64_t size, int64_t k, int64_t s, int64_t *before, int64_t *after)
 {
 	int64_t out = (size + s - 1) / s;
@@ -125,7 +125,7 @@ static ir_node *batch_norm(lowerer *L, ir_node *x, const char *prefix, const cha
 }
 
 /* A residual function F or G of unit (s, u): [BN -> ReLU] -> conv ... as in
- * MODEL.md, basic or bottleneck.  x has cin channels at h x w; the result
+ * docs/model.md, basic or bottleneck.  x has cin channels at h x w; the result
  * has cout channels at (h, w) / stride. */
 static ir_node *residual(lowerer *L, ir_node *x, const char *prefix, bool preact, int64_t cin,
 	int64_t cout, int64_t stride, int64_t h, int64_t w)

@@ -240,7 +240,7 @@ static int64_t ceil_div(int64_t a, int64_t b)
 	return (a + b - 1) / b;
 }
 
-/* MODEL.md: the init conv is SAME (ceil(H/stride)), the optional max pool
+/* docs/model.md: the init conv is SAME (ceil(H/stride)), the optional max pool
  * 3x3/2 SAME (ceil(H/2)); each stage's first unit divides by its stride
  * exactly (fe_spec_check guarantees it) and sets the half width to
  * filters/2. */

@@ -1,6 +1,6 @@
 /* spec_check.c: the checks that need the whole spec, run once after the
  * file and every --set (the values are already valid one by one:
- * spec_parse.c).  Afterwards the network of MODEL.md can be built from the
+ * spec_parse.c).  Afterwards the network of docs/model.md can be built from the
  * spec without further checks.
  *
  * Each error points at a value: the list element to blame where there is

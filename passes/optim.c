@@ -1,5 +1,5 @@
 /* optim.c: the optimiser step, momentum SGD as in TensorFlow's
- * MomentumOptimizer (MODEL.md).
+ * MomentumOptimizer (docs/model.md).
  *
  * requires: autodiff.
  * guarantees (when ctx->optimizer is set; otherwise the pass changes

@@ -35,7 +35,7 @@ typedef struct {
 	ps_strategy strategy; /* revbwd (default PS_STRATEGY_DEFAULT) */
 	bool no_order_edges;  /* schedule: no ordering edges, naive order */
 	bool optimizer;       /* optim: add the SGD step (else gradients stay outputs) */
-	double momentum;      /* optim: SGD momentum (MODEL.md: 0.9) */
+	double momentum;      /* optim: SGD momentum (docs/model.md: 0.9) */
 	double weight_decay;  /* optim: on conv and dense weights (2e-4) */
 	ps_workspace_fn workspace; /* schedule, liveness, plan: the backend's needs (NULL: none) */
 	void *workspace_user;      /* passed to workspace */

@@ -1,5 +1,5 @@
 /* aot.c: behind a compiled model library's C API (revc_aot.h): the
- * persistent tensors (initialised per MODEL.md from a seed exactly as revc
+ * persistent tensors (initialised per docs/model.md from a seed exactly as revc
  * itself does, loaded and saved as NAME.npy files), the arenas, and calls
  * into the generated steps.  A library runs kernels on the calling thread;
  * BLAS has its own threads. */

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 /* A persistent tensor of the model (parameter, running statistic or
- * momentum buffer), named per MODEL.md. */
+ * momentum buffer), named per docs/model.md. */
 typedef struct {
 	const char *name;
 	int rank;

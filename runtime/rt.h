@@ -310,11 +310,11 @@ int rt_store_nonfinite(const rt_store *s, const rt_tensor **first);
 bool rt_store_add_copy(rt_store *s, const rt_tensor *t, rt_err *e);
 /* Adds a zeroed tensor; NULL with the size in e when memory runs out. */
 rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool trainable, rt_err *e);
-/* Sets t to its initial value per MODEL.md (see rt_store_init_from_graph). */
+/* Sets t to its initial value per docs/model.md (see rt_store_init_from_graph). */
 bool rt_store_init_tensor(rt_tensor *t, uint64_t seed, rt_err *e);
 /* Reads DIR/NAME.npy into t, converting to t's dtype; the shape must match. */
 bool rt_store_load_tensor(rt_tensor *t, const char *dir, rt_err *e);
-/* Adds every param and state of g that s lacks, initialised per MODEL.md
+/* Adds every param and state of g that s lacks, initialised per docs/model.md
  * from seed: weights (".w") Glorot-uniform, ".gamma" 1, ".beta" and ".b" 0,
  * ".mean" 0, ".var" 1, momentum buffers (".mom") 0.  A tensor already there
  * must have the graph's type. */

@@ -1,5 +1,5 @@
 /* store.c: the persistent tensors of a model (parameters, batch-norm running
- * statistics, momentum buffers), by name: initialisation per MODEL.md, and
+ * statistics, momentum buffers), by name: initialisation per docs/model.md, and
  * loading and saving as directories of NAME.npy files. */
 #include <errno.h>
 #include <math.h>
@@ -149,7 +149,7 @@ static bool glorot(rt_tensor *t, uint64_t seed, rt_err *e)
 	return true;
 }
 
-/* Initial value by name (MODEL.md): weights ".w" Glorot, ".gamma" 1,
+/* Initial value by name (docs/model.md): weights ".w" Glorot, ".gamma" 1,
  * ".beta" and ".b" 0; state ".mean" 0, ".var" 1, ".mom" 0. */
 bool rt_store_init_tensor(rt_tensor *t, uint64_t seed, rt_err *e)
 {

@@ -2,7 +2,7 @@
  * arithmetic.
  *
  * - The fashion-b4 fixture, computed by an independent PyTorch
- *   implementation of MODEL.md: loss, gradients, running statistics, and one
+ *   implementation of docs/model.md: loss, gradients, running statistics, and one
  *   momentum-SGD step, in f64 within 1e-9 and in f32 within 1 degree (the
  *   worst f32 angle measured is 1.24e-4 degrees with OpenBLAS's AVX-512
  *   kernels and 1.21e-4 with its Haswell ones, on a Zen 4).
