@@ -79,7 +79,8 @@ typedef struct {
 	size_t len;
 } cli_source;
 
-/* Diagnostics cli_report prints at most; the library returns every one. */
+/* Diagnostics cli_report prints at most (the library keeps IR_MAX_DIAGS
+ * and counts the rest). */
 #define CLI_MAX_DIAGS 20
 
 /* Prints d's diagnostics on stderr, each with its source line where srcs

@@ -68,10 +68,13 @@ typedef struct {
 } ir_diag_item;
 
 /* A list of user-facing errors.  Parsers stop at the first; the verifier
- * collects every violation. */
+ * collects every violation.  Only the first IR_MAX_DIAGS are kept (a
+ * hostile file can hold millions); total counts them all. */
+#define IR_MAX_DIAGS 1000
 typedef struct {
 	ir_diag_item *items;
 	int n, cap;
+	int64_t total; /* diagnostics added, kept or not */
 } ir_diags;
 
 void ir_diags_init(ir_diags *d);

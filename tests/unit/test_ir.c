@@ -655,6 +655,25 @@ START_TEST(test_diag_caret)
 }
 END_TEST
 
+START_TEST(test_diags_capped)
+{
+	/* A hostile file's millions of errors must not cost a string each. */
+	ir_diags d;
+	ir_diags_init(&d);
+	for (int i = 0; i < IR_MAX_DIAGS + 500; i++)
+		ir_diag_add(&d, (ir_pos){"f.ir", i + 1, 1}, "error %d", i);
+	ck_assert_int_eq(d.n, IR_MAX_DIAGS);
+	ck_assert_int_eq(d.total, IR_MAX_DIAGS + 500);
+	ck_assert_str_eq(d.items[IR_MAX_DIAGS - 1].msg, "error 999");
+	ir_diags_clear(&d);
+	ck_assert_int_eq(d.n, 0);
+	ck_assert_int_eq(d.total, 0);
+	ir_diag_add(&d, (ir_pos){0}, "again");
+	ck_assert_int_eq(d.n, 1);
+	ir_diags_free(&d);
+}
+END_TEST
+
 static Suite *ir_suite(void)
 {
 	Suite *s = suite_create("ir");
@@ -680,6 +699,7 @@ static Suite *ir_suite(void)
 	tcase_add_test(tc, test_verify_plan_ties);
 	tcase_add_test(tc, test_dot_dashed_ordering_edges);
 	tcase_add_test(tc, test_diag_caret);
+	tcase_add_test(tc, test_diags_capped);
 	suite_add_tcase(s, tc);
 	return s;
 }
