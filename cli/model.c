@@ -99,15 +99,12 @@ const ps_options *cli_eval_options(const ps_options *user, ps_options *out, char
 	*out = *user;
 	out->dump_tag = "eval";
 	out->only = only;
-	size_t used = 0;
+	size_t used = 0, len;
 	only[0] = 0;
-	for (const char *p = cli_eval_passes.only; p;) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		if ((!user->only || ps_list_has(user->only, p, len)) && used + len + 2 <= n)
-			used += (size_t)snprintf(only + used, n - used, "%s%.*s", used ? "," : "", (int)len, p);
-		p = comma ? comma + 1 : NULL;
-	}
+	const char *p = cli_eval_passes.only, *pass;
+	while (ps_list_next(&p, &pass, &len))
+		if ((!user->only || ps_list_has(user->only, pass, len)) && used + len + 2 <= n)
+			used += (size_t)snprintf(only + used, n - used, "%s%.*s", used ? "," : "", (int)len, pass);
 	return out;
 }
 

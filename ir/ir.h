@@ -239,7 +239,8 @@ typedef struct {
 	ir_node **nodes;   /* in execution order */
 	int n, cap;
 	const char **passes; /* passes already applied, in order */
-	ir_pos *pass_pos;    /* where each was listed (a passes(...) header), or {0} */
+	ir_pos *pass_pos;    /* where each was listed (a passes(...) header), or {0};
+	                        allocated with passes */
 	int npasses;
 } ir_graph;
 
@@ -280,6 +281,9 @@ void ir_graph_mark_pass(ir_graph *g, const char *pass);
 /* Same, recording where the pass was listed. */
 void ir_graph_mark_pass_at(ir_graph *g, const char *pass, ir_pos pos);
 bool ir_graph_has_pass(const ir_graph *g, const char *pass);
+/* Where g lists pass (in a passes(...) header), or {0} when it does not
+ * list it there. */
+ir_pos ir_graph_pass_pos(const ir_graph *g, const char *pass);
 
 /* ---- readers of each value (ir/users.c) ------------------------------- */
 
