@@ -232,6 +232,9 @@ struct ir_node {
  * most this many, all computable element by element (IR_OPF_FUSE, float)
  * with one result type, each after the first reading an earlier one. */
 #define IR_MAX_GROUP 32
+/* Operands an op computable in a group (IR_OPF_FUSE) takes at most
+ * (ops.def; ir/op.c checks it). */
+#define IR_MAX_FUSE_ARITY 6
 
 typedef struct {
 	ir_arena *arena;
