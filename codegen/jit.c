@@ -69,7 +69,8 @@ static void compile(job *j)
 	char *err = NULL;
 	LLVMTargetMachineRef tm = cg_target_machine(j->cpu, LLVMCodeGenLevelAggressive, LLVMRelocDefault, &err);
 	if (!tm) {
-		j->err = strdup(err ? err : "no target for this host");
+		if (asprintf(&j->err, "no target machine for CPU %s: %s", j->cpu ? j->cpu : "native", err ? err : "?") < 0)
+			IR_DIE("out of memory");
 		LLVMDisposeMessage(err);
 		return;
 	}
