@@ -117,7 +117,12 @@ bool cli_model_add_set(cli_model *m, const char *cmd, const char *assignment);
 bool cli_model_load(cli_model *m, const char *path);
 void cli_model_free(cli_model *m);
 void cli_model_report(const cli_model *m, const ir_diags *d);
-/* Lowers the spec and runs the pipeline as opts say; reports errors. */
+/* Lowers the spec and runs the pipeline as opts say (ctx: the spec's
+ * optimiser settings, and the interpreter's workspace unless one is set);
+ * NULL with the errors in ctx->diags. */
+ir_graph *cli_model_plan(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
+	const ps_options *opts);
+/* cli_model_plan, reporting errors. */
 ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
 	const ps_options *opts);
 
@@ -128,9 +133,11 @@ extern const ps_options cli_eval_passes;
  * (all without it), written into only[n].  Returns out. */
 const ps_options *cli_eval_options(const ps_options *user, ps_options *out, char *only, size_t n);
 
-/* --strategy of the commands that build a training step; the default it
- * names is PS_STRATEGY_DEFAULT (ps_ctx_init). */
-#define CLI_STRATEGY_OPT {"strategy", 0, "NAME", "store, revnet or checkpoint (default revnet)"}
+/* The name of PS_STRATEGY_DEFAULT (ps_ctx_init), for the help texts;
+ * model.c asserts they agree. */
+#define CLI_STRATEGY_DEFAULT "revnet"
+/* --strategy of the commands that build a training step. */
+#define CLI_STRATEGY_OPT {"strategy", 0, "NAME", "store, revnet or checkpoint (default " CLI_STRATEGY_DEFAULT ")"}
 
 bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out);
 bool cli_parse_strategy(const char *cmd, const char *val, ps_strategy *out);
@@ -200,11 +207,15 @@ typedef struct {
 } cli_engine;
 
 bool cli_engine_parse(const char *cmd, const char *val, cli_engine_kind *out);
-/* --cpu: "native" (*out NULL) or a CPU LLVM knows (not necessarily one
- * this host can run); prints a usage error. */
+/* --cpu: "native" or a CPU LLVM knows (not necessarily one this host can
+ * run), into *out; prints a usage error. */
 bool cli_cpu_parse(const char *cmd, const char *val, const char **out);
-/* Sets BLAS threads and, for the JIT, starts the thread pool; native code is
- * for cpu (NULL: native). */
+/* With the other usage checks, before anything is loaded: --cpu (cpu not
+ * NULL) with the interpreter is a usage error (EXIT_USAGE), code for a
+ * CPU this host cannot run a user error (EXIT_USER); else EXIT_OK. */
+int cli_engine_check(const char *cmd, cli_engine_kind kind, const char *cpu);
+/* Sets BLAS threads; native code is for cpu (NULL or "native": this host),
+ * run by a thread pool started with the first compiled graph. */
 void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads, const char *cpu);
 /* The workspace the engine's kernels need, for the planner. */
 void cli_engine_plan(cli_engine *e, ps_ctx *ctx);
@@ -215,6 +226,8 @@ const char *cli_engine_name(const cli_engine *e);
 /* The CPU native code is for ("x86-64-v3", or the host's name when native,
  * with *native set). */
 const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native);
+/* "jit (znver4)", "jit (x86-64-v3)" or "interp", for summaries. */
+const char *cli_engine_label(const cli_engine *e, char *buf, size_t len);
 
 /* ---- subcommands ------------------------------------------------------ */
 

@@ -22,7 +22,7 @@ static const cli_opt opts[] = {
 	{"after", 0, "PASS", "run the pipeline through PASS first"},
 	{"output", 'o', "FILE", "write to FILE (atomically) instead of standard output"},
 	{"dtype", 0, "f32|f64", "spec input: precision of the graph (default f32)"},
-	{"strategy", 0, "NAME", "spec input: store, revnet or checkpoint (default revnet)"},
+	{"strategy", 0, "NAME", "spec input: store, revnet or checkpoint (default " CLI_STRATEGY_DEFAULT ")"},
 	{"eval", 0, NULL, "spec input: the evaluation graph (running statistics, no training)"},
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
@@ -90,12 +90,12 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (!file)
 		return cli_usage_error(a.cmd, "missing FILE");
-	int ready = cli_pass_options_ready(a.cmd, &popts);
-	if (ready != EXIT_OK)
-		return ready;
 	bool spec = cli_is_spec(file);
 	if (!spec && (m.nsets || eval))
 		return cli_usage_error(a.cmd, "--set and --eval apply to specs (.rev files) only");
+	int ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 
 	char *text = NULL;
 	int status = EXIT_USER;

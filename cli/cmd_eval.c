@@ -10,7 +10,7 @@
 static const char usage[] =
 	"revc eval SPEC --params DIR [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic]\n"
 	"                 [--split test|train] [--json] [--engine interp|jit] [--cpu NAME] [--threads N]\n"
-	"                 [--max-memory SIZE] [--set KEY=VALUE ...]";
+	"                 [--max-memory SIZE] [--set KEY=VALUE ...] [pass options]";
 static const char about[] =
 	"Loads the parameters and batch-norm running statistics in DIR (NAME.npy, e.g.\n"
 	"a checkpoint of revc train) and prints the mean cross-entropy and the accuracy\n"
@@ -98,7 +98,9 @@ int cmd_eval(int argc, char **argv)
 		return cli_usage_error(a.cmd, "missing SPEC");
 	if (!params)
 		return cli_usage_error(a.cmd, "missing --params DIR");
-	int ready = cli_pass_options_ready(a.cmd, &popts);
+	int ready = cli_engine_check(a.cmd, engine_kind, cpu);
+	if (ready == EXIT_OK)
+		ready = cli_pass_options_ready(a.cmd, &popts);
 	if (ready != EXIT_OK)
 		return ready;
 	cli_engine engine;
@@ -154,12 +156,21 @@ int cmd_eval(int argc, char **argv)
 			isnan(loss) ? "NaN" : "infinite", (long long)bad, (long long)d.n, why);
 		goto done;
 	}
-	if (json)
-		printf("{\"split\":\"%s\",\"images\":%lld,\"loss\":%.6g,\"accuracy\":%.6g}\n",
-			train_split ? "train" : "test", (long long)d.n, loss, acc);
-	else
-		printf("%s on %s %s (%lld images): loss %.4f, accuracy %.2f%%\n", m.spec.name, data,
-			train_split ? "train" : "test", (long long)d.n, loss, 100 * acc);
+	char label[96], cpu_name[64];
+	bool native;
+	if (json) {
+		printf("{\"split\":\"%s\",\"images\":%lld,\"engine\":\"%s\",", train_split ? "train" : "test",
+			(long long)d.n, cli_engine_name(&engine));
+		if (engine_kind == CLI_ENGINE_JIT)
+			printf("\"cpu\":\"%s\",", cli_engine_cpu(&engine, cpu_name, sizeof cpu_name, &native));
+		else
+			printf("\"cpu\":null,");
+		printf("\"loss\":%.6g,\"accuracy\":%.6g}\n", loss, acc);
+	} else {
+		printf("%s on %s %s (%lld images): loss %.4f, accuracy %.2f%%; engine %s\n", m.spec.name, data,
+			train_split ? "train" : "test", (long long)d.n, loss, 100 * acc,
+			cli_engine_label(&engine, label, sizeof label));
+	}
 	status = EXIT_OK;
 done:
 	rt_exec_free(x);

@@ -53,6 +53,9 @@ typedef struct cg_jit cg_jit;
 /* JIT-compiles g (planned) for o->cpu.  On failure (also when this host
  * cannot run code for o->cpu) returns NULL with diagnostics. */
 cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d);
+/* Whether cg_jit_compile can make code for cpu here (LLVM knows it and
+ * this host runs it); else a diagnostic saying why. */
+bool cg_jit_cpu_ok(const char *cpu, ir_diags *d);
 cg_step_fn cg_jit_step(const cg_jit *j);
 void cg_jit_free(cg_jit *j);
 
