@@ -34,6 +34,12 @@ typedef struct {
 
 enum { CLI_END = -1, CLI_POSITIONAL = -2, CLI_ERROR = -3 };
 
+/* A command's options table has one entry per OPT_* enumerator, then the
+ * NULL entry: n is the enumerator after the last (OPT_PASS0 +
+ * CLI_PASS_OPT_COUNT, or OPT_HELP + 1 without pass options). */
+#define CLI_OPTS_MATCH(opts, n) \
+	_Static_assert(sizeof(opts) / sizeof((opts)[0]) == (size_t)(n) + 1, #opts " and the OPT_* enumerators differ")
+
 void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv);
 /* The next argument: an index into opts (value in *val for options that take
  * one), CLI_POSITIONAL (*val is it), CLI_END, or CLI_ERROR after printing a
@@ -90,6 +96,15 @@ int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 bool cli_write_output(const char *path, const char *text, size_t len);
+
+/* ---- error figures (check, drift) --------------------------------------- */
+
+/* max(a, b) that keeps a NaN (fmax drops it), for error figures: a NaN
+ * gradient must fail a check, not pass it. */
+static inline double cli_max_nan(double a, double b)
+{
+	return b > a || b != b ? b : a;
+}
 
 /* ---- models from specs (cli/model.c) ---------------------------------- */
 
@@ -240,13 +255,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_mem(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
-
-/* max(a, b) that keeps a NaN (fmax drops it), for error figures: a NaN
- * gradient must fail a check, not pass it. */
-static inline double cli_max_nan(double a, double b)
-{
-	return b > a || b != b ? b : a;
-}
 
 /* "512MiB", "1.5GB", "2e9": bytes (cmd_mem.c). */
 bool cli_parse_size(const char *s, int64_t *out);

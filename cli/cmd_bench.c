@@ -42,6 +42,7 @@ static const cli_opt opts[] = {
 };
 enum { OPT_STEPS, OPT_ENGINE, OPT_CPU, OPT_STRATEGY, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP, OPT_MAX_MEMORY, OPT_SET,
 	OPT_HELP, OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 static int by_value(const void *a, const void *b)
 {

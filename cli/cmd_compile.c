@@ -49,6 +49,7 @@ static const cli_opt opts[] = {
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_OUTPUT, OPT_HEADER, OPT_NAME, OPT_STRATEGY, OPT_DUMP, OPT_CPU, OPT_SET, OPT_HELP };
+CLI_OPTS_MATCH(opts, OPT_HELP + 1);
 
 /* The prefix from "dir/libfoo.so" or "dir/foo.o": "foo". */
 static bool default_name(const char *out, char *name, size_t n, bool *shared)

@@ -30,6 +30,7 @@ static const cli_opt opts[] = {
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_FORMAT, OPT_AFTER, OPT_OUTPUT, OPT_DTYPE, OPT_STRATEGY, OPT_EVAL, OPT_SET, OPT_HELP, OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* 256 MiB: far above any graph revc produces. */
 #define MAX_INPUT ((size_t)256 << 20)

@@ -38,6 +38,7 @@ static const cli_opt opts[] = {
 };
 enum { OPT_PARAMS, OPT_DATA, OPT_SPLIT, OPT_JSON, OPT_THREADS, OPT_ENGINE, OPT_CPU, OPT_MAX_MEMORY, OPT_SET,
 	OPT_HELP, OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 int cmd_eval(int argc, char **argv)
 {

@@ -54,6 +54,7 @@ static const cli_opt opts[] = {
 enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_STATE_OUT, OPT_STEPS,
 	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CPU, OPT_THREADS, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP,
 	OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* Copies an .npy array into a graph input, converting the element type. */
 static bool fill_input(rt_exec *x, const char *name, const rt_npy *a, const char *path)

@@ -45,6 +45,7 @@ static const cli_opt opts[] = {
 };
 enum { OPT_STRATEGY, OPT_NO_EDGES, OPT_BUDGET, OPT_JSON, OPT_TIMELINE, OPT_DTYPE, OPT_MEASURE, OPT_ENGINE,
 	OPT_THREADS, OPT_SET, OPT_HELP, OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* One strategy's plan and its figures. */
 typedef struct {
