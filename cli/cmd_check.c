@@ -316,8 +316,7 @@ int cmd_check(int argc, char **argv)
 		if (!t->trainable)
 			continue;
 		char name[512];
-		snprintf(name, sizeof name, "%s%s", PS_GRAD_PREFIX, t->name);
-		const double *grad = rt_exec_output(gx, name, NULL);
+		const double *grad = rt_exec_output(gx, ps_grad_output_name(name, sizeof name, t->name), NULL);
 		bool ok;
 		if (!grad || !check_tensor(&c, t, grad, (int)samples, s, i, &ok, &e)) {
 			cli_error("%s", grad ? e.msg : "no gradient output");

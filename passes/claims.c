@@ -85,7 +85,6 @@ static int by_name(const void *a, const void *b)
 static void check_autodiff(claims *c)
 {
 	const ir_graph *g = c->g;
-	size_t plen = strlen(PS_GRAD_PREFIX);
 	const char **have = malloc(((size_t)g->n + 1) * sizeof *have);
 	if (!have)
 		IR_DIE("out of memory");
@@ -94,10 +93,9 @@ static void check_autodiff(claims *c)
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *v = g->nodes[i];
 		if (v->op == IR_OP_OUTPUT) {
-			const char *name = ir_node_str(v, IR_ATTR_NAME);
-			loss = loss || strcmp(name, "loss") == 0;
-			if (strncmp(name, PS_GRAD_PREFIX, plen) == 0)
-				have[n++] = name + plen;
+			loss = loss || strcmp(ir_node_str(v, IR_ATTR_NAME), "loss") == 0;
+			if (ps_grad_param_name(v))
+				have[n++] = ps_grad_param_name(v);
 		} else if (v->op == IR_OP_SGD && v->in[0]->name) {
 			have[n++] = v->in[0]->name;
 		}
@@ -105,11 +103,12 @@ static void check_autodiff(claims *c)
 	qsort(have, (size_t)n, sizeof *have, by_name);
 	if (!loss)
 		refute(c, NULL, "autodiff", "the graph has no output named \"loss\"");
+	char want[512];
 	for (int i = 0; i < g->n && c->ok; i++) {
 		const ir_node *p = g->nodes[i];
 		if (p->op == IR_OP_PARAM && !bsearch(&p->name, have, (size_t)n, sizeof *have, by_name))
-			refute(c, p, "autodiff", "it has no gradient (no output \"%s%s\", no sgd step)", PS_GRAD_PREFIX,
-				p->name);
+			refute(c, p, "autodiff", "it has no gradient (no output \"%s\", no sgd step)",
+				ps_grad_output_name(want, sizeof want, p->name));
 	}
 	free(have);
 }

@@ -237,5 +237,10 @@ int64_t ps_arena_bytes(const ir_graph *g);
 /* The output name under which autodiff leaves a parameter's gradient:
  * "grad:" followed by the parameter's name. */
 #define PS_GRAD_PREFIX "grad:"
+/* The parameter whose gradient output n is ("grad:w" -> "w"), or NULL
+ * when n is not one (passes/autodiff.c). */
+const char *ps_grad_param_name(const ir_node *n);
+/* The name of param's gradient output, into buf; returns buf. */
+const char *ps_grad_output_name(char *buf, size_t len, const char *param);
 
 #endif
