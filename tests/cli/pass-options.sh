@@ -134,5 +134,17 @@ grep -qE "^  memory +[0-9.]+ MiB arena planned under store; process RSS [0-9.]+ 
   bad "train --strategy store summary: $out"
 grep -qE "^revc train: .*, engine interp$" <<<"$out" || bad "train --engine interp summary: $out"
 
+# Every summary names the CPU native code is for; the interpreter has none.
+out=$("$revc" eval models/fashion.rev --params $b4/params --data synthetic 2>/dev/null)
+grep -qE "; engine jit \([a-z0-9-]+\)$" <<<"$out" || bad "eval does not name the CPU: $out"
+out=$("$revc" eval models/fashion.rev --params $b4/params --data synthetic --cpu x86-64-v3 --json 2>/dev/null)
+grep -q '"engine":"jit","cpu":"x86-64-v3","loss":' <<<"$out" || bad "eval --json --cpu x86-64-v3: $out"
+out=$("$revc" eval models/fashion.rev --params $b4/params --data synthetic --engine interp --json 2>/dev/null)
+grep -q '"engine":"interp","cpu":null,"loss":' <<<"$out" || bad "eval --engine interp --json: $out"
+out=$("$revc" bench models/fashion.rev "${tiny[@]}" --steps 1 --engine interp --json 2>/dev/null)
+grep -q '"cpu":null,"cpu_native":null,' <<<"$out" || bad "bench --engine interp --json names a CPU: $out"
+out=$("$revc" bench models/fashion.rev "${tiny[@]}" --steps 1 --json 2>/dev/null)
+grep -qE '"cpu":"[a-z0-9-]+","cpu_native":true,' <<<"$out" || bad "bench --json: $out"
+
 [ $fail -eq 0 ] && echo "pass-options: ok"
 exit $fail
