@@ -243,6 +243,9 @@ const char *cli_engine_name(const cli_engine *e);
 const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native);
 /* "jit (znver4)", "jit (x86-64-v3)" or "interp", for summaries. */
 const char *cli_engine_label(const cli_engine *e, char *buf, size_t len);
+/* The same as JSON members on stdout: "engine":"jit","cpu":"znver4", (cpu
+ * null for the interpreter), each with its comma. */
+void cli_engine_json(const cli_engine *e);
 
 /* ---- subcommands ------------------------------------------------------ */
 

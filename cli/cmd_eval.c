@@ -157,15 +157,10 @@ int cmd_eval(int argc, char **argv)
 			isnan(loss) ? "NaN" : "infinite", (long long)bad, (long long)d.n, why);
 		goto done;
 	}
-	char label[96], cpu_name[64];
-	bool native;
+	char label[96];
 	if (json) {
-		printf("{\"split\":\"%s\",\"images\":%lld,\"engine\":\"%s\",", train_split ? "train" : "test",
-			(long long)d.n, cli_engine_name(&engine));
-		if (engine_kind == CLI_ENGINE_JIT)
-			printf("\"cpu\":\"%s\",", cli_engine_cpu(&engine, cpu_name, sizeof cpu_name, &native));
-		else
-			printf("\"cpu\":null,");
+		printf("{\"split\":\"%s\",\"images\":%lld,", train_split ? "train" : "test", (long long)d.n);
+		cli_engine_json(&engine);
 		printf("\"loss\":%.6g,\"accuracy\":%.6g}\n", loss, acc);
 	} else {
 		printf("%s on %s %s (%lld images): loss %.4f, accuracy %.2f%%; engine %s\n", m.spec.name, data,

@@ -376,12 +376,12 @@ int cmd_mem(int argc, char **argv)
 			/* --stop-after or --passes left no plan to report on. */
 			ir_graph_free(x->g);
 			x->g = NULL;
+			ps_ctx_free(&ctx);
 			cut = true;
+			continue;
 		}
 		if (!x->g) {
 			ps_ctx_free(&ctx);
-			if (cut)
-				continue;
 			goto done;
 		}
 		nr++;

@@ -126,17 +126,13 @@ static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_re
 {
 	double ips = r->seconds > 0 ? (double)(r->steps * batch) / r->seconds : 0;
 	double step_s = r->steps ? r->seconds / (double)r->steps : 0;
-	char engine[96], cpu[64];
-	bool native;
+	char engine[96];
 	cli_engine_label(e, engine, sizeof engine);
 	if (json) {
 		printf("{\"event\":\"summary\",\"model\":\"");
 		cli_json_string(stdout, m->spec.name);
-		printf("\",\"engine\":\"%s\",", cli_engine_name(e));
-		if (e->kind == CLI_ENGINE_JIT)
-			printf("\"cpu\":\"%s\",", cli_engine_cpu(e, cpu, sizeof cpu, &native));
-		else
-			printf("\"cpu\":null,");
+		printf("\",");
+		cli_engine_json(e);
 		printf("\"steps\":%lld,\"total_steps\":%lld,\"batch\":%lld,\"strategy\":\"%s\","
 		       "\"train_loss\":%.6g,\"train_accuracy\":%.6g,\"test_loss\":%.6g,\"test_accuracy\":%.6g,"
 		       "\"images_per_sec\":%.1f,\"step_seconds\":%.6f,\"arena_bytes\":%lld,",

@@ -121,6 +121,17 @@ const char *cli_engine_label(const cli_engine *e, char *buf, size_t len)
 	return buf;
 }
 
+void cli_engine_json(const cli_engine *e)
+{
+	char cpu[64];
+	bool native;
+	printf("\"engine\":\"%s\",", cli_engine_name(e));
+	if (e->kind == CLI_ENGINE_JIT)
+		printf("\"cpu\":\"%s\",", cli_engine_cpu(e, cpu, sizeof cpu, &native));
+	else
+		printf("\"cpu\":null,");
+}
+
 const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native)
 {
 	*native = cg_cpu_is_native(e->cg.cpu);
