@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rt.h"
+#include "manifest.h"
 
 #define TMP_TAG ".tmp."
 #define TMP_SUFFIX 6 /* the characters mkdtemp replaces */

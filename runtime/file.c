@@ -21,10 +21,40 @@ bool rt_errorf(rt_err *e, const char *fmt, ...)
 	return false;
 }
 
+bool rt_err_prefixf(rt_err *e, const char *fmt, ...)
+{
+	rt_err inner = *e;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < sizeof e->msg)
+		snprintf(e->msg + n, sizeof e->msg - (size_t)n, "%s", inner.msg);
+	return false;
+}
+
+bool rt_err_appendf(rt_err *e, const char *fmt, ...)
+{
+	size_t n = strlen(e->msg);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->msg + n, sizeof e->msg - n, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
 bool rt_error_oom(rt_err *e, const char *what, int64_t bytes)
 {
 	return rt_errorf(e, "out of memory: %s takes %lld bytes (%.2f GiB)", what, (long long)bytes,
 		(double)bytes / (double)(1 << 30));
+}
+
+bool rt_path_join(char *buf, size_t n, const char *dir, const char *name, const char *suffix, rt_err *e)
+{
+	int k = snprintf(buf, n, "%s/%s%s", dir, name, suffix);
+	if (k < 0 || (size_t)k >= n)
+		return rt_errorf(e, "path too long (%d bytes, at most %zu): '%s/%s%s'", k, n - 1, dir, name, suffix);
+	return true;
 }
 
 bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err *e)

@@ -18,11 +18,21 @@ typedef struct {
 } rt_err;
 
 bool rt_errorf(rt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Put fmt's text before or after e's message ("step 3: " + msg,
+ * msg + "; the last checkpoint ..."); false. */
+bool rt_err_prefixf(rt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool rt_err_appendf(rt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A failed allocation whose size the user chose (a spec, a data file):
  * "out of memory: WHAT takes N bytes (X GiB)".  False. */
 bool rt_error_oom(rt_err *e, const char *what, int64_t bytes);
 
 /* ---- files (runtime/file.c) ------------------------------------------- */
+
+/* The longest path revc builds (PATH_MAX). */
+#define RT_PATH_MAX 4096
+/* DIR/NAME followed by suffix (e.g. ".npy") into buf (n bytes); false with
+ * "path too long" rather than a name cut short. */
+bool rt_path_join(char *buf, size_t n, const char *dir, const char *name, const char *suffix, rt_err *e);
 
 /* Reads a whole regular file (at most max bytes) into a malloc'd buffer with
  * a NUL after the data. */
@@ -45,6 +55,12 @@ bool rt_atomic_commit(rt_atomic *a, rt_err *e);
 void rt_atomic_abort(rt_atomic *a);
 /* Writes len bytes to path atomically. */
 bool rt_file_write_atomic(const char *path, const void *data, size_t len, rt_err *e);
+
+/* The temporary names files and directories are built under before their
+ * rename: the final name, RT_TMP_TAG, then RT_TMP_SUFFIX characters that
+ * mkstemp or mkdtemp choose ("ck.tmp.a8Zk3Q", "x.npy.tmp.Qq01xz"). */
+#define RT_TMP_TAG ".tmp."
+#define RT_TMP_SUFFIX 6
 
 /* ---- random numbers and data (runtime/rng.c, runtime/data*.c) ---- */
 
@@ -189,6 +205,10 @@ void rt_npy_free(rt_npy *a);
 const char *rt_npy_dtype_name(rt_npy_dtype t);
 /* Bytes per element. */
 int rt_npy_dtype_size(rt_npy_dtype t);
+/* revc's name for the type: "f32", "f64", "i32", "i64", "u8". */
+const char *rt_npy_dtype_word(rt_npy_dtype t);
+/* "[16,1,3,3]", "[]" for rank 0; returns what snprintf does. */
+int rt_npy_dims_str(int rank, const int64_t *dim, char *buf, size_t n);
 /* Convert a->count elements to double / to float, whatever the source
  * dtype (for loading params and labels). */
 void rt_npy_to_f64(const rt_npy *a, double *dst);
@@ -210,48 +230,54 @@ const char *rt_dir_kind_name(rt_dir_kind k);
 
 /* The file that marks a directory as revc's and lists its tensors. */
 #define RT_MANIFEST_NAME "revc-manifest.txt"
+/* At most this many tensors in one directory (a model has a few hundred). */
+#define RT_MANIFEST_MAX_TENSORS 65536
+/* The longest tensor name: NAME.npy and its temporary NAME.npy.tmp.XXXXXX
+ * must each be one file name (NAME_MAX, 255 bytes). */
+#define RT_MANIFEST_MAX_NAME (255 - 4 - (int)(sizeof RT_TMP_TAG - 1) - RT_TMP_SUFFIX)
 
 typedef struct {
 	char *name;                     /* the file is NAME.npy */
 	rt_npy_dtype dtype;
 	int rank;
 	int64_t dim[RT_NPY_MAX_RANK];
+	int line;                       /* where rt_manifest_parse read it, else 0 */
 } rt_manifest_tensor;
 
 typedef struct {
 	rt_dir_kind kind;
 	char *model;                    /* the spec's model name, or NULL */
 	int64_t step, seed;             /* checkpoints: steps done, data seed; else -1 */
-	rt_manifest_tensor *t;          /* every NAME.npy of the directory */
+	rt_manifest_tensor *t;          /* every NAME.npy of the directory, in list order */
 	int n, cap;
+	const rt_manifest_tensor **index; /* t by name (rt_manifest_seal), NULL after an add */
 } rt_manifest;
 
 void rt_manifest_init(rt_manifest *m, rt_dir_kind kind);
 void rt_manifest_free(rt_manifest *m);
 bool rt_manifest_set_model(rt_manifest *m, const char *model, rt_err *e);
-/* Records NAME.npy; names are one word without '/', each at most once. */
+/* Records NAME.npy: a name is one word without '/' of at most
+ * RT_MANIFEST_MAX_NAME bytes, and a manifest holds at most
+ * RT_MANIFEST_MAX_TENSORS.  A name given twice is found by rt_manifest_seal. */
 bool rt_manifest_add(rt_manifest *m, const char *name, rt_npy_dtype dtype, int rank, const int64_t *dim,
 	rt_err *e);
+/* Sorts the tensors by name for rt_manifest_find and checks that each name
+ * is there once ("two tensors named 'x'").  rt_manifest_parse seals what it
+ * reads, and a manifest is sealed before it is written. */
+bool rt_manifest_seal(rt_manifest *m, rt_err *e);
+/* The tensor of a sealed manifest named name, or NULL (a binary search). */
 const rt_manifest_tensor *rt_manifest_find(const rt_manifest *m, const char *name);
 /* "f32[16,1,3,3]", "i64[]"; returns what snprintf does. */
 int rt_manifest_shape_str(const rt_manifest_tensor *t, char *buf, size_t n);
-/* The text of the manifest (malloc'd, *len bytes), or NULL without memory. */
-char *rt_manifest_format(const rt_manifest *m, size_t *len);
-/* Writes DIR/revc-manifest.txt atomically. */
-bool rt_manifest_write(const rt_manifest *m, const char *dir, rt_err *e);
-/* Parses a manifest held in memory (untrusted; `name` starts messages). */
+/* The text of the manifest (malloc'd, *len bytes), or NULL with a message
+ * (out of memory, or longer than a manifest may be). */
+char *rt_manifest_format(const rt_manifest *m, size_t *len, rt_err *e);
+/* Parses a manifest held in memory (untrusted; `name` starts messages);
+ * the result is sealed. */
 bool rt_manifest_parse(const char *buf, size_t len, const char *name, rt_manifest *out, rt_err *e);
 /* Reads DIR/revc-manifest.txt: *found is false (and the result true) when
  * there is none; a manifest that does not parse is an error. */
 bool rt_manifest_read(const char *dir, rt_manifest *out, bool *found, rt_err *e);
-/* Writes revc-manifest.txt into the new directory open as dirfd at once
- * (no temporary, no fsync): the mark of a temporary directory, which
- * rt_manifest_write replaces once the directory is complete. */
-bool rt_manifest_mark(int dirfd, const rt_manifest *m, rt_err *e);
-/* Whether the directory open as dirfd holds a revc-manifest.txt that starts
- * as a revc manifest does (of any version), or an empty one (a mark cut
- * short): how revc recognises its own temporaries. */
-bool rt_manifest_is_marked(int dirfd);
 
 /* Whether path may be written by rt_dir_begin .. rt_dir_commit: a new name
  * in a writable directory, an empty directory, or a directory revc wrote

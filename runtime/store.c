@@ -204,16 +204,6 @@ bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_
 	return true;
 }
 
-/* "[16,1,3,3]" */
-static void dims_str(int rank, const int64_t *dim, char *buf, size_t n)
-{
-	size_t k = (size_t)snprintf(buf, n, "[");
-	for (int i = 0; i < rank && k < n; i++)
-		k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dim[i]);
-	if (k < n)
-		snprintf(buf + k, n - k, "]");
-}
-
 /* A file's dtype and shape against the tensor the model needs. */
 static bool same_shape(const rt_tensor *t, const char *path, rt_npy_dtype dtype, int rank, const int64_t *dim,
 	rt_err *e)
@@ -224,7 +214,7 @@ static bool same_shape(const rt_tensor *t, const char *path, rt_npy_dtype dtype,
 	if (!ok) {
 		char want[128], got[160];
 		ir_type_str(&t->type, want, sizeof want);
-		dims_str(rank, dim, got, sizeof got);
+		rt_npy_dims_str(rank, dim, got, sizeof got);
 		return rt_errorf(e, "%s: shape %s does not match the model's %s for '%s'", path, got, want, t->name);
 	}
 	if (dtype != RT_NPY_F32 && dtype != RT_NPY_F64)

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rt.h"
+#include "manifest.h"
 #include "runtime_suites.h"
 
 /* A scratch directory, removed (two levels deep) at the end of a test. */
@@ -94,10 +94,18 @@ START_TEST(test_manifest_round_trip)
 	m.seed = 1;
 	ck_assert(rt_manifest_add(&m, "init.conv.w", RT_NPY_F32, 4, (int64_t[]){16, 1, 3, 3}, &e));
 	ck_assert(rt_manifest_add(&m, "step", RT_NPY_I64, 0, NULL, &e));
-	ck_assert(!rt_manifest_add(&m, "step", RT_NPY_I64, 0, NULL, &e));
-	ck_assert_str_eq(e.msg, "two tensors named 'step'");
 	ck_assert(!rt_manifest_add(&m, "a/b", RT_NPY_F32, 0, NULL, &e));
 	ck_assert(!rt_manifest_add(&m, "a b", RT_NPY_F32, 0, NULL, &e));
+	/* NAME.npy.tmp.XXXXXX must be a file name (255 bytes). */
+	char name[300];
+	memset(name, 'n', sizeof name);
+	name[RT_MANIFEST_MAX_NAME + 1] = 0;
+	ck_assert(!rt_manifest_add(&m, name, RT_NPY_F32, 0, NULL, &e));
+	ck_assert_msg(strstr(e.msg, "at most 240 bytes"), "%s", e.msg);
+	ck_assert(!rt_manifest_add(&m, "r", RT_NPY_F32, RT_NPY_MAX_RANK + 1, NULL, &e));
+	ck_assert_str_eq(e.msg, "'r': rank 9 (a .npy file has rank 0 to 8)");
+	ck_assert(!rt_manifest_add(&m, "d", RT_NPY_DTYPE_COUNT, 0, NULL, &e));
+	ck_assert_str_eq(e.msg, "'d': no .npy element type 5");
 	ck_assert(rt_manifest_write(&m, scratch, &e));
 	bool found;
 	ck_assert_msg(rt_manifest_read(scratch, &r, &found, &e), "%s", e.msg);
@@ -115,6 +123,13 @@ START_TEST(test_manifest_round_trip)
 	rt_manifest_shape_str(rt_manifest_find(&r, "step"), s, sizeof s);
 	ck_assert_str_eq(s, "i64[]");
 	rt_manifest_free(&r);
+	/* A name given twice: refused when the manifest is sealed, before it
+	 * is written (names longer than 240 bytes never make a file). */
+	name[RT_MANIFEST_MAX_NAME] = 0;
+	ck_assert(rt_manifest_add(&m, name, RT_NPY_F32, 0, NULL, &e));
+	ck_assert(rt_manifest_add(&m, "step", RT_NPY_I64, 0, NULL, &e));
+	ck_assert(!rt_manifest_write(&m, scratch, &e));
+	ck_assert_str_eq(e.msg, "two tensors named 'step'");
 	rt_manifest_free(&m);
 	/* A model name that is not one word is made one: it never stops a save. */
 	rt_manifest_init(&m, RT_DIR_PARAMS);
@@ -148,7 +163,7 @@ START_TEST(test_manifest_errors)
 		{"revc-manifest 1\nkind params\ntensor a f16[2]\n", "m:3: expected a type and shape such as f32[16,1,3,3]"},
 		{"revc-manifest 1\nkind params\ntensor a f32[2,]\n", "m:3: expected a type and shape such as f32[16,1,3,3]"},
 		{"revc-manifest 1\nkind params\ntensor a f32[1099511627776,2]\n", "m:3: expected a type and shape such as f32[16,1,3,3]"},
-		{"revc-manifest 1\nkind params\ntensor a/b f32[2]\n", "m:3: expected a tensor name (one word, without '/')"},
+		{"revc-manifest 1\nkind params\ntensor a/b f32[2]\n", "m:3: expected a tensor name (one word without '/', at most 240 bytes)"},
 		{"revc-manifest 1\nkind params\ntensor a f32[2]\ntensor a f32[2]\n", "m:4: a second entry for the same tensor"},
 		{"revc-manifest 1\r\nkind params\n", "m:1: a NUL or carriage return"},
 	};
@@ -160,6 +175,62 @@ START_TEST(test_manifest_errors)
 		ck_assert_int_eq(m.n, 0);
 		ck_assert_ptr_null(m.model);
 	}
+}
+END_TEST
+
+/* The largest manifest parses in O(n log n) (the tcase's timeout is the
+ * bound: the old reader took O(n^2) string compares); one entry or one
+ * byte more is refused, and so is a writer's list that would not fit. */
+START_TEST(test_manifest_big)
+{
+	enum { N = RT_MANIFEST_MAX_TENSORS };
+	size_t cap = (size_t)5 << 20, len = 0;
+	char *buf = malloc(cap), key[64];
+	ck_assert_ptr_nonnull(buf);
+	len += (size_t)sprintf(buf, "revc-manifest 1\nkind params\n");
+	for (int i = 0; i < N; i++)
+		len += (size_t)sprintf(buf + len, "tensor s%d.u%d.f.conv0.w f32[16,16,3,3]\n", i % 97, i);
+	rt_manifest m;
+	rt_err e;
+	ck_assert_msg(rt_manifest_parse(buf, len, "m", &m, &e), "%s", e.msg);
+	ck_assert_int_eq(m.n, N);
+	for (int i = 0; i < N; i += 997) {
+		snprintf(key, sizeof key, "s%d.u%d.f.conv0.w", i % 97, i);
+		ck_assert_ptr_eq(rt_manifest_find(&m, key), &m.t[i]);
+	}
+	ck_assert_ptr_null(rt_manifest_find(&m, "s0.u1.f.conv0.w"));
+	rt_manifest_free(&m);
+	/* One more entry. */
+	size_t more = len + (size_t)sprintf(buf + len, "tensor extra f32[1]\n");
+	ck_assert(!rt_manifest_parse(buf, more, "m", &m, &e));
+	ck_assert_str_eq(e.msg, "m:65539: more than 65536 tensors in one directory");
+	/* The first entry again in place of the last: found by the sort. */
+	size_t cut = (size_t)((const char *)memrchr(buf, '\n', len - 1) + 1 - buf);
+	cut += (size_t)sprintf(buf + cut, "tensor s0.u0.f.conv0.w f32[16,16,3,3]\n");
+	ck_assert(!rt_manifest_parse(buf, cut, "m", &m, &e));
+	ck_assert_str_eq(e.msg, "m:65538: a second entry for the same tensor");
+	/* More bytes than a manifest may have. */
+	memset(buf, 'x', cap);
+	buf[(4 << 20)] = '\n';
+	ck_assert(!rt_manifest_parse(buf, (4 << 20) + 1, "m", &m, &e));
+	ck_assert_str_eq(e.msg, "m: larger than the 4194304 bytes a manifest may take");
+	free(buf);
+	/* A writer's list that would format to more than that. */
+	rt_manifest_init(&m, RT_DIR_PARAMS);
+	char name[RT_MANIFEST_MAX_NAME + 1];
+	memset(name, 'n', sizeof name);
+	name[RT_MANIFEST_MAX_NAME] = 0;
+	for (int i = 0; i < N; i++) {
+		int k = snprintf(name, sizeof name, "%d", i);
+		name[k] = 'n';
+		ck_assert(rt_manifest_add(&m, name, RT_NPY_F32, 0, NULL, &e));
+	}
+	ck_assert(!rt_manifest_add(&m, "one.more", RT_NPY_F32, 0, NULL, &e));
+	ck_assert_str_eq(e.msg, "more than 65536 tensors in one directory");
+	size_t flen;
+	ck_assert_ptr_null(rt_manifest_format(&m, &flen, &e));
+	ck_assert_str_eq(e.msg, "the manifest of 65536 tensors would take more than the 4194304 bytes one may");
+	rt_manifest_free(&m);
 }
 END_TEST
 
@@ -277,6 +348,7 @@ Suite *rt_dir_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_manifest_round_trip);
 	tcase_add_test(tc, test_manifest_errors);
+	tcase_add_test(tc, test_manifest_big);
 	tcase_add_test(tc, test_dir_replace_rules);
 	tcase_add_test(tc, test_dir_stale_temporaries);
 	suite_add_tcase(s, tc);
