@@ -34,18 +34,27 @@
  * with names of 50 bytes (a model's are 10 to 30). */
 #define MAX_BYTES ((size_t)4 << 20)
 
-static const char *const kind_names[] = {
-	[RT_DIR_CHECKPOINT] = "checkpoint",
-	[RT_DIR_PARAMS] = "params",
-	[RT_DIR_GRADIENTS] = "gradients",
-	[RT_DIR_STATE] = "state",
+static const struct {
+	const char *name; /* in the manifest */
+	const char *what; /* in messages: "'ck' holds WHAT" */
+} kinds[] = {
+	[RT_DIR_CHECKPOINT] = {"checkpoint", "a checkpoint (revc train --save)"},
+	[RT_DIR_PARAMS] = {"params", "parameters"},
+	[RT_DIR_GRADIENTS] = {"gradients", "gradients (revc grad --out)"},
+	[RT_DIR_STATE] = {"state", "running statistics (revc grad --state-out)"},
 };
-_Static_assert(sizeof kind_names / sizeof kind_names[0] == RT_DIR_KIND_COUNT, "kind_names[] must cover rt_dir_kind");
+_Static_assert(sizeof kinds / sizeof kinds[0] == RT_DIR_KIND_COUNT, "kinds[] must cover rt_dir_kind");
 
 const char *rt_dir_kind_name(rt_dir_kind k)
 {
 	IR_ASSERT((unsigned)k < RT_DIR_KIND_COUNT);
-	return kind_names[k];
+	return kinds[k].name;
+}
+
+const char *rt_dir_kind_what(rt_dir_kind k)
+{
+	IR_ASSERT((unsigned)k < RT_DIR_KIND_COUNT);
+	return kinds[k].what;
 }
 
 void rt_manifest_init(rt_manifest *m, rt_dir_kind kind)
@@ -248,7 +257,7 @@ static void putf(text *t, const char *fmt, ...)
 char *rt_manifest_format(const rt_manifest *m, size_t *len, rt_err *e)
 {
 	text t = {0};
-	putf(&t, MAGIC " %d\nkind %s\n", VERSION, kind_names[m->kind]);
+	putf(&t, MAGIC " %d\nkind %s\n", VERSION, kinds[m->kind].name);
 	if (m->model)
 		putf(&t, "model %s\n", m->model);
 	if (m->step >= 0)
@@ -390,7 +399,7 @@ static bool parse_line(cursor *c, rt_manifest *m, bool *kind_seen)
 			return bad(c, "a second kind");
 		if (word(c, &k, &nk))
 			for (int i = 0; i < RT_DIR_KIND_COUNT; i++)
-				if (is(k, nk, kind_names[i]))
+				if (is(k, nk, kinds[i].name))
 					found = i;
 		if (found < 0)
 			return bad(c, "kind must be checkpoint, params, gradients or state");

@@ -225,8 +225,11 @@ typedef enum {
 	RT_DIR_KIND_COUNT
 } rt_dir_kind;
 
-/* "checkpoint", "params", "gradients", "state". */
+/* "checkpoint", "params", "gradients", "state": the manifest's word. */
 const char *rt_dir_kind_name(rt_dir_kind k);
+/* What such a directory holds, for messages: "a checkpoint (revc train
+ * --save)", "parameters", "gradients (revc grad --out)", ... */
+const char *rt_dir_kind_what(rt_dir_kind k);
 
 /* The file that marks a directory as revc's and lists its tensors. */
 #define RT_MANIFEST_NAME "revc-manifest.txt"
@@ -349,10 +352,19 @@ bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_
  * graph's dtype.  Tensors the model does not have are ignored (a checkpoint
  * of a deeper model loads into a shallower one); every tensor it has must be
  * there with its shape, else an error names the first that is missing or
- * mis-shaped.  DIR need not be revc's (NumPy can write it); when it holds a
- * manifest, its list is checked first.  With params_only, momentum buffers
- * start at zero instead. */
+ * mis-shaped.  DIR need not be revc's (NumPy can write it).  When it holds
+ * a manifest, that must be of kind params or checkpoint ("'G' holds
+ * gradients (revc grad --out), not parameters"), and every tensor is
+ * checked against its list before any file is read; without one, the
+ * files are read one by one.  With params_only, momentum buffers start at
+ * zero instead. */
 bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e);
+/* The same with DIR's manifest already read: m, or NULL when it has none. */
+bool rt_store_load_with(rt_store *s, const ir_graph *g, const char *dir, const rt_manifest *m, bool params_only,
+	rt_err *e);
+/* Loads every tensor s holds from DIR, by the same rules (a compiled
+ * library's load). */
+bool rt_store_load_all(rt_store *s, const char *dir, rt_err *e);
 /* Writes every tensor as NAME.npy into d. */
 bool rt_store_save(const rt_store *s, rt_dir *d, rt_err *e);
 /* The same into a directory of that kind replacing DIR whole once complete

@@ -225,8 +225,9 @@ static bool same_shape(const rt_tensor *t, const char *path, rt_npy_dtype dtype,
 /* Reads DIR/NAME.npy into t, converting to t's dtype. */
 bool rt_store_load_tensor(rt_tensor *t, const char *dir, rt_err *e)
 {
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s.npy", dir, t->name);
+	char path[RT_PATH_MAX];
+	if (!rt_path_join(path, sizeof path, dir, t->name, ".npy", e))
+		return false;
 	struct stat st;
 	if (lstat(path, &st) != 0 && errno == ENOENT)
 		return rt_errorf(e, "%s: no such file: the model needs the tensor '%s'", path, t->name);
@@ -242,47 +243,86 @@ bool rt_store_load_tensor(rt_tensor *t, const char *dir, rt_err *e)
 	return ok;
 }
 
-/* With a manifest, the tensor must be listed with the model's shape: the
- * first one missing or mis-shaped is named before any data is read. */
-static bool listed(const rt_manifest *m, const rt_tensor *t, const char *dir, rt_err *e)
-{
-	const rt_manifest_tensor *mt = rt_manifest_find(m, t->name);
-	if (!mt)
-		return rt_errorf(e, "'%s' has no tensor '%s', which the model needs (its %s lists %d tensors)", dir,
-			t->name, RT_MANIFEST_NAME, m->n);
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s.npy", dir, t->name);
-	return same_shape(t, path, mt->dtype, mt->rank, mt->dim, e);
-}
-
-bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e)
+/* Loads s->t[want[0..n)] from dir, whose manifest is m (NULL: it has none).
+ * With a manifest, every tensor wanted is checked against its list first,
+ * so the first one missing or mis-shaped is named before any data is read;
+ * without one, the files are read one by one. */
+static bool load_listed(rt_store *s, const int *want, int n, const char *dir, const rt_manifest *m, rt_err *e)
 {
 	struct stat st;
 	if (stat(dir, &st) != 0)
 		return rt_errorf(e, "cannot open '%s': %s", dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return rt_errorf(e, "'%s' is not a directory", dir);
-	/* A directory revc wrote lists its tensors; one from NumPy need not. */
-	rt_manifest m;
-	bool has_manifest;
-	if (!rt_manifest_read(dir, &m, &has_manifest, e))
-		return false;
+	if (m && m->kind != RT_DIR_PARAMS && m->kind != RT_DIR_CHECKPOINT)
+		return rt_errorf(e, "'%s' holds %s, not parameters", dir, rt_dir_kind_what(m->kind));
+	for (int i = 0; m && i < n; i++) {
+		const rt_tensor *t = &s->t[want[i]];
+		const rt_manifest_tensor *mt = rt_manifest_find(m, t->name);
+		char path[RT_PATH_MAX];
+		if (!mt)
+			return rt_errorf(e, "'%s' has no tensor '%s', which the model needs (its %s lists %d tensors)",
+				dir, t->name, RT_MANIFEST_NAME, m->n);
+		if (!rt_path_join(path, sizeof path, dir, t->name, ".npy", e) ||
+		    !same_shape(t, path, mt->dtype, mt->rank, mt->dim, e))
+			return false;
+	}
+	for (int i = 0; i < n; i++)
+		if (!rt_store_load_tensor(&s->t[want[i]], dir, e))
+			return false;
+	return true;
+}
+
+bool rt_store_load_with(rt_store *s, const ir_graph *g, const char *dir, const rt_manifest *m, bool params_only,
+	rt_err *e)
+{
+	int *want = malloc(((size_t)g->n + 1) * sizeof *want), n = 0;
+	if (!want)
+		return rt_error_oom(e, "the list of tensors to load", ((int64_t)g->n + 1) * (int64_t)sizeof *want);
 	bool ok = true;
 	for (int i = 0; ok && i < g->n; i++) {
-		const ir_node *n = g->nodes[i];
-		if (n->op != IR_OP_PARAM && n->op != IR_OP_STATE)
+		const ir_node *nd = g->nodes[i];
+		if (nd->op != IR_OP_PARAM && nd->op != IR_OP_STATE)
 			continue;
-		rt_tensor *t = rt_store_find(s, n->name);
-		if (t && !same_tensor(t, n, e))
+		rt_tensor *t = rt_store_find(s, nd->name);
+		if (t && !same_tensor(t, nd, e))
 			ok = false;
-		else if (!t && !(t = rt_store_add(s, n->name, &n->type, n->op == IR_OP_PARAM, e)))
+		else if (!t && !(t = rt_store_add(s, nd->name, &nd->type, nd->op == IR_OP_PARAM, e)))
 			ok = false;
-		else if (params_only && n->op == IR_OP_STATE && ends_with(n->name, ".mom"))
+		else if (params_only && nd->op == IR_OP_STATE && ends_with(nd->name, ".mom"))
 			ok = rt_store_init_tensor(t, 0, e);
 		else
-			ok = (!has_manifest || listed(&m, t, dir, e)) && rt_store_load_tensor(t, dir, e);
+			want[n++] = (int)(t - s->t);
 	}
+	ok = ok && load_listed(s, want, n, dir, m, e);
+	free(want);
+	return ok;
+}
+
+bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e)
+{
+	/* A directory revc wrote lists its tensors; one from NumPy need not. */
+	rt_manifest m;
+	bool found;
+	if (!rt_manifest_read(dir, &m, &found, e))
+		return false;
+	bool ok = rt_store_load_with(s, g, dir, found ? &m : NULL, params_only, e);
 	rt_manifest_free(&m);
+	return ok;
+}
+
+bool rt_store_load_all(rt_store *s, const char *dir, rt_err *e)
+{
+	rt_manifest m;
+	bool found;
+	int *want = malloc(((size_t)s->n + 1) * sizeof *want);
+	if (!want)
+		return rt_error_oom(e, "the list of tensors to load", ((int64_t)s->n + 1) * (int64_t)sizeof *want);
+	for (int i = 0; i < s->n; i++)
+		want[i] = i;
+	bool ok = rt_manifest_read(dir, &m, &found, e) && load_listed(s, want, s->n, dir, found ? &m : NULL, e);
+	rt_manifest_free(&m);
+	free(want);
 	return ok;
 }
 

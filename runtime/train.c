@@ -134,10 +134,9 @@ static bool write_scalar(rt_dir *d, const char *name, int64_t v, rt_err *e)
 
 static bool read_scalar(const char *dir, const char *name, int64_t *v, rt_err *e)
 {
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+	char path[RT_PATH_MAX];
 	rt_npy a;
-	if (!rt_npy_read(path, &a, e))
+	if (!rt_path_join(path, sizeof path, dir, name, ".npy", e) || !rt_npy_read(path, &a, e))
 		return false;
 	bool ok = a.rank == 0 && a.dtype == RT_NPY_I64;
 	if (ok)
@@ -170,23 +169,24 @@ bool rt_checkpoint_load(rt_store *s, const ir_graph *g, const char *dir, int64_t
 	bool found;
 	if (!rt_manifest_read(dir, &m, &found, e))
 		return false;
-	rt_dir_kind kind = m.kind;
-	int64_t mstep = m.step, mseed = m.seed;
-	rt_manifest_free(&m);
-	if (found && kind != RT_DIR_CHECKPOINT)
-		return rt_errorf(e, "'%s' holds %s, not a checkpoint of revc train (it has no step)", dir,
-			rt_dir_kind_name(kind));
 	int64_t sd;
-	if (!rt_store_load(s, g, dir, false, e) || !read_scalar(dir, "step", step, e) ||
-	    !read_scalar(dir, "data_seed", &sd, e))
-		return false;
-	if (*step < 0 || sd < 0)
-		return rt_errorf(e, "%s: negative step or seed", dir);
-	if (found && (*step != mstep || sd != mseed))
-		return rt_errorf(e, "%s: step.npy and data_seed.npy (%lld, %lld) disagree with %s (%lld, %lld)", dir,
-			(long long)*step, (long long)sd, RT_MANIFEST_NAME, (long long)mstep, (long long)mseed);
-	*seed = (uint64_t)sd;
-	return true;
+	bool ok = true;
+	if (found && m.kind != RT_DIR_CHECKPOINT)
+		ok = rt_errorf(e, "'%s' holds %s, not a checkpoint of revc train (it has no step)", dir,
+			rt_dir_kind_name(m.kind));
+	else if (found && (m.step < 0 || m.seed < 0))
+		ok = rt_errorf(e, "%s/%s has no %s line", dir, RT_MANIFEST_NAME, m.step < 0 ? "step" : "seed");
+	ok = ok && rt_store_load_with(s, g, dir, found ? &m : NULL, false, e) && read_scalar(dir, "step", step, e) &&
+		read_scalar(dir, "data_seed", &sd, e);
+	if (ok && (*step < 0 || sd < 0))
+		ok = rt_errorf(e, "%s: negative step or seed", dir);
+	if (ok && found && (*step != m.step || sd != m.seed))
+		ok = rt_errorf(e, "%s: step.npy and data_seed.npy (%lld, %lld) disagree with %s (%lld, %lld)", dir,
+			(long long)*step, (long long)sd, RT_MANIFEST_NAME, (long long)m.step, (long long)m.seed);
+	rt_manifest_free(&m);
+	if (ok)
+		*seed = (uint64_t)sd;
+	return ok;
 }
 
 /* Ends e's message with what the checkpoint directory keeps: the last

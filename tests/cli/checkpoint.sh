@@ -67,6 +67,12 @@ for g in 1 2; do
 done
 grep -qx 'kind gradients' "$tmp/g/revc-manifest.txt" && grep -qx 'kind state' "$tmp/s/revc-manifest.txt" ||
   bad "grad's directories are not marked"
+# Gradients and running statistics are not parameters: refused by their kind.
+expect 1 "'.*/g' holds gradients \(revc grad --out\), not parameters" \
+  "$revc" eval models/fashion.rev --data synthetic --params "$tmp/g"
+expect 1 "'.*/s' holds running statistics \(revc grad --state-out\), not parameters" \
+  "$revc" grad models/fashion.rev --params "$tmp/s" --input tests/data/fashion-b4/x.npy \
+  --labels tests/data/fashion-b4/y.npy --out "$tmp/g2"
 cp -r "$tmp/ck2" "$tmp/ck2x"; echo notes > "$tmp/ck2x/notes.txt"
 expect 1 "--save: '.*ck2x' holds 'notes.txt', which revc did not write there" \
   "$revc" train "${small[@]}" --engine interp --steps 2 --save "$tmp/ck2x"
@@ -86,6 +92,15 @@ expect 1 "s2\.u0\.f\.conv0\.w\.npy: shape \[32,16,3,3\] does not match the model
   "$revc" eval "${wider[@]}" --params "$tmp/ck2"
 expect 1 "cannot resume: .*ck2/s2\.u0\..*: shape \[32.*\] does not match the model's f32\[64.* for 's2\.u0\." \
   "$revc" train "${wider[@]}" --engine interp --steps 5 --resume "$tmp/ck2"
+# The manifest's list is checked before any file is read: a tensor missing
+# late in the model is named, not a broken file early in it.
+cp -r "$tmp/ck2" "$tmp/late"; sed -i '/^tensor final\.dense\.b /d' "$tmp/late/revc-manifest.txt"
+head -c 100 "$tmp/ck2/init.conv.w.npy" > "$tmp/late/init.conv.w.npy"
+expect 1 "'.*late' has no tensor 'final\.dense\.b', which the model needs" "$revc" eval "${big[@]}" --params "$tmp/late"
+# A checkpoint's manifest without its step line says so.
+cp -r "$tmp/ck2" "$tmp/nostep"; sed -i '/^step /d' "$tmp/nostep/revc-manifest.txt"
+expect 1 "cannot resume: .*nostep/revc-manifest.txt has no step line" \
+  "$revc" train "${big[@]}" --engine interp --steps 5 --resume "$tmp/nostep"
 # Without a manifest (a directory NumPy wrote) the same rule, file by file.
 cp -r "$tmp/ck2" "$tmp/plain"; rm "$tmp/plain/revc-manifest.txt"
 expect_ok "$revc" eval "${small[@]}" --params "$tmp/plain"
