@@ -273,7 +273,7 @@ int cmd_train(int argc, char **argv)
 	if (!cli_model_load(&m, spec))
 		goto done;
 	/* Fail now, not after an hour of training. */
-	if (save && !rt_dir_check(save, &e)) {
+	if (save && !rt_dir_check(save, RT_DIR_CHECKPOINT, &e)) {
 		cli_error("--save: %s", e.msg);
 		goto done;
 	}

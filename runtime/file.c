@@ -111,26 +111,26 @@ bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err
 bool rt_temp_template(char *buf, size_t n, const char *base, size_t len, const char *tag)
 {
 	size_t t = strlen(tag);
-	if (len + t + 7 > n)
+	if (len + t + RT_TMP_SUFFIX + 1 > n)
 		return false;
 	memcpy(buf, base, len);
 	memcpy(buf + len, tag, t);
-	memset(buf + len + t, 'X', 6);
-	buf[len + t + 6] = 0;
+	memset(buf + len + t, 'X', RT_TMP_SUFFIX);
+	buf[len + t + RT_TMP_SUFFIX] = 0;
 	return true;
 }
 
 bool rt_atomic_open(rt_atomic *a, const char *path, rt_err *e)
 {
 	memset(a, 0, sizeof *a);
-	size_t n = strlen(path) + 32;
+	size_t n = strlen(path) + strlen(RT_TMP_TAG) + RT_TMP_SUFFIX + 1;
 	a->path = strdup(path);
 	a->tmp = malloc(n);
 	if (!a->path || !a->tmp) {
 		rt_atomic_abort(a);
 		return rt_errorf(e, "out of memory");
 	}
-	rt_temp_template(a->tmp, n, path, strlen(path), ".tmp.");
+	rt_temp_template(a->tmp, n, path, strlen(path), RT_TMP_TAG);
 	int fd = mkstemp(a->tmp);
 	if (fd < 0) {
 		int err = errno;
@@ -139,9 +139,7 @@ bool rt_atomic_open(rt_atomic *a, const char *path, rt_err *e)
 		rt_atomic_abort(a);
 		return rt_errorf(e, "cannot write '%s': %s", path, strerror(err));
 	}
-	mode_t mask = umask(0);
-	umask(mask);
-	fchmod(fd, 0666 & ~mask);
+	fchmod(fd, rt_umasked(0666));
 	a->f = fdopen(fd, "w");
 	if (!a->f) {
 		close(fd);
@@ -151,13 +149,19 @@ bool rt_atomic_open(rt_atomic *a, const char *path, rt_err *e)
 	return true;
 }
 
-/* Makes a rename in path's directory durable. */
-static void sync_dir(const char *path)
+unsigned rt_umasked(unsigned mode)
+{
+	mode_t mask = umask(0); /* (the only way to read it) */
+	umask(mask);
+	return mode & ~(unsigned)mask;
+}
+
+void rt_sync_parent(const char *path)
 {
 	char *copy = strdup(path);
 	if (!copy)
 		return;
-	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0) {
 		fsync(fd);
 		close(fd);
@@ -180,7 +184,7 @@ bool rt_atomic_commit(rt_atomic *a, rt_err *e)
 		rt_atomic_abort(a);
 		return false;
 	}
-	sync_dir(a->path);
+	rt_sync_parent(a->path);
 	free(a->tmp);
 	free(a->path);
 	memset(a, 0, sizeof *a);

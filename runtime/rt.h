@@ -39,8 +39,9 @@ bool rt_path_join(char *buf, size_t n, const char *dir, const char *name, const 
 bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err *e);
 
 /* Writes into buf (n bytes) the template mkstemp and mkdtemp take: the
- * first len bytes of base, then tag, then the six characters they replace
- * with a unique suffix.  False when buf is too small. */
+ * first len bytes of base, then tag (RT_TMP_TAG for revc's temporaries),
+ * then the RT_TMP_SUFFIX characters they replace with a unique suffix.
+ * False when buf is too small. */
 bool rt_temp_template(char *buf, size_t n, const char *base, size_t len, const char *tag);
 
 /* A file written under a temporary name in the same directory, made durable
@@ -55,6 +56,11 @@ bool rt_atomic_commit(rt_atomic *a, rt_err *e);
 void rt_atomic_abort(rt_atomic *a);
 /* Writes len bytes to path atomically. */
 bool rt_file_write_atomic(const char *path, const void *data, size_t len, rt_err *e);
+/* Makes a rename into path's directory durable (fsync of the directory);
+ * best effort, as the rename has happened either way. */
+void rt_sync_parent(const char *path);
+/* mode less the process's umask: what open(2) or mkdir(2) would give. */
+unsigned rt_umasked(unsigned mode);
 
 /* The temporary names files and directories are built under before their
  * rename: the final name, RT_TMP_TAG, then RT_TMP_SUFFIX characters that
@@ -282,12 +288,17 @@ bool rt_manifest_parse(const char *buf, size_t len, const char *name, rt_manifes
  * there is none; a manifest that does not parse is an error. */
 bool rt_manifest_read(const char *dir, rt_manifest *out, bool *found, rt_err *e);
 
-/* Whether path may be written by rt_dir_begin .. rt_dir_commit: a new name
- * in a writable directory, an empty directory, or a directory revc wrote
- * (its manifest, and only the NAME.npy files listed there).  Refuses
- * anything else -- a non-empty directory of the user's, a file, a symlink,
- * ".", "..", a mount point -- with a message naming what is in the way. */
-bool rt_dir_check(const char *path, rt_err *e);
+/* Whether path may be written by rt_dir_begin .. rt_dir_commit with a
+ * directory of kind: a new name in a writable directory, an empty
+ * directory, or a directory revc wrote of the same kind (its manifest, and
+ * only the NAME.npy files listed there).  Refuses anything else -- a
+ * non-empty directory of the user's, a checkpoint that gradients would
+ * replace, a file, a symlink, ".", "..", a mount point -- with a message
+ * naming what is in the way. */
+bool rt_dir_check(const char *path, rt_dir_kind kind, rt_err *e);
+/* Whether paths a and b name the same directory to write: their parents
+ * resolved (they need not exist yet), trailing slashes dropped. */
+bool rt_dir_same(const char *a, const char *b);
 
 /* A directory built under the temporary sibling name PATH.tmp.XXXXXX and
  * swapped into place by rt_dir_commit, which replaces a previous directory
@@ -301,7 +312,7 @@ typedef struct {
 	rt_manifest manifest;           /* what has been written; set step and seed here */
 } rt_dir;
 
-/* rt_dir_check, removes PATH's stale temporaries, and creates the
+/* rt_dir_check for kind, removes PATH's stale temporaries, and creates the
  * temporary, marked from the start by a manifest of kind and model
  * (model may be NULL). */
 bool rt_dir_begin(rt_dir *d, const char *path, rt_dir_kind kind, const char *model, rt_err *e);

@@ -1,10 +1,15 @@
 /* test_rt_dir.c: manifests (runtime/manifest.c) and directories written
- * whole (runtime/dir.c): what may be replaced, what is refused, and which
- * stale temporaries are removed. */
+ * whole (runtime/dir.c): what may be replaced, what is refused, which
+ * stale temporaries are removed, modes, long paths, and the swap on a
+ * filesystem without RENAME_EXCHANGE. */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "manifest.h"
@@ -241,10 +246,10 @@ START_TEST(test_dir_replace_rules)
 	char p[256];
 	/* A new name, then its own output again. */
 	snprintf(p, sizeof p, "%s/out", scratch);
-	ck_assert(rt_dir_check(p, &e));
+	ck_assert(rt_dir_check(p, RT_DIR_PARAMS, &e));
 	ck_assert_msg(write_dir(p, &e), "%s", e.msg);
 	ck_assert(exists(p, "a.npy") && exists(p, "b.npy") && exists(p, RT_MANIFEST_NAME));
-	ck_assert(rt_dir_check(p, &e));
+	ck_assert(rt_dir_check(p, RT_DIR_PARAMS, &e));
 	ck_assert_msg(write_dir(p, &e), "%s", e.msg);
 	ck_assert_int_eq(count_prefix(scratch, "out.tmp."), 0);
 	/* One file revc did not write: refused, and kept. */
@@ -256,26 +261,26 @@ START_TEST(test_dir_replace_rules)
 	/* A directory of the user's. */
 	snprintf(p, sizeof p, "%s/user", scratch);
 	mkdir(p, 0777);
-	ck_assert(rt_dir_check(p, &e)); /* empty: nothing to lose */
+	ck_assert(rt_dir_check(p, RT_DIR_PARAMS, &e)); /* empty: nothing to lose */
 	put_file(p, "thesis.txt", "x");
-	ck_assert(!rt_dir_check(p, &e));
+	ck_assert(!rt_dir_check(p, RT_DIR_PARAMS, &e));
 	ck_assert_msg(strstr(e.msg, "is not empty and is not a directory revc wrote (it has no revc-manifest.txt)"),
 		"%s", e.msg);
 	ck_assert(!write_dir(p, &e));
 	ck_assert(exists(p, "thesis.txt") && !exists(p, "a.npy"));
 	ck_assert_int_eq(count_prefix(scratch, "user.tmp."), 0);
 	/* Names that cannot be renamed, a file. */
-	ck_assert(!rt_dir_check(".", &e));
+	ck_assert(!rt_dir_check(".", RT_DIR_PARAMS, &e));
 	ck_assert_str_eq(e.msg, "'.' cannot be replaced as a whole: name the directory itself, not '/', '.' or '..'");
-	ck_assert(!rt_dir_check("/", &e));
-	ck_assert(!rt_dir_check("a/..", &e));
-	ck_assert(!rt_dir_check("a/./", &e));
-	ck_assert(!rt_dir_check("", &e));
+	ck_assert(!rt_dir_check("/", RT_DIR_PARAMS, &e));
+	ck_assert(!rt_dir_check("a/..", RT_DIR_PARAMS, &e));
+	ck_assert(!rt_dir_check("a/./", RT_DIR_PARAMS, &e));
+	ck_assert(!rt_dir_check("", RT_DIR_PARAMS, &e));
 	snprintf(p, sizeof p, "%s/user/thesis.txt", scratch);
-	ck_assert(!rt_dir_check(p, &e));
+	ck_assert(!rt_dir_check(p, RT_DIR_PARAMS, &e));
 	ck_assert_msg(strstr(e.msg, "exists and is not a directory"), "%s", e.msg);
 	snprintf(p, sizeof p, "%s/user/thesis.txt/x", scratch);
-	ck_assert(!rt_dir_check(p, &e));
+	ck_assert(!rt_dir_check(p, RT_DIR_PARAMS, &e));
 	ck_assert_msg(strstr(e.msg, "cannot create a directory beside"), "%s", e.msg);
 	/* Trailing slashes name the same directory. */
 	snprintf(p, sizeof p, "%s/out//", scratch);
@@ -295,6 +300,94 @@ static void temporary(const char *name, bool marked, const char *file)
 	if (file)
 		put_file(t, file, "x");
 }
+
+/* This executable's renameat2 stands in for libc's (the runtime is linked
+ * in statically): with no_exchange set, RENAME_EXCHANGE fails as it does
+ * on filesystems that lack it (some network and FUSE ones). */
+static bool no_exchange;
+
+int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags)
+{
+	if (no_exchange && (flags & RENAME_EXCHANGE)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+/* What else is refused, the modes a directory gets, a path too long for
+ * a tensor's file, and the swap without RENAME_EXCHANGE. */
+START_TEST(test_dir_kinds_modes_paths)
+{
+	make_scratch();
+	rt_err e;
+	char p[256], q[256];
+	snprintf(p, sizeof p, "%s/out", scratch);
+	ck_assert_msg(write_dir(p, &e), "%s", e.msg);
+	/* A directory of another kind: a write of gradients or a checkpoint
+	 * does not replace parameters. */
+	ck_assert(!rt_dir_check(p, RT_DIR_GRADIENTS, &e));
+	ck_assert_msg(strstr(e.msg, "holds parameters: refusing to replace it with gradients (revc grad --out)"),
+		"%s", e.msg);
+	rt_dir d;
+	ck_assert(!rt_dir_begin(&d, p, RT_DIR_CHECKPOINT, NULL, &e));
+	ck_assert_msg(strstr(e.msg, "refusing to replace it with a checkpoint (revc train --save)"), "%s", e.msg);
+	ck_assert(exists(p, "a.npy"));
+	/* A symbolic link, even to a directory revc may replace. */
+	snprintf(q, sizeof q, "%s/link", scratch);
+	ck_assert_int_eq(symlink("out", q), 0);
+	ck_assert(!rt_dir_check(q, RT_DIR_PARAMS, &e));
+	ck_assert_msg(strstr(e.msg, "link' is a symbolic link"), "%s", e.msg);
+	/* Modes: a new directory's is 0777 less the umask (mkdtemp's is 0700),
+	 * a replaced one keeps its own. */
+	mode_t old = umask(022);
+	snprintf(q, sizeof q, "%s/fresh", scratch);
+	ck_assert_msg(write_dir(q, &e), "%s", e.msg);
+	struct stat st;
+	ck_assert_int_eq(lstat(q, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0755);
+	ck_assert_int_eq(chmod(q, 0750), 0);
+	ck_assert_msg(write_dir(q, &e), "%s", e.msg);
+	ck_assert_int_eq(lstat(q, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0750);
+	umask(old);
+	/* Without RENAME_EXCHANGE: aside, in, removed; nothing left over. */
+	no_exchange = true;
+	put_file(scratch, "marker", "");
+	ck_assert_int_eq(lstat(p, &st), 0);
+	ino_t before = st.st_ino;
+	bool ok = write_dir(p, &e);
+	no_exchange = false;
+	ck_assert_msg(ok, "%s", e.msg);
+	ck_assert_int_eq(lstat(p, &st), 0);
+	ck_assert(st.st_ino != before && exists(p, "a.npy") && exists(p, RT_MANIFEST_NAME));
+	ck_assert_int_eq(count_prefix(scratch, "out.old."), 0);
+	ck_assert_int_eq(count_prefix(scratch, "out.tmp."), 0);
+	/* A tensor's path longer than PATH_MAX: an error, not a name cut short
+	 * (the directory's own name fits). */
+	char deep[RT_PATH_MAX], part[201];
+	memset(part, 'd', 200);
+	part[200] = 0;
+	int levels = 0, k = snprintf(deep, sizeof deep, "%s", scratch);
+	while (k + 201 + 3 + 11 < RT_PATH_MAX) { /* until DIR/ck.tmp.XXXXXX/PART.npy cannot fit */
+		k += snprintf(deep + k, sizeof deep - (size_t)k, "/%s", part);
+		ck_assert_int_eq(mkdir(deep, 0777), 0);
+		levels++;
+	}
+	snprintf(deep + k, sizeof deep - (size_t)k, "/ck");
+	float v = 1;
+	ck_assert_msg(rt_dir_begin(&d, deep, RT_DIR_PARAMS, NULL, &e), "%s", e.msg);
+	ck_assert(!rt_dir_write_npy(&d, part, RT_NPY_F32, 0, NULL, &v, &e));
+	ck_assert_msg(strncmp(e.msg, "path too long", 13) == 0, "%s", e.msg);
+	rt_dir_abort(&d);
+	for (; levels > 0; levels--) {
+		deep[k] = 0;
+		ck_assert_int_eq(rmdir(deep), 0);
+		k -= 201;
+	}
+	remove_tree(scratch);
+}
+END_TEST
 
 START_TEST(test_dir_stale_temporaries)
 {
@@ -351,6 +444,7 @@ Suite *rt_dir_suite(void)
 	tcase_add_test(tc, test_manifest_big);
 	tcase_add_test(tc, test_dir_replace_rules);
 	tcase_add_test(tc, test_dir_stale_temporaries);
+	tcase_add_test(tc, test_dir_kinds_modes_paths);
 	suite_add_tcase(s, tc);
 	return s;
 }
