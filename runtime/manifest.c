@@ -413,7 +413,7 @@ static bool parse_line(cursor *c, rt_manifest *m, bool *kind_seen)
 		if (!word(c, &k, &nk) || !good_word(k, nk))
 			return bad(c, "expected a model name (one word, at most 255 bytes)");
 		if (!(m->model = strndup(k, nk)))
-			return rt_errorf(c->e, "out of memory");
+			return rt_error_oom(c->e, "the model's name", (int64_t)nk + 1);
 	} else if (is(w, n, "step") || is(w, n, "seed")) {
 		bool step = is(w, n, "step");
 		int64_t *v = step ? &m->step : &m->seed;

@@ -34,6 +34,12 @@ bool rt_error_oom(rt_err *e, const char *what, int64_t bytes);
  * "path too long" rather than a name cut short. */
 bool rt_path_join(char *buf, size_t n, const char *dir, const char *name, const char *suffix, rt_err *e);
 
+/* Opens path for reading, refusing anything but a regular file ("'PATH' is
+ * not a regular file") without waiting on a FIFO; *size is its size. */
+bool rt_file_open_regular(const char *path, int *fd, int64_t *size, rt_err *e);
+/* read(2) until n bytes or the end of the file, retrying on EINTR; false
+ * with errno on an error, *got bytes read either way. */
+bool rt_file_read_fd(int fd, void *buf, size_t n, size_t *got);
 /* Reads a whole regular file (at most max bytes) into a malloc'd buffer with
  * a NUL after the data. */
 bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err *e);
@@ -110,17 +116,20 @@ typedef struct {
 #define RT_FASHION_DIR "/usr/share/datasets/fashion-mnist"
 
 /* A limit a caller puts on one dataset, below RT_DATA_MAX_BYTES: at most
- * `bytes` of pixels and labels (rt_dataset_bytes).  `what` names it in
- * messages, as the words after "more than" ("the 2.0 MiB left of
- * --max-memory 64 MiB"); NULL says "the N bytes allowed".  Loaders take a
- * pointer to one, or NULL for no limit but RT_DATA_MAX_BYTES. */
+ * `bytes` of pixels and labels (rt_dataset_bytes); 0 or less admits no
+ * dataset at all.  `what` names it in messages, as the words after "more
+ * than" ("the 2.0 MiB left of --max-memory 64 MiB"); NULL says "the N bytes
+ * allowed".  Loaders take a pointer to one, or NULL for no limit but
+ * RT_DATA_MAX_BYTES. */
 typedef struct {
 	int64_t bytes;
 	const char *what;
 } rt_data_limit;
 
 /* Loaders: on failure *out is left empty (zeroed), nothing is leaked, and
- * the message starts with the offending file's path.  Inputs are untrusted:
+ * the message names the offending file (it starts with its path, but for
+ * one that cannot be opened: "cannot open 'PATH': ...", "'PATH' is not a
+ * regular file", as for every file revc reads).  Inputs are untrusted:
  * a loader allocates the dataset once, exactly as large as the file's
  * header (IDX) or size (CIFAR-10) says, after checking that against the
  * limits, and reads no further into a file than that plus one byte, so a
@@ -343,6 +352,9 @@ typedef struct {
 void rt_store_init(rt_store *s);
 void rt_store_free(rt_store *s);
 rt_tensor *rt_store_find(const rt_store *s, const char *name);
+/* Whether every element of data (of type t) is finite; integer types
+ * always are. */
+bool rt_all_finite(const void *data, const ir_type *t);
 /* The number of tensors holding a NaN or an infinity, and in *first the
  * first of them (NULL when none). */
 int rt_store_nonfinite(const rt_store *s, const rt_tensor **first);
@@ -457,9 +469,6 @@ void rt_exec_kink_digest(rt_exec *x, bool on);
 uint64_t rt_exec_kinks(const rt_exec *x);
 /* The node of the last run's non-finite value, or NULL. */
 const ir_node *rt_exec_fault(const rt_exec *x);
-/* After a run, any mode: the name of the first output, param or state
- * (in list order) holding a non-finite value, or NULL when all are finite. */
-const char *rt_exec_nonfinite(const rt_exec *x);
 
 /* ---- training (runtime/train.c) ------------------------------------------ */
 

@@ -32,13 +32,20 @@ rt_tensor *rt_store_find(const rt_store *s, const char *name)
 	return NULL;
 }
 
-static bool tensor_finite(const rt_tensor *t)
+bool rt_all_finite(const void *data, const ir_type *t)
 {
-	int64_t n = ir_type_elems(&t->type);
-	for (int64_t i = 0; i < n; i++)
-		if (t->type.dtype == IR_F32 ? !isfinite(((const float *)t->data)[i])
-		                            : t->type.dtype == IR_F64 && !isfinite(((const double *)t->data)[i]))
-			return false;
+	int64_t n = ir_type_elems(t);
+	if (t->dtype == IR_F32) {
+		const float *p = data;
+		for (int64_t i = 0; i < n; i++)
+			if (!isfinite(p[i]))
+				return false;
+	} else if (t->dtype == IR_F64) {
+		const double *p = data;
+		for (int64_t i = 0; i < n; i++)
+			if (!isfinite(p[i]))
+				return false;
+	}
 	return true;
 }
 
@@ -47,7 +54,7 @@ int rt_store_nonfinite(const rt_store *s, const rt_tensor **first)
 	int count = 0;
 	*first = NULL;
 	for (int i = 0; i < s->n; i++)
-		if (!tensor_finite(&s->t[i]) && count++ == 0)
+		if (!rt_all_finite(s->t[i].data, &s->t[i].type) && count++ == 0)
 			*first = &s->t[i];
 	return count;
 }
@@ -58,7 +65,7 @@ rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool
 		int cap = s->cap ? 2 * s->cap : 64;
 		rt_tensor *t = realloc(s->t, (size_t)cap * sizeof *t);
 		if (!t) {
-			rt_errorf(e, "out of memory");
+			rt_error_oom(e, "the store's list of tensors", (int64_t)cap * (int64_t)sizeof *t);
 			return NULL;
 		}
 		s->t = t;
