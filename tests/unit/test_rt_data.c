@@ -1004,6 +1004,11 @@ START_TEST(test_batch)
 	ck_assert(is_empty(&d));
 	ck_assert(!rt_dataset_alloc(&d, 1, 1, 1 << 20, 1 << 12, 10, "wide", NULL, &e));
 	ck_assert_str_eq(e.msg, "wide: absurd image size 1x1048576x4096");
+	/* A limit below zero (nothing left of a budget) admits nothing. */
+	rt_data_limit spent = {-5, NULL};
+	ck_assert(!rt_dataset_alloc(&d, 1, 1, 1, 1, 10, "tiny", &spent, &e));
+	ck_assert_str_eq(e.msg, "tiny: 1 images of 1x1x1 take 5 bytes with their labels, more than the -5 bytes allowed");
+	ck_assert(is_empty(&d));
 	ck_assert(!rt_dataset_alloc(&d, 0, 1, 1, 1, 10, "none", NULL, &e));
 	ck_assert_str_eq(e.msg, "none: holds no examples");
 	ck_assert(!rt_dataset_alloc(&d, 1, 1, 1, 1, 0, "classless", NULL, &e));
