@@ -355,9 +355,10 @@ rt_tensor *rt_store_find(const rt_store *s, const char *name);
 /* Whether every element of data (of type t) is finite; integer types
  * always are. */
 bool rt_all_finite(const void *data, const ir_type *t);
-/* The number of tensors holding a NaN or an infinity, and in *first the
- * first of them (NULL when none). */
-int rt_store_nonfinite(const rt_store *s, const rt_tensor **first);
+/* True when every tensor of s is finite; else false, saying which are
+ * not: "init.conv.w in ck holds NaN or Inf", "2 of 108 tensors in ck hold
+ * NaN or Inf, init.conv.w first" (where names the store, or is NULL). */
+bool rt_store_check_finite(const rt_store *s, const char *where, rt_err *e);
 /* Adds a copy of t. */
 bool rt_store_add_copy(rt_store *s, const rt_tensor *t, rt_err *e);
 /* Adds a zeroed tensor; NULL with the size in e when memory runs out. */
@@ -517,16 +518,27 @@ typedef struct {
 	double seconds;
 	bool stopped;               /* cfg->stop asked to stop before the last step's work was done */
 	int64_t saved_step;         /* the step of the last checkpoint written by this call, or 0 */
+	int64_t prior_step;         /* the step of the checkpoint save_dir held before, or -1 */
 } rt_train_result;
 
 /* Trains from cfg->start_step to cfg->total_steps (see train.c for the
- * exact order of examples), checkpointing and evaluating as configured. */
+ * exact order of examples), checkpointing and evaluating as configured.
+ * On an error, e ends with what cfg->save_dir holds (rt_train_kept). */
 bool rt_train_run(const rt_train_cfg *cfg, rt_train_result *res, rt_err *e);
+/* What cfg->save_dir holds after a run that stopped early, into buf: "the
+ * last checkpoint (step 30) is in ck", "ck is unchanged (step 12)" (no
+ * checkpoint written, the one before kept), "nothing was saved to ck".
+ * False, with buf empty, when there is no save_dir. */
+bool rt_train_kept(const rt_train_cfg *cfg, const rt_train_result *res, char *buf, size_t n);
 /* Mean cross-entropy and accuracy of the evaluation graph over all of d,
  * and how many examples gave a non-finite loss (a NaN or +∞ logit makes the
  * loss NaN; such an example counts as wrong). */
 bool rt_evaluate(rt_exec *eval, const rt_dataset *d, double *loss, double *accuracy, int64_t *nonfinite,
 	rt_err *e);
+/* What a non-finite count from rt_evaluate means, in e: "WHAT is NaN: the
+ * logits of 3 of 1000 images are not finite" (what: "the loss", "the test
+ * loss").  False. */
+bool rt_error_nonfinite_logits(rt_err *e, const char *what, double loss, int64_t nonfinite, int64_t images);
 /* A checkpoint: the store's tensors, step.npy and data_seed.npy in dir,
  * with a manifest of kind checkpoint naming the model, step and seed,
  * swapped in whole (rt_dir).  Loading needs every tensor of g (extra ones

@@ -49,14 +49,21 @@ bool rt_all_finite(const void *data, const ir_type *t)
 	return true;
 }
 
-int rt_store_nonfinite(const rt_store *s, const rt_tensor **first)
+bool rt_store_check_finite(const rt_store *s, const char *where, rt_err *e)
 {
 	int count = 0;
-	*first = NULL;
+	const rt_tensor *first = NULL;
 	for (int i = 0; i < s->n; i++)
 		if (!rt_all_finite(s->t[i].data, &s->t[i].type) && count++ == 0)
-			*first = &s->t[i];
-	return count;
+			first = &s->t[i];
+	if (count == 0)
+		return true;
+	char in[300] = "";
+	if (where)
+		snprintf(in, sizeof in, " in %s", where);
+	if (count == 1)
+		return rt_errorf(e, "%s%s holds NaN or Inf", first->name, in);
+	return rt_errorf(e, "%d of %d tensors%s hold NaN or Inf, %s first", count, s->n, in, first->name);
 }
 
 rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool trainable, rt_err *e)

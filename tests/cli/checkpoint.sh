@@ -4,7 +4,8 @@
 # any other before the work and touches nothing; a bigger model's checkpoint
 # loads into a smaller one, a missing or mis-shaped tensor is named; a FIFO in
 # place of a .npy is an error, not a hang; SIGINT and SIGTERM during training
-# end with 130/143, one line, the last checkpoint whole and no D.tmp.* left;
+# end with 130/143, one line, the last checkpoint whole and no D.tmp.* left,
+# and before training they stop it there;
 # the next save removes the temporaries a killed run left, and only those.
 # Usage: checkpoint.sh REVC ROOT
 set -u
@@ -145,6 +146,27 @@ for try in 1 2 3 4 5 6; do
   grep -qx "step $said" "$d/revc-manifest.txt" || bad "SIG$sig (try $try): the checkpoint is not the one named (step $said)"
   "$revc" eval "${small[@]}" --params "$d" >/dev/null 2>&1 || bad "SIG$sig (try $try): the checkpoint does not load"
   rm -rf "$d"
+done
+# Before training (loading, compiling, reading data): stopped there, not
+# after the work is done; one line, nothing written.  The signal goes as
+# soon as the handler is in place (SigCgt in /proc), long before the JIT
+# has compiled the step.
+for sig in INT TERM; do
+  status=130; [ $sig = TERM ] && status=143
+  d=$tmp/early$sig
+  "$revc" train "${big[@]}" --engine jit --steps 100000 --save "$d" >"$tmp/sig.out" 2>"$tmp/sig.err" &
+  pid=$!
+  for _ in $(seq 1 3000); do
+    mask=$(awk '/^SigCgt:/ { print $2 }' /proc/$pid/status 2>/dev/null)
+    [ -n "$mask" ] && (( (0x$mask >> 1) & 1 )) && break; sleep 0.01
+  done
+  kill -$sig $pid; wait $pid; rc=$?; pid=
+  n=$((n + 1))
+  if [ $rc -ne $status ] || [ "$(wc -l < "$tmp/sig.err")" -ne 1 ] ||
+     ! grep -qx "revc train: interrupted by SIG$sig before training started; nothing was written" "$tmp/sig.err"; then
+    bad "SIG$sig before training: exit $rc, expected $status"; sed 's/^/  | /' "$tmp/sig.err" | head -3
+  fi
+  ls -d "$d" "$d".tmp.* 2>/dev/null && bad "SIG$sig before training wrote something"
 done
 # The interrupted checkpoint continues (once is enough: resume.sh checks bits).
 "$revc" train "${small[@]}" --engine interp --steps 3 --save "$tmp/sigr" >/dev/null 2>&1 &&
