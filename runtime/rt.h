@@ -1,8 +1,14 @@
-/* rt.h: the public interface of revc's runtime: files, and (as it grows)
- * tensors, kernels, the executor, data loaders and .npy I/O.
+/* rt.h: the public interface of revc's runtime: files and atomic writes,
+ * random numbers and datasets, .npy files, the directories revc writes
+ * whole (checkpoints and their manifests), the parameter store, the
+ * interpreter and native executor, threads, the training loop and BLAS.
+ * Internal headers: kernels.h (reference kernels), data_in.h (the byte
+ * streams loaders read), manifest.h (writing manifests).
  *
- * Runtime functions report user errors (a missing file, a short read) by
- * returning false with a message in an rt_err; they never exit. */
+ * Runtime functions report user errors (a missing file, a short read, a
+ * size the user chose that memory cannot hold) by returning false with a
+ * message in an rt_err; they never print or exit.  A broken invariant
+ * aborts (IR_ASSERT, IR_DIE). */
 #ifndef REVC_RT_H
 #define REVC_RT_H
 
