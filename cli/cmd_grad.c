@@ -25,7 +25,8 @@ static const char about[] =
 	"DIR needs no manifest: a directory of NAME.npy files from NumPy will do.\n"
 	"The directories written (--out, --state-out, --params-out) get a\n"
 	"revc-manifest.txt listing their files, and replace an existing directory\n"
-	"only when it is empty or revc wrote it; any other is refused before the work.\n"
+	"only when it is empty or revc wrote it as one of that kind (gradients never\n"
+	"replace a checkpoint); any other is refused before the work.\n"
 	"The pass options apply to the step's pipeline; with --stop-after or --passes\n"
 	"revc grad builds and dumps the step and exits without running it.";
 
