@@ -196,7 +196,7 @@ void cli_progress_break(cli_progress *p);
 
 /* From now on SIGINT and SIGTERM set a flag instead of ending the process
  * (once each: a second one ends it). */
-void cli_signals_catch(void);
+void cli_signal_catch(void);
 /* The signal caught (SIGINT, SIGTERM), or 0. */
 int cli_signal_caught(void);
 /* "SIGINT", "SIGTERM". */

@@ -1,6 +1,5 @@
 /* cmd_eval.c: `revc eval` reports a model's loss and accuracy on the test
  * split, normalising with the running statistics. */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -131,15 +130,16 @@ int cmd_eval(int argc, char **argv)
 	}
 	if (!g || !cli_check_max_memory(max_memory, &g, 1))
 		goto done;
+	/* The parameters before the data: a wrong DIR fails at once. */
+	if (!rt_store_load(&store, g, params, false, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
 	if (!data)
 		data = m.spec.dataset;
 	cli_budget budget = cli_data_budget(max_memory, &g, 1);
 	if (!cli_data_load(data, &m.spec, train_split, &budget, &d))
 		goto done;
-	if (!rt_store_load(&store, g, params, false, &e)) {
-		cli_error("%s", e.msg);
-		goto done;
-	}
 	if (!(x = cli_engine_exec(&engine, g, &store)))
 		goto done;
 	if (!rt_evaluate(x, &d, &loss, &acc, &bad, &e)) {
@@ -147,14 +147,11 @@ int cmd_eval(int argc, char **argv)
 		goto done;
 	}
 	if (bad > 0) { /* no plausible accuracy from broken outputs */
-		const rt_tensor *first;
-		int n = rt_store_nonfinite(&store, &first);
-		char why[400] = "";
-		if (n > 0)
-			snprintf(why, sizeof why, "; %s%s in %s holds NaN or Inf", first->name,
-				n > 1 ? " (and more tensors)" : "", params);
-		cli_error("the loss is %s: the logits of %lld of %lld images are not finite%s",
-			isnan(loss) ? "NaN" : "infinite", (long long)bad, (long long)d.n, why);
+		rt_err why;
+		rt_error_nonfinite_logits(&e, "the loss", loss, bad, d.n);
+		if (!rt_store_check_finite(&store, params, &why))
+			rt_err_appendf(&e, "; %s", why.msg);
+		cli_error("%s", e.msg);
 		goto done;
 	}
 	char label[96];

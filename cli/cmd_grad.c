@@ -26,7 +26,8 @@ static const char about[] =
 	"DIR needs no manifest: a directory of NAME.npy files from NumPy will do.\n"
 	"The directories written (--out, --state-out, --params-out) get a\n"
 	"revc-manifest.txt listing their files, and replace an existing directory\n"
-	"only when it is empty or revc wrote it; any other is refused before the work.\n"
+	"only when it is empty or revc wrote it as one of that kind (gradients never\n"
+	"replace a checkpoint); any other is refused before the work.\n"
 	"The pass options apply to the step's pipeline; with --stop-after or --passes\n"
 	"revc grad builds and dumps the step and exits without running it.";
 
@@ -269,6 +270,8 @@ int cmd_grad(int argc, char **argv)
 		return cli_usage_error(a.cmd, "--train-steps writes --params-out, not gradients: drop --out");
 	if (!steps && (params_out || lr > 0))
 		return cli_usage_error(a.cmd, "--params-out and --lr go with --train-steps");
+	if (state_out && rt_dir_same(steps ? params_out : out, state_out))
+		return cli_usage_error(a.cmd, "%s and --state-out name the same directory", steps ? "--params-out" : "--out");
 	int ready = cli_engine_check(a.cmd, engine_kind, cpu);
 	if (ready == EXIT_OK)
 		ready = cli_pass_options_ready(a.cmd, &popts);
@@ -291,8 +294,9 @@ int cmd_grad(int argc, char **argv)
 		goto done;
 	/* Fail now on an output that cannot be written, not after the work. */
 	const char *dirs[3] = {steps ? params_out : out, state_out, NULL};
+	const rt_dir_kind kinds[2] = {steps ? RT_DIR_PARAMS : RT_DIR_GRADIENTS, RT_DIR_STATE};
 	for (int i = 0; dirs[i]; i++) {
-		if (!rt_dir_check(dirs[i], &e)) {
+		if (!rt_dir_check(dirs[i], kinds[i], &e)) {
 			cli_error("%s", e.msg);
 			goto done;
 		}

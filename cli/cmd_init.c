@@ -61,7 +61,7 @@ int cmd_init(int argc, char **argv)
 	rt_err e;
 	if (!cli_model_load(&m, spec))
 		return EXIT_USER;
-	if (!rt_dir_check(out, &e)) {
+	if (!rt_dir_check(out, RT_DIR_PARAMS, &e)) {
 		cli_model_free(&m);
 		return cli_error("--out: %s", e.msg);
 	}

@@ -86,13 +86,8 @@ static int interrupted(const rt_train_cfg *c, const rt_train_result *r, cli_prog
 {
 	int sig = cli_signal_caught();
 	long long done = (long long)(c->start_step + r->steps);
-	char where[4200];
-	if (r->saved_step > 0)
-		snprintf(where, sizeof where, "the last checkpoint (step %lld) is in %s", (long long)r->saved_step,
-			c->save_dir);
-	else if (c->save_dir)
-		snprintf(where, sizeof where, "no checkpoint was written to %s in this run", c->save_dir);
-	else
+	char where[RT_PATH_MAX + 64];
+	if (!rt_train_kept(c, r, where, sizeof where))
 		snprintf(where, sizeof where, "nothing was saved (no --save)");
 	if (json) {
 		printf("{\"event\":\"interrupted\",\"signal\":\"%s\",\"step\":%lld,\"checkpoint_step\":%lld}\n",
@@ -103,6 +98,24 @@ static int interrupted(const rt_train_cfg *c, const rt_train_result *r, cli_prog
 	fprintf(stderr, "revc train: interrupted by %s after step %lld of %lld; %s\n", cli_signal_name(sig), done,
 		(long long)c->total_steps, where);
 	return 128 + sig;
+}
+
+/* A signal caught while loading, compiling or reading data: true, with the
+ * one line said and *status 128 + the signal; nothing has been written. */
+static bool interrupted_early(bool json, int *status)
+{
+	int sig = cli_signal_caught();
+	if (!sig)
+		return false;
+	if (json) {
+		printf("{\"event\":\"interrupted\",\"signal\":\"%s\",\"step\":null,\"checkpoint_step\":0}\n",
+			cli_signal_name(sig));
+		fflush(stdout);
+	}
+	fprintf(stderr, "revc train: interrupted by %s before training started; nothing was written\n",
+		cli_signal_name(sig));
+	*status = 128 + sig;
+	return true;
 }
 
 /* The arena the step would plan under store (what revnet saves), or -1
@@ -257,7 +270,7 @@ int cmd_train(int argc, char **argv)
 		return ready;
 	cli_engine engine;
 	cli_engine_init(&engine, engine_kind, (int)threads, cpu);
-	cli_signals_catch();
+	cli_signal_catch();
 
 	int status = EXIT_USER;
 	rt_dataset train = {0}, test = {0};
@@ -276,7 +289,7 @@ int cmd_train(int argc, char **argv)
 	if (!cli_model_load(&m, spec))
 		goto done;
 	/* Fail now, not after an hour of training. */
-	if (save && !rt_dir_check(save, &e)) {
+	if (save && !rt_dir_check(save, RT_DIR_CHECKPOINT, &e)) {
 		cli_error("--save: %s", e.msg);
 		goto done;
 	}
@@ -290,11 +303,15 @@ int cmd_train(int argc, char **argv)
 	}
 	if (!eval_g || !cli_check_max_memory(max_memory, (ir_graph *[]){step_g, eval_g}, 2))
 		goto done;
+	if (interrupted_early(json, &status))
+		goto done;
 	if (!data)
 		data = m.spec.dataset;
 	cli_budget budget = cli_data_budget(max_memory, (ir_graph *[]){step_g, eval_g}, 2);
 	if (!cli_data_load(data, &m.spec, true, &budget, &train)
 	    || !cli_data_load(data, &m.spec, false, &budget, &test))
+		goto done;
+	if (interrupted_early(json, &status))
 		goto done;
 
 	int64_t spe = train.n / m.spec.batch;
@@ -324,6 +341,8 @@ int cmd_train(int argc, char **argv)
 	}
 	if (!(step_x = cli_engine_exec(&engine, step_g, &store)) || !(eval_x = cli_engine_exec(&engine, eval_g, &store)))
 		goto done;
+	if (interrupted_early(json, &status))
+		goto done;
 	c.step = step_x;
 	c.eval = eval_x;
 	int64_t window = c.total_steps / 20;
@@ -343,7 +362,7 @@ int cmd_train(int argc, char **argv)
 		cli_error("%s", e.msg);
 		goto done;
 	}
-	if (r.stopped || cli_signal_caught()) {
+	if (r.stopped) { /* (a signal in the last step's work: the run is complete) */
 		status = interrupted(&c, &r, &u.progress, json);
 		goto done;
 	}

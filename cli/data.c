@@ -15,7 +15,8 @@ static const rt_data_limit *budget_limit(const cli_budget *b, rt_data_limit *lim
 	if (!b || b->limit < 0)
 		return NULL;
 	char left[32], limit[32], plan[32], data[32];
-	lim->bytes = b->limit - b->plan - b->data;
+	/* (Never below 0: what is spent admits no more data, not any.) */
+	lim->bytes = b->limit - b->plan - b->data > 0 ? b->limit - b->plan - b->data : 0;
 	cli_human_bytes(left, sizeof left, lim->bytes);
 	cli_human_bytes(limit, sizeof limit, b->limit);
 	cli_human_bytes(plan, sizeof plan, b->plan);

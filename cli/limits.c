@@ -12,26 +12,28 @@ bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out)
 	return false;
 }
 
-/* Persistent tensors: those of the first graph, as revc mem counts them. */
-static int64_t plan_bytes(ir_graph *const *graphs, int n, int64_t *params, int64_t *opt,
-	int64_t *arena)
+/* The plan's total: persistent tensors (those of the first graph, as revc
+ * mem counts them) and the arenas; its parts (parameters, optimiser state,
+ * arenas) in part when that is not NULL. */
+static int64_t plan_bytes(ir_graph *const *graphs, int n, int64_t *part)
 {
-	int64_t persistent[PS_MEM_CAT_COUNT] = {0};
+	int64_t persistent[PS_MEM_CAT_COUNT] = {0}, arena = 0;
 	ps_memory_persistent(graphs[0], persistent);
-	*params = persistent[PS_MEM_PARAMS];
-	*opt = persistent[PS_MEM_OPTSTATE];
-	*arena = 0;
 	for (int k = 0; k < n; k++)
-		*arena += ps_arena_bytes(graphs[k]);
-	return *params + *opt + *arena;
+		arena += ps_arena_bytes(graphs[k]);
+	if (part) {
+		part[0] = persistent[PS_MEM_PARAMS];
+		part[1] = persistent[PS_MEM_OPTSTATE];
+		part[2] = arena;
+	}
+	return persistent[PS_MEM_PARAMS] + persistent[PS_MEM_OPTSTATE] + arena;
 }
 
 cli_budget cli_data_budget(int64_t limit, ir_graph *const *graphs, int n)
 {
-	int64_t params, opt, arena;
 	cli_budget b = {limit, 0, 0};
 	if (limit >= 0 && n >= 1)
-		b.plan = plan_bytes(graphs, n, &params, &opt, &arena);
+		b.plan = plan_bytes(graphs, n, NULL);
 	return b;
 }
 
@@ -39,15 +41,15 @@ bool cli_check_max_memory(int64_t limit, ir_graph *const *graphs, int n)
 {
 	if (limit < 0 || n < 1)
 		return true;
-	int64_t params, opt, arena;
-	int64_t total = plan_bytes(graphs, n, &params, &opt, &arena);
+	int64_t part[3];
+	int64_t total = plan_bytes(graphs, n, part);
 	if (total <= limit)
 		return true;
 	char t[32], p[32], o[32], a[32], l[32];
 	cli_human_bytes(t, sizeof t, total);
-	cli_human_bytes(p, sizeof p, params);
-	cli_human_bytes(o, sizeof o, opt);
-	cli_human_bytes(a, sizeof a, arena);
+	cli_human_bytes(p, sizeof p, part[0]);
+	cli_human_bytes(o, sizeof o, part[1]);
+	cli_human_bytes(a, sizeof a, part[2]);
 	cli_human_bytes(l, sizeof l, limit);
 	cli_error("the plan needs %s (%lld bytes: parameters %s + optimiser state %s + arena%s %s), more "
 		"than --max-memory %s (%lld bytes)", t, (long long)total, p, o, n > 1 ? "s" : "", a, l,

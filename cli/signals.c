@@ -14,7 +14,7 @@ static void on_signal(int sig)
 	caught = sig;
 }
 
-void cli_signals_catch(void)
+void cli_signal_catch(void)
 {
 	struct sigaction sa = {0};
 	sa.sa_handler = on_signal;

@@ -59,11 +59,10 @@ revc_aot_state *revc_aot_new(const revc_aot_model *m, uint64_t seed)
 int revc_aot_load(revc_aot_state *s, const char *dir)
 {
 	rt_err e;
-	for (int i = 0; i < s->store.n; i++)
-		if (!rt_store_load_tensor(&s->store.t[i], dir, &e)) {
-			snprintf(s->err, sizeof s->err, "%s", e.msg);
-			return -1;
-		}
+	if (!rt_store_load_all(&s->store, dir, &e)) {
+		snprintf(s->err, sizeof s->err, "%s", e.msg);
+		return -1;
+	}
 	return 0;
 }
 

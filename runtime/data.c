@@ -8,6 +8,8 @@
 
 #include "rt.h"
 
+_Static_assert((RT_DATA_MAX_BYTES & (RT_DATA_MAX_BYTES - 1)) == 0, "messages say RT_DATA_MAX_BYTES as 2^k");
+
 bool rt_dataset_fits(int64_t n, int64_t c, int64_t h, int64_t w, const rt_data_limit *lim,
 	const char *name, int64_t *bytes, rt_err *e)
 {
@@ -22,9 +24,10 @@ bool rt_dataset_fits(int64_t n, int64_t c, int64_t h, int64_t w, const rt_data_l
 		return rt_errorf(e, "%s: absurd image size %lldx%lldx%lld", name, (long long)c,
 			(long long)h, (long long)w);
 	if (!ir_size_mul(n, image + (int64_t)sizeof(int32_t), &b) || b > RT_DATA_MAX_BYTES)
-		return rt_errorf(e, "%s: %lld images of %lldx%lldx%lld take more than the 2^34 bytes a "
-			"dataset may hold", name, (long long)n, (long long)c, (long long)h, (long long)w);
-	if (lim && lim->bytes >= 0 && b > lim->bytes) {
+		return rt_errorf(e, "%s: %lld images of %lldx%lldx%lld take more than the 2^%d bytes a "
+			"dataset may hold", name, (long long)n, (long long)c, (long long)h, (long long)w,
+			__builtin_ctzll((unsigned long long)RT_DATA_MAX_BYTES));
+	if (lim && b > lim->bytes) {
 		if (lim->what)
 			return rt_errorf(e, "%s: %lld images of %lldx%lldx%lld take %lld bytes with their "
 				"labels, more than %s", name, (long long)n, (long long)c, (long long)h,
@@ -51,9 +54,11 @@ bool rt_dataset_alloc(rt_dataset *d, int64_t n, int64_t c, int64_t h, int64_t w,
 	d->labels = malloc((size_t)n * sizeof *d->labels);
 	if (!d->pixels || !d->labels) {
 		rt_dataset_free(d);
-		return rt_errorf(e, "%s: out of memory (%lld bytes for %lld images of %lldx%lldx%lld "
-			"and their labels)", name, (long long)bytes, (long long)n, (long long)c,
-			(long long)h, (long long)w);
+		char what[160];
+		snprintf(what, sizeof what, "the dataset (%lld images of %lldx%lldx%lld with their labels)",
+			(long long)n, (long long)c, (long long)h, (long long)w);
+		rt_error_oom(e, what, bytes);
+		return rt_err_prefixf(e, "%s: ", name);
 	}
 	d->n = n;
 	d->c = (int)c;

@@ -24,7 +24,7 @@
  * all of it would tell how much it holds. */
 static bool cifar_count(const rt_data_in *in, int64_t *n, rt_err *e)
 {
-	if (in->gzip)
+	if (in->z) /* gzip data */
 		return rt_errorf(e, "%s: gzip data; CIFAR-10 batches are read uncompressed (gunzip it "
 			"first)", in->name);
 	if (in->size == 0)
@@ -99,7 +99,7 @@ bool rt_data_load_cifar10(const char *dir, bool train, const rt_data_limit *lim,
 			: asprintf(&path[i], "%s/test_batch.bin", dir);
 		if (r < 0) {
 			path[i] = NULL;
-			ok = rt_errorf(e, "%s: out of memory", dir);
+			ok = rt_error_oom(e, "a file name", (int64_t)strlen(dir) + 64) || rt_err_prefixf(e, "%s: ", dir);
 			continue;
 		}
 		ok = rt_data_in_open(&in[i], path[i], e);

@@ -72,8 +72,8 @@ static bool idx_header(rt_data_in *in, uint32_t magic, const char *what, uint32_
 	for (int i = 0; i < rank; i++) {
 		dim[i] = be32(h + 4 + 4 * i);
 		if (!ir_size_mul(*elems, dim[i], elems) || *elems > RT_DATA_MAX_BYTES)
-			return rt_errorf(e, "%s: absurd IDX dimensions (more than 2^34 bytes of %s)",
-				in->name, what);
+			return rt_errorf(e, "%s: absurd IDX dimensions (more than 2^%d bytes of %s)",
+				in->name, __builtin_ctzll((unsigned long long)RT_DATA_MAX_BYTES), what);
 	}
 	if (in->size >= 0 && in->size - in->pos < *elems)
 		return idx_truncated(in, *elems, what, in->size - in->pos, e);
@@ -170,14 +170,16 @@ static char *find_file(const char *dir, const char *base, rt_err *e)
 	char *gz = NULL, *plain = NULL;
 	struct stat st;
 	if (asprintf(&gz, "%s/%s.gz", dir, base) < 0) {
-		rt_errorf(e, "%s: out of memory", dir);
+		rt_error_oom(e, "a file name", (int64_t)strlen(dir) + 64);
+		rt_err_prefixf(e, "%s: ", dir);
 		return NULL;
 	}
 	if (stat(gz, &st) == 0 || errno != ENOENT)
 		return gz;
 	if (asprintf(&plain, "%s/%s", dir, base) < 0) {
 		free(gz);
-		rt_errorf(e, "%s: out of memory", dir);
+		rt_error_oom(e, "a file name", (int64_t)strlen(dir) + 64);
+		rt_err_prefixf(e, "%s: ", dir);
 		return NULL;
 	}
 	if (stat(plain, &st) == 0 || errno != ENOENT) {

@@ -5,10 +5,8 @@
  * can report the end without having checked the trailer, so a file cut in
  * its CRC would pass.) */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -27,37 +25,30 @@ bool rt_data_in_open(rt_data_in *in, const char *path, rt_err *e)
 	memset(in, 0, sizeof *in);
 	in->name = path;
 	in->fd = -1;
-	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return rt_errorf(e, "%s: cannot open: %s", path, strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return rt_errorf(e, "%s: not a regular file", path);
-	}
+	int fd;
+	int64_t size;
+	if (!rt_file_open_regular(path, &fd, &size, e))
+		return false;
 	uint8_t magic[2];
-	ssize_t r;
-	while ((r = pread(fd, magic, 2, 0)) < 0 && errno == EINTR)
-		;
-	if (r < 0) {
+	size_t got;
+	if (!rt_file_read_fd(fd, magic, 2, &got) || lseek(fd, 0, SEEK_SET) != 0) {
 		int err = errno;
 		close(fd);
 		return rt_errorf(e, "%s: cannot read: %s", path, strerror(err));
 	}
 	in->fd = fd;
-	in->size = st.st_size;
-	if (r < 2 || magic[0] != 0x1f || magic[1] != 0x8b)
+	in->size = size;
+	if (got < 2 || magic[0] != 0x1f || magic[1] != 0x8b)
 		return true;
 	gz_state *g = calloc(1, sizeof *g);
 	/* 15 + 16: a 32 KiB window, gzip framing only. */
 	if (!g || inflateInit2(&g->z, 15 + 16) != Z_OK) {
 		free(g);
 		rt_data_in_close(in);
-		return rt_errorf(e, "%s: out of memory", path);
+		rt_error_oom(e, "the state of gzip decompression", (int64_t)sizeof *g);
+		return rt_err_prefixf(e, "%s: ", path);
 	}
 	in->z = g;
-	in->gzip = true;
 	in->size = -1;
 	return true;
 }
@@ -71,23 +62,6 @@ void rt_data_in_memory(rt_data_in *in, const void *p, size_t len, const char *na
 	in->size = (int64_t)len;
 }
 
-/* read(2) until n bytes or the end; false with errno on an error. */
-static bool read_fd(int fd, uint8_t *buf, size_t n, size_t *got)
-{
-	*got = 0;
-	while (*got < n) {
-		ssize_t r = read(fd, buf + *got, n - *got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return false;
-		if (r == 0)
-			break;
-		*got += (size_t)r;
-	}
-	return true;
-}
-
 /* Inflates up to n bytes into buf, reading compressed input as needed. */
 static bool gz_read(rt_data_in *in, uint8_t *buf, size_t n, size_t *got, rt_err *e)
 {
@@ -97,7 +71,7 @@ static bool gz_read(rt_data_in *in, uint8_t *buf, size_t n, size_t *got, rt_err 
 	while (*got < n) {
 		if (z->avail_in == 0 && !g->eof) {
 			size_t k;
-			if (!read_fd(in->fd, g->buf, sizeof g->buf, &k))
+			if (!rt_file_read_fd(in->fd, g->buf, sizeof g->buf, &k))
 				return rt_errorf(e, "%s: cannot read: %s", in->name, strerror(errno));
 			g->eof = k < sizeof g->buf;
 			z->next_in = g->buf;
@@ -122,7 +96,7 @@ static bool gz_read(rt_data_in *in, uint8_t *buf, size_t n, size_t *got, rt_err 
 		if (r == Z_STREAM_END)
 			g->member_end = true;
 		else if (r == Z_MEM_ERROR)
-			return rt_errorf(e, "%s: out of memory", in->name);
+			return rt_error_oom(e, "gzip's 32 KiB window", 1 << 15) || rt_err_prefixf(e, "%s: ", in->name);
 		else if (r != Z_OK && r != Z_BUF_ERROR)
 			return rt_errorf(e, "%s: corrupt or truncated gzip data (%s)", in->name,
 				z->msg ? z->msg : "invalid data");
@@ -137,7 +111,7 @@ bool rt_data_in_read(rt_data_in *in, void *buf, size_t n, size_t *got, rt_err *e
 		if (!gz_read(in, buf, n, got, e))
 			return false;
 	} else if (in->fd >= 0) {
-		if (!read_fd(in->fd, buf, n, got))
+		if (!rt_file_read_fd(in->fd, buf, n, got))
 			return rt_errorf(e, "%s: cannot read: %s", in->name, strerror(errno));
 	} else {
 		size_t left = (size_t)(in->size - in->pos);

@@ -19,10 +19,9 @@ typedef struct {
 	int64_t size;         /* bytes the stream holds: known for a plain file and
 	                       * for memory, -1 for gzip data */
 	int64_t pos;          /* bytes read so far */
-	bool gzip;            /* the file is gzip data */
 	const uint8_t *mem;   /* a memory stream's bytes */
 	int fd;               /* a file stream's descriptor, else -1 */
-	void *z;              /* a gzip stream's inflate state (data_in.c) */
+	void *z;              /* a gzip stream's inflate state (data_in.c), else NULL */
 } rt_data_in;
 
 /* Opens path (a regular file) for reading; on failure nothing is open. */

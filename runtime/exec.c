@@ -28,10 +28,9 @@
  * kernel's result right after the kernel), and the first non-finite one
  * stops the run naming its node.  Native code cannot stop mid-step: the run
  * keeps a copy of the params and state from before it, looks at what the
- * step left behind (rt_exec_nonfinite) and, on a non-finite value, restores
+ * step left behind (first_nonfinite) and, on a non-finite value, restores
  * the copy and replays the step in the interpreter's tracking mode,
  * checking every kernel, to name the node the same way. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,7 +160,7 @@ static bool setup_arena(rt_exec *x, rt_err *e)
 	}
 	x->arena = aligned_alloc(64, (size_t)((x->arena_bytes + 63) / 64 * 64 + 64));
 	if (!x->arena)
-		return rt_errorf(e, "cannot allocate an arena of %lld bytes", (long long)x->arena_bytes);
+		return rt_error_oom(e, "the arena", x->arena_bytes);
 	for (int i = 0; i < g->n; i++)
 		if (has_buffer(g->nodes[i]))
 			x->val[i] = x->arena + g->nodes[i]->offset;
@@ -345,23 +344,6 @@ static bool persistent(const ir_node *n)
 	return n->op == IR_OP_PARAM || n->op == IR_OP_STATE;
 }
 
-static bool all_finite(const void *data, const ir_type *t)
-{
-	int64_t n = ir_type_elems(t);
-	if (t->dtype == IR_F32) {
-		const float *p = data;
-		for (int64_t i = 0; i < n; i++)
-			if (!isfinite(p[i]))
-				return false;
-	} else if (t->dtype == IR_F64) {
-		const double *p = data;
-		for (int64_t i = 0; i < n; i++)
-			if (!isfinite(p[i]))
-				return false;
-	}
-	return true;
-}
-
 /* Records n as the fault and says where it is: "the first non-finite value
  * came from %12 (conv2d_dx in s1.u0.f) at models/x.rev:20:9". */
 static bool nonfinite(rt_exec *x, const ir_node *n, rt_err *e)
@@ -413,14 +395,16 @@ const ir_node *rt_exec_fault(const rt_exec *x)
 	return x->fault;
 }
 
-const char *rt_exec_nonfinite(const rt_exec *x)
+/* After a run: the name of the first output, param or state (in list
+ * order) holding a non-finite value, or NULL when all are finite. */
+static const char *first_nonfinite(const rt_exec *x)
 {
 	const ir_graph *g = x->g;
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
-		if (n->op == IR_OP_OUTPUT && !all_finite(x->val[n->in[0]->id], &n->type))
+		if (n->op == IR_OP_OUTPUT && !rt_all_finite(x->val[n->in[0]->id], &n->type))
 			return ir_node_str(n, IR_ATTR_NAME);
-		if (persistent(n) && !all_finite(x->val[i], &n->type))
+		if (persistent(n) && !rt_all_finite(x->val[i], &n->type))
 			return n->name;
 	}
 	return NULL;
@@ -431,23 +415,29 @@ const ir_graph *rt_exec_graph(const rt_exec *x)
 	return x->g;
 }
 
-/* Native mode: copies (restore false) or restores the params and state. */
-static void save_persistent(rt_exec *x, bool restore)
+/* Native mode: copies (restore false) or restores the params and state.
+ * The copy is as large as the model's tensors: false, with the size in e,
+ * when memory runs out. */
+static bool save_persistent(rt_exec *x, bool restore, rt_err *e)
 {
 	const ir_graph *g = x->g;
-	if (!x->saved)
-		x->saved = xcalloc((size_t)g->n + 1, sizeof *x->saved);
+	if (!x->saved && !(x->saved = calloc((size_t)g->n + 1, sizeof *x->saved)))
+		return rt_error_oom(e, "the copy of the parameters and state", ((int64_t)g->n + 1) * (int64_t)sizeof *x->saved);
 	for (int i = 0; i < g->n; i++) {
 		if (!persistent(g->nodes[i]))
 			continue;
 		size_t bytes = (size_t)ir_type_bytes(&g->nodes[i]->type);
-		if (!x->saved[i])
-			x->saved[i] = xcalloc(1, bytes + 1);
+		if (!x->saved[i] && !(x->saved[i] = malloc(bytes + 1))) {
+			char what[300];
+			snprintf(what, sizeof what, "the copy of '%s' (--check-numerics)", g->nodes[i]->name);
+			return rt_error_oom(e, what, (int64_t)bytes);
+		}
 		if (restore)
 			memcpy(x->val[i], x->saved[i], bytes);
 		else
 			memcpy(x->saved[i], x->val[i], bytes);
 	}
+	return true;
 }
 
 /* A native step left the non-finite value `what`: puts the params and state
@@ -455,7 +445,7 @@ static void save_persistent(rt_exec *x, bool restore)
  * with every kernel checked.  Always false, with the fault in e. */
 static bool replay(rt_exec *x, const char *what, rt_err *e)
 {
-	save_persistent(x, true);
+	save_persistent(x, true, e); /* (the copy exists: it was made before the step) */
 	rt_exec *r = rt_exec_new(x->g, x->store, RT_EXEC_TRACK, e);
 	if (!r)
 		return false;
@@ -518,10 +508,10 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 		if (!check_labels(x, e))
 			return false;
 		x->fault = NULL;
-		if (x->check_numerics)
-			save_persistent(x, false);
+		if (x->check_numerics && !save_persistent(x, false, e))
+			return false;
 		x->step(x->arena, x->persist, x->inputs, rt_parallel, x->pool);
-		const char *bad = x->check_numerics ? rt_exec_nonfinite(x) : NULL;
+		const char *bad = x->check_numerics ? first_nonfinite(x) : NULL;
 		return bad ? replay(x, bad, e) : true;
 	}
 	const ir_graph *g = x->g;
@@ -533,8 +523,8 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 	if (x->check_numerics) /* what the step starts from: inputs, params and state */
 		for (int i = 0; i < g->n; i++) {
 			const ir_node *n = g->nodes[i];
-			if ((n->op == IR_OP_INPUT && !all_finite(x->staging[i], &n->type)) ||
-			    (persistent(n) && !all_finite(x->val[i], &n->type)))
+			if ((n->op == IR_OP_INPUT && !rt_all_finite(x->staging[i], &n->type)) ||
+			    (persistent(n) && !rt_all_finite(x->val[i], &n->type)))
 				return nonfinite(x, n, e);
 		}
 	if (track) {
@@ -591,7 +581,7 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 			a.ws = ws > 0 ? x->arena + n->ws_offset : NULL;
 		}
 		bool ok = x->kern[i](&a, e);
-		if (ok && x->check_numerics && !all_finite(a.out, &n->type))
+		if (ok && x->check_numerics && !rt_all_finite(a.out, &n->type))
 			ok = nonfinite(x, n, e);
 		if (ok && x->kinks && n->op == IR_OP_RELU)
 			fold_kinks(x, a.out, &n->type);

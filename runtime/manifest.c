@@ -15,43 +15,46 @@
  * The first line is the magic and the format version; then kind (always),
  * model, step and seed (each optional, at most once), and one line per
  * NAME.npy file of the directory.  Input is untrusted: any bytes give a
- * manifest or an error naming the line. */
+ * manifest or an error naming the line, in time O(n log n) for n bytes (the
+ * names are sorted once; lookups are binary searches), and a manifest is
+ * at most MAX_BYTES long and RT_MANIFEST_MAX_TENSORS entries. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rt.h"
+#include "manifest.h"
 
 #define MAGIC "revc-manifest"
 #define VERSION 1
-/* Largest manifest read: far more than any model's tensor list. */
-#define MAX_BYTES ((size_t)16 << 20)
+/* The longest manifest read or written: RT_MANIFEST_MAX_TENSORS entries
+ * with names of 50 bytes (a model's are 10 to 30). */
+#define MAX_BYTES ((size_t)4 << 20)
 
-static const char *const kind_names[] = {
-	[RT_DIR_CHECKPOINT] = "checkpoint",
-	[RT_DIR_PARAMS] = "params",
-	[RT_DIR_GRADIENTS] = "gradients",
-	[RT_DIR_STATE] = "state",
+static const struct {
+	const char *name; /* in the manifest */
+	const char *what; /* in messages: "'ck' holds WHAT" */
+} kinds[] = {
+	[RT_DIR_CHECKPOINT] = {"checkpoint", "a checkpoint (revc train --save)"},
+	[RT_DIR_PARAMS] = {"params", "parameters"},
+	[RT_DIR_GRADIENTS] = {"gradients", "gradients (revc grad --out)"},
+	[RT_DIR_STATE] = {"state", "running statistics (revc grad --state-out)"},
 };
-_Static_assert(sizeof kind_names / sizeof kind_names[0] == RT_DIR_KIND_COUNT, "kind_names[] must cover rt_dir_kind");
-
-/* The element types as the manifest spells them. */
-static const char *const dtype_names[] = {
-	[RT_NPY_F32] = "f32",
-	[RT_NPY_F64] = "f64",
-	[RT_NPY_I32] = "i32",
-	[RT_NPY_I64] = "i64",
-	[RT_NPY_U8] = "u8",
-};
-_Static_assert(sizeof dtype_names / sizeof dtype_names[0] == RT_NPY_DTYPE_COUNT, "dtype_names[] must cover rt_npy_dtype");
+_Static_assert(sizeof kinds / sizeof kinds[0] == RT_DIR_KIND_COUNT, "kinds[] must cover rt_dir_kind");
 
 const char *rt_dir_kind_name(rt_dir_kind k)
 {
 	IR_ASSERT((unsigned)k < RT_DIR_KIND_COUNT);
-	return kind_names[k];
+	return kinds[k].name;
+}
+
+const char *rt_dir_kind_what(rt_dir_kind k)
+{
+	IR_ASSERT((unsigned)k < RT_DIR_KIND_COUNT);
+	return kinds[k].what;
 }
 
 void rt_manifest_init(rt_manifest *m, rt_dir_kind kind)
@@ -66,22 +69,60 @@ void rt_manifest_free(rt_manifest *m)
 	for (int i = 0; i < m->n; i++)
 		free(m->t[i].name);
 	free(m->t);
+	free(m->index);
 	free(m->model);
 	memset(m, 0, sizeof *m);
 }
 
+static int by_name(const void *a, const void *b)
+{
+	const rt_manifest_tensor *x = *(const rt_manifest_tensor *const *)a, *y = *(const rt_manifest_tensor *const *)b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : (x > y) - (x < y); /* equal names in list order */
+}
+
+/* Builds m->index; *dup is the first entry (in list order) whose name an
+ * earlier one has, or NULL.  False only without memory. */
+static bool sort_index(rt_manifest *m, const rt_manifest_tensor **dup, rt_err *e)
+{
+	*dup = NULL;
+	free(m->index);
+	m->index = malloc(((size_t)m->n + 1) * sizeof *m->index);
+	if (!m->index)
+		return rt_error_oom(e, "the manifest's index", ((int64_t)m->n + 1) * (int64_t)sizeof *m->index);
+	for (int i = 0; i < m->n; i++)
+		m->index[i] = &m->t[i];
+	qsort(m->index, (size_t)m->n, sizeof *m->index, by_name);
+	for (int i = 1; i < m->n; i++)
+		if (strcmp(m->index[i - 1]->name, m->index[i]->name) == 0 && (!*dup || m->index[i] < *dup))
+			*dup = m->index[i];
+	return true;
+}
+
+bool rt_manifest_seal(rt_manifest *m, rt_err *e)
+{
+	const rt_manifest_tensor *dup;
+	if (!sort_index(m, &dup, e))
+		return false;
+	return dup ? rt_errorf(e, "two tensors named '%s'", dup->name) : true;
+}
+
+static int find_key(const void *key, const void *t)
+{
+	return strcmp(key, (*(const rt_manifest_tensor *const *)t)->name);
+}
+
 const rt_manifest_tensor *rt_manifest_find(const rt_manifest *m, const char *name)
 {
-	for (int i = 0; i < m->n; i++)
-		if (strcmp(m->t[i].name, name) == 0)
-			return &m->t[i];
-	return NULL;
+	IR_ASSERT(m->index || m->n == 0); /* sealed */
+	const rt_manifest_tensor *const *t = m->n ? bsearch(name, m->index, (size_t)m->n, sizeof *m->index, find_key) : NULL;
+	return t ? *t : NULL;
 }
 
 /* A name that is safe as a file name and as one word of a line. */
 static bool good_name(const char *s, size_t n)
 {
-	if (n == 0 || n > 255 || s[0] == '.')
+	if (n == 0 || n > RT_MANIFEST_MAX_NAME || s[0] == '.')
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)s[i] <= ' ' || s[i] == '/' || s[i] == 0x7f)
@@ -110,69 +151,94 @@ bool rt_manifest_set_model(rt_manifest *m, const char *model, rt_err *e)
 	 * it can never stop a save. */
 	size_t n = strlen(model) < 255 ? strlen(model) : 255;
 	if (!(m->model = strndup(model, n)))
-		return rt_errorf(e, "out of memory");
+		return rt_error_oom(e, "the model's name", (int64_t)n + 1);
 	for (size_t i = 0; i < n; i++)
 		if (!good_word(m->model + i, 1))
 			m->model[i] = '_';
 	return true;
 }
 
-bool rt_manifest_add(rt_manifest *m, const char *name, rt_npy_dtype dtype, int rank, const int64_t *dim,
-	rt_err *e)
+/* Appends a tensor whose name (n bytes at name) and type are checked. */
+static rt_manifest_tensor *push(rt_manifest *m, const char *name, size_t n, rt_npy_dtype dtype, int rank,
+	const int64_t *dim, rt_err *e)
 {
-	if (!good_name(name, strlen(name)))
-		return rt_errorf(e, "cannot write a tensor named '%.64s' (names are one word, without '/')", name);
-	if (rank < 0 || rank > RT_NPY_MAX_RANK || (unsigned)dtype >= RT_NPY_DTYPE_COUNT)
-		return rt_errorf(e, "'%s': no .npy type of rank %d", name, rank);
-	if (rt_manifest_find(m, name))
-		return rt_errorf(e, "two tensors named '%s'", name);
+	if (m->n == RT_MANIFEST_MAX_TENSORS) {
+		rt_errorf(e, "more than %d tensors in one directory", RT_MANIFEST_MAX_TENSORS);
+		return NULL;
+	}
 	if (m->n == m->cap) {
 		int cap = m->cap ? 2 * m->cap : 64;
 		rt_manifest_tensor *t = realloc(m->t, (size_t)cap * sizeof *t);
-		if (!t)
-			return rt_errorf(e, "out of memory");
+		if (!t) {
+			rt_error_oom(e, "the manifest", (int64_t)cap * (int64_t)sizeof *t);
+			return NULL;
+		}
 		m->t = t;
 		m->cap = cap;
 	}
+	free(m->index); /* its pointers may be stale now */
+	m->index = NULL;
 	rt_manifest_tensor *t = &m->t[m->n];
 	memset(t, 0, sizeof *t);
-	if (!(t->name = strdup(name)))
-		return rt_errorf(e, "out of memory");
+	if (!(t->name = strndup(name, n))) {
+		rt_error_oom(e, "the manifest", (int64_t)n + 1);
+		return NULL;
+	}
 	t->dtype = dtype;
 	t->rank = rank;
 	for (int i = 0; i < rank; i++)
 		t->dim[i] = dim[i];
 	m->n++;
-	return true;
+	return t;
+}
+
+bool rt_manifest_add(rt_manifest *m, const char *name, rt_npy_dtype dtype, int rank, const int64_t *dim,
+	rt_err *e)
+{
+	size_t n = strlen(name);
+	if (!good_name(name, n))
+		return rt_errorf(e, "cannot write a tensor named '%.64s%s' (names are one word without '/', "
+			"at most %d bytes)", name, n > 64 ? "..." : "", RT_MANIFEST_MAX_NAME);
+	if ((unsigned)dtype >= RT_NPY_DTYPE_COUNT)
+		return rt_errorf(e, "'%s': no .npy element type %d", name, (int)dtype);
+	if (rank < 0 || rank > RT_NPY_MAX_RANK)
+		return rt_errorf(e, "'%s': rank %d (a .npy file has rank 0 to %d)", name, rank, RT_NPY_MAX_RANK);
+	return push(m, name, n, dtype, rank, dim, e) != NULL;
 }
 
 int rt_manifest_shape_str(const rt_manifest_tensor *t, char *buf, size_t n)
 {
-	int k = snprintf(buf, n, "%s[", dtype_names[t->dtype]);
-	for (int i = 0; i < t->rank; i++)
-		k += snprintf(buf + ((size_t)k < n ? (size_t)k : n), (size_t)k < n ? n - (size_t)k : 0, "%s%lld",
-			i ? "," : "", (long long)t->dim[i]);
-	k += snprintf(buf + ((size_t)k < n ? (size_t)k : n), (size_t)k < n ? n - (size_t)k : 0, "]");
-	return k;
+	int k = snprintf(buf, n, "%s", rt_npy_dtype_word(t->dtype));
+	size_t at = (size_t)k < n ? (size_t)k : n;
+	return k + rt_npy_dims_str(t->rank, t->dim, buf + at, n - at);
 }
 
 /* ---- writing ---------------------------------------------------------------- */
 
-/* A growing text buffer; a failed allocation sticks. */
+/* A growing text buffer, at most MAX_BYTES; a failure sticks. */
 typedef struct {
 	char *p;
 	size_t len, cap;
-	bool oom;
+	bool oom, full;
 } text;
 
-static void put(text *t, const char *s)
+static void putf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void putf(text *t, const char *fmt, ...)
 {
-	size_t n = strlen(s);
-	if (t->oom)
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (t->oom || t->full || n < 0)
 		return;
-	if (t->len + n + 1 > t->cap) {
+	if (t->len + (size_t)n > MAX_BYTES) {
+		t->full = true;
+		return;
+	}
+	if (t->len + (size_t)n + 1 > t->cap) {
 		size_t cap = t->cap ? t->cap : 4096;
-		while (cap < t->len + n + 1)
+		while (cap < t->len + (size_t)n + 1)
 			cap *= 2;
 		char *p = realloc(t->p, cap);
 		if (!p) {
@@ -182,50 +248,47 @@ static void put(text *t, const char *s)
 		t->p = p;
 		t->cap = cap;
 	}
-	memcpy(t->p + t->len, s, n + 1);
-	t->len += n;
+	va_start(ap, fmt);
+	vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+	va_end(ap);
+	t->len += (size_t)n;
 }
 
-char *rt_manifest_format(const rt_manifest *m, size_t *len)
+char *rt_manifest_format(const rt_manifest *m, size_t *len, rt_err *e)
 {
 	text t = {0};
-	char line[512];
-	snprintf(line, sizeof line, MAGIC " %d\nkind %s\n", VERSION, kind_names[m->kind]);
-	put(&t, line);
-	if (m->model) {
-		snprintf(line, sizeof line, "model %s\n", m->model);
-		put(&t, line);
-	}
-	if (m->step >= 0) {
-		snprintf(line, sizeof line, "step %lld\n", (long long)m->step);
-		put(&t, line);
-	}
-	if (m->seed >= 0) {
-		snprintf(line, sizeof line, "seed %lld\n", (long long)m->seed);
-		put(&t, line);
-	}
+	putf(&t, MAGIC " %d\nkind %s\n", VERSION, kinds[m->kind].name);
+	if (m->model)
+		putf(&t, "model %s\n", m->model);
+	if (m->step >= 0)
+		putf(&t, "step %lld\n", (long long)m->step);
+	if (m->seed >= 0)
+		putf(&t, "seed %lld\n", (long long)m->seed);
 	for (int i = 0; i < m->n; i++) {
-		char shape[256];
-		rt_manifest_shape_str(&m->t[i], shape, sizeof shape);
-		snprintf(line, sizeof line, "tensor %s %s\n", m->t[i].name, shape);
-		put(&t, line);
+		char dims[RT_NPY_MAX_RANK * 21 + 3];
+		rt_npy_dims_str(m->t[i].rank, m->t[i].dim, dims, sizeof dims);
+		putf(&t, "tensor %s %s%s\n", m->t[i].name, rt_npy_dtype_word(m->t[i].dtype), dims);
 	}
-	if (t.oom) {
+	if (t.oom || t.full) {
 		free(t.p);
+		if (t.oom)
+			rt_error_oom(e, "the manifest", (int64_t)t.cap * 2);
+		else
+			rt_errorf(e, "the manifest of %d tensors would take more than the %zu bytes one may", m->n,
+				MAX_BYTES);
 		return NULL;
 	}
 	*len = t.len;
 	return t.p;
 }
 
-bool rt_manifest_write(const rt_manifest *m, const char *dir, rt_err *e)
+bool rt_manifest_write(rt_manifest *m, const char *dir, rt_err *e)
 {
 	size_t len;
-	char *buf = rt_manifest_format(m, &len);
-	if (!buf)
-		return rt_errorf(e, "out of memory");
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s", dir, RT_MANIFEST_NAME);
+	char *buf, path[RT_PATH_MAX];
+	if (!rt_path_join(path, sizeof path, dir, RT_MANIFEST_NAME, "", e) || !rt_manifest_seal(m, e) ||
+	    !(buf = rt_manifest_format(m, &len, e)))
+		return false;
 	bool ok = rt_file_write_atomic(path, buf, len, e);
 	free(buf);
 	return ok;
@@ -287,7 +350,7 @@ static bool shape(const char *w, size_t n, rt_manifest_tensor *t)
 		return false;
 	int dt = -1;
 	for (int i = 0; i < RT_NPY_DTYPE_COUNT; i++)
-		if (is(w, (size_t)(open - w), dtype_names[i]))
+		if (is(w, (size_t)(open - w), rt_npy_dtype_word((rt_npy_dtype)i)))
 			dt = i;
 	if (dt < 0)
 		return false;
@@ -318,18 +381,16 @@ static bool parse_line(cursor *c, rt_manifest *m, bool *kind_seen)
 	if (is(w, n, "tensor")) {
 		const char *name, *sh;
 		size_t nn, ns;
-		rt_manifest_tensor t;
+		rt_manifest_tensor t, *added;
 		if (!word(c, &name, &nn) || !good_name(name, nn))
-			return bad(c, "expected a tensor name (one word, without '/')");
+			return rt_errorf(c->e, "%s:%d: expected a tensor name (one word without '/', at most %d bytes)",
+				c->name, c->line, RT_MANIFEST_MAX_NAME);
 		if (!word(c, &sh, &ns) || !shape(sh, ns, &t))
 			return bad(c, "expected a type and shape such as f32[16,1,3,3]");
-		char key[256];
-		memcpy(key, name, nn);
-		key[nn] = 0;
-		if (rt_manifest_find(m, key))
-			return bad(c, "a second entry for the same tensor");
-		if (!rt_manifest_add(m, key, t.dtype, t.rank, t.dim, c->e))
-			return false;
+		/* (A name given twice is found once all are read: rt_manifest_parse.) */
+		if (!(added = push(m, name, nn, t.dtype, t.rank, t.dim, c->e)))
+			return rt_err_prefixf(c->e, "%s:%d: ", c->name, c->line);
+		added->line = c->line;
 	} else if (is(w, n, "kind")) {
 		const char *k;
 		size_t nk;
@@ -338,7 +399,7 @@ static bool parse_line(cursor *c, rt_manifest *m, bool *kind_seen)
 			return bad(c, "a second kind");
 		if (word(c, &k, &nk))
 			for (int i = 0; i < RT_DIR_KIND_COUNT; i++)
-				if (is(k, nk, kind_names[i]))
+				if (is(k, nk, kinds[i].name))
 					found = i;
 		if (found < 0)
 			return bad(c, "kind must be checkpoint, params, gradients or state");
@@ -352,13 +413,14 @@ static bool parse_line(cursor *c, rt_manifest *m, bool *kind_seen)
 		if (!word(c, &k, &nk) || !good_word(k, nk))
 			return bad(c, "expected a model name (one word, at most 255 bytes)");
 		if (!(m->model = strndup(k, nk)))
-			return rt_errorf(c->e, "out of memory");
+			return rt_error_oom(c->e, "the model's name", (int64_t)nk + 1);
 	} else if (is(w, n, "step") || is(w, n, "seed")) {
-		int64_t *v = w[1] == 't' ? &m->step : &m->seed;
+		bool step = is(w, n, "step");
+		int64_t *v = step ? &m->step : &m->seed;
 		const char *k;
 		size_t nk;
 		if (*v >= 0)
-			return bad(c, w[1] == 't' ? "a second step" : "a second seed");
+			return bad(c, step ? "a second step" : "a second seed");
 		if (!word(c, &k, &nk) || !number(k, nk, INT64_MAX, v))
 			return bad(c, "expected a non-negative integer");
 	} else {
@@ -377,6 +439,8 @@ bool rt_manifest_parse(const char *buf, size_t len, const char *name, rt_manifes
 	cursor c = {.p = buf, .end = buf, .name = name, .line = 0, .e = e};
 	const char *end = buf + len;
 	bool kind_seen = false;
+	if (len > MAX_BYTES)
+		return rt_errorf(e, "%s: larger than the %zu bytes a manifest may take", name, MAX_BYTES);
 	if (len == 0 || end[-1] != '\n')
 		return rt_errorf(e, "%s: truncated (it does not end with a newline)", name);
 	for (const char *p = buf; p < end;) {
@@ -412,6 +476,13 @@ bool rt_manifest_parse(const char *buf, size_t len, const char *name, rt_manifes
 		rt_errorf(e, "%s: no kind line", name);
 		goto fail;
 	}
+	const rt_manifest_tensor *dup;
+	if (!sort_index(out, &dup, e))
+		goto fail;
+	if (dup) {
+		rt_errorf(e, "%s:%d: a second entry for the same tensor", name, dup->line);
+		goto fail;
+	}
 	return true;
 fail:
 	rt_manifest_free(out);
@@ -420,10 +491,11 @@ fail:
 
 bool rt_manifest_read(const char *dir, rt_manifest *out, bool *found, rt_err *e)
 {
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s", dir, RT_MANIFEST_NAME);
+	char path[RT_PATH_MAX];
 	*found = false;
 	rt_manifest_init(out, RT_DIR_CHECKPOINT);
+	if (!rt_path_join(path, sizeof path, dir, RT_MANIFEST_NAME, "", e))
+		return false;
 	struct stat st;
 	if (lstat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
 		return true; /* (dir itself is the caller's to check) */
@@ -440,16 +512,20 @@ bool rt_manifest_read(const char *dir, rt_manifest *out, bool *found, rt_err *e)
 bool rt_manifest_mark(int dirfd, const rt_manifest *m, rt_err *e)
 {
 	size_t len;
-	char *buf = rt_manifest_format(m, &len);
+	char *buf = rt_manifest_format(m, &len, e);
 	if (!buf)
-		return rt_errorf(e, "out of memory");
+		return false;
 	int fd = openat(dirfd, RT_MANIFEST_NAME, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-	bool ok = fd >= 0 && write(fd, buf, len) == (ssize_t)len;
-	int err = errno;
-	if (fd >= 0)
-		ok = close(fd) == 0 && ok;
+	int err = fd < 0 ? errno : 0;
+	if (fd >= 0) {
+		/* A short write sets no errno: say EIO, not whatever came before. */
+		ssize_t w = write(fd, buf, len);
+		err = w < 0 ? errno : (size_t)w != len ? EIO : 0;
+		if (close(fd) != 0 && !err)
+			err = errno;
+	}
 	free(buf);
-	return ok ? true : rt_errorf(e, "cannot write %s: %s", RT_MANIFEST_NAME, strerror(err));
+	return err ? rt_errorf(e, "cannot write %s: %s", RT_MANIFEST_NAME, strerror(err)) : true;
 }
 
 bool rt_manifest_is_marked(int dirfd)

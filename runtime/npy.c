@@ -27,12 +27,13 @@ static const struct {
 	const char *descr; /* what the writer puts in the header */
 	char kind;         /* NumPy's type character: f, i, u */
 	int size;
+	const char *word;  /* revc's name (manifests, messages) */
 } dtypes[] = {
-	[RT_NPY_F32] = {"<f4", 'f', 4},
-	[RT_NPY_F64] = {"<f8", 'f', 8},
-	[RT_NPY_I32] = {"<i4", 'i', 4},
-	[RT_NPY_I64] = {"<i8", 'i', 8},
-	[RT_NPY_U8] = {"|u1", 'u', 1},
+	[RT_NPY_F32] = {"<f4", 'f', 4, "f32"},
+	[RT_NPY_F64] = {"<f8", 'f', 8, "f64"},
+	[RT_NPY_I32] = {"<i4", 'i', 4, "i32"},
+	[RT_NPY_I64] = {"<i8", 'i', 8, "i64"},
+	[RT_NPY_U8] = {"|u1", 'u', 1, "u8"},
 };
 _Static_assert(sizeof dtypes / sizeof dtypes[0] == RT_NPY_DTYPE_COUNT, "dtypes[] must cover rt_npy_dtype");
 
@@ -48,6 +49,23 @@ int rt_npy_dtype_size(rt_npy_dtype t)
 {
 	IR_ASSERT((unsigned)t < RT_NPY_DTYPE_COUNT);
 	return dtypes[t].size;
+}
+
+const char *rt_npy_dtype_word(rt_npy_dtype t)
+{
+	IR_ASSERT((unsigned)t < RT_NPY_DTYPE_COUNT);
+	return dtypes[t].word;
+}
+
+int rt_npy_dims_str(int rank, const int64_t *dim, char *buf, size_t n)
+{
+	int len = snprintf(buf, n, "[");
+	for (int i = 0; i < rank; i++) {
+		size_t at = (size_t)len < n ? (size_t)len : n;
+		len += snprintf(buf + at, n - at, "%s%lld", i ? "," : "", (long long)dim[i]);
+	}
+	size_t at = (size_t)len < n ? (size_t)len : n;
+	return len + snprintf(buf + at, n - at, "]");
 }
 
 void rt_npy_free(rt_npy *a)

@@ -1,8 +1,14 @@
-/* rt.h: the public interface of revc's runtime: files, and (as it grows)
- * tensors, kernels, the executor, data loaders and .npy I/O.
+/* rt.h: the public interface of revc's runtime: files and atomic writes,
+ * random numbers and datasets, .npy files, the directories revc writes
+ * whole (checkpoints and their manifests), the parameter store, the
+ * interpreter and native executor, threads, the training loop and BLAS.
+ * Internal headers: kernels.h (reference kernels), data_in.h (the byte
+ * streams loaders read), manifest.h (writing manifests).
  *
- * Runtime functions report user errors (a missing file, a short read) by
- * returning false with a message in an rt_err; they never exit. */
+ * Runtime functions report user errors (a missing file, a short read, a
+ * size the user chose that memory cannot hold) by returning false with a
+ * message in an rt_err; they never print or exit.  A broken invariant
+ * aborts (IR_ASSERT, IR_DIE). */
 #ifndef REVC_RT_H
 #define REVC_RT_H
 
@@ -18,19 +24,36 @@ typedef struct {
 } rt_err;
 
 bool rt_errorf(rt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Put fmt's text before or after e's message ("step 3: " + msg,
+ * msg + "; the last checkpoint ..."); false. */
+bool rt_err_prefixf(rt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool rt_err_appendf(rt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A failed allocation whose size the user chose (a spec, a data file):
  * "out of memory: WHAT takes N bytes (X GiB)".  False. */
 bool rt_error_oom(rt_err *e, const char *what, int64_t bytes);
 
 /* ---- files (runtime/file.c) ------------------------------------------- */
 
+/* The longest path revc builds (PATH_MAX). */
+#define RT_PATH_MAX 4096
+/* DIR/NAME followed by suffix (e.g. ".npy") into buf (n bytes); false with
+ * "path too long" rather than a name cut short. */
+bool rt_path_join(char *buf, size_t n, const char *dir, const char *name, const char *suffix, rt_err *e);
+
+/* Opens path for reading, refusing anything but a regular file ("'PATH' is
+ * not a regular file") without waiting on a FIFO; *size is its size. */
+bool rt_file_open_regular(const char *path, int *fd, int64_t *size, rt_err *e);
+/* read(2) until n bytes or the end of the file, retrying on EINTR; false
+ * with errno on an error, *got bytes read either way. */
+bool rt_file_read_fd(int fd, void *buf, size_t n, size_t *got);
 /* Reads a whole regular file (at most max bytes) into a malloc'd buffer with
  * a NUL after the data. */
 bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err *e);
 
 /* Writes into buf (n bytes) the template mkstemp and mkdtemp take: the
- * first len bytes of base, then tag, then the six characters they replace
- * with a unique suffix.  False when buf is too small. */
+ * first len bytes of base, then tag (RT_TMP_TAG for revc's temporaries),
+ * then the RT_TMP_SUFFIX characters they replace with a unique suffix.
+ * False when buf is too small. */
 bool rt_temp_template(char *buf, size_t n, const char *base, size_t len, const char *tag);
 
 /* A file written under a temporary name in the same directory, made durable
@@ -45,6 +68,17 @@ bool rt_atomic_commit(rt_atomic *a, rt_err *e);
 void rt_atomic_abort(rt_atomic *a);
 /* Writes len bytes to path atomically. */
 bool rt_file_write_atomic(const char *path, const void *data, size_t len, rt_err *e);
+/* Makes a rename into path's directory durable (fsync of the directory);
+ * best effort, as the rename has happened either way. */
+void rt_sync_parent(const char *path);
+/* mode less the process's umask: what open(2) or mkdir(2) would give. */
+unsigned rt_umasked(unsigned mode);
+
+/* The temporary names files and directories are built under before their
+ * rename: the final name, RT_TMP_TAG, then RT_TMP_SUFFIX characters that
+ * mkstemp or mkdtemp choose ("ck.tmp.a8Zk3Q", "x.npy.tmp.Qq01xz"). */
+#define RT_TMP_TAG ".tmp."
+#define RT_TMP_SUFFIX 6
 
 /* ---- random numbers and data (runtime/rng.c, runtime/data*.c) ---- */
 
@@ -88,17 +122,20 @@ typedef struct {
 #define RT_FASHION_DIR "/usr/share/datasets/fashion-mnist"
 
 /* A limit a caller puts on one dataset, below RT_DATA_MAX_BYTES: at most
- * `bytes` of pixels and labels (rt_dataset_bytes).  `what` names it in
- * messages, as the words after "more than" ("the 2.0 MiB left of
- * --max-memory 64 MiB"); NULL says "the N bytes allowed".  Loaders take a
- * pointer to one, or NULL for no limit but RT_DATA_MAX_BYTES. */
+ * `bytes` of pixels and labels (rt_dataset_bytes); 0 or less admits no
+ * dataset at all.  `what` names it in messages, as the words after "more
+ * than" ("the 2.0 MiB left of --max-memory 64 MiB"); NULL says "the N bytes
+ * allowed".  Loaders take a pointer to one, or NULL for no limit but
+ * RT_DATA_MAX_BYTES. */
 typedef struct {
 	int64_t bytes;
 	const char *what;
 } rt_data_limit;
 
 /* Loaders: on failure *out is left empty (zeroed), nothing is leaked, and
- * the message starts with the offending file's path.  Inputs are untrusted:
+ * the message names the offending file (it starts with its path, but for
+ * one that cannot be opened: "cannot open 'PATH': ...", "'PATH' is not a
+ * regular file", as for every file revc reads).  Inputs are untrusted:
  * a loader allocates the dataset once, exactly as large as the file's
  * header (IDX) or size (CIFAR-10) says, after checking that against the
  * limits, and reads no further into a file than that plus one byte, so a
@@ -189,6 +226,10 @@ void rt_npy_free(rt_npy *a);
 const char *rt_npy_dtype_name(rt_npy_dtype t);
 /* Bytes per element. */
 int rt_npy_dtype_size(rt_npy_dtype t);
+/* revc's name for the type: "f32", "f64", "i32", "i64", "u8". */
+const char *rt_npy_dtype_word(rt_npy_dtype t);
+/* "[16,1,3,3]", "[]" for rank 0; returns what snprintf does. */
+int rt_npy_dims_str(int rank, const int64_t *dim, char *buf, size_t n);
 /* Convert a->count elements to double / to float, whatever the source
  * dtype (for loading params and labels). */
 void rt_npy_to_f64(const rt_npy *a, double *dst);
@@ -205,60 +246,74 @@ typedef enum {
 	RT_DIR_KIND_COUNT
 } rt_dir_kind;
 
-/* "checkpoint", "params", "gradients", "state". */
+/* "checkpoint", "params", "gradients", "state": the manifest's word. */
 const char *rt_dir_kind_name(rt_dir_kind k);
+/* What such a directory holds, for messages: "a checkpoint (revc train
+ * --save)", "parameters", "gradients (revc grad --out)", ... */
+const char *rt_dir_kind_what(rt_dir_kind k);
 
 /* The file that marks a directory as revc's and lists its tensors. */
 #define RT_MANIFEST_NAME "revc-manifest.txt"
+/* At most this many tensors in one directory (a model has a few hundred). */
+#define RT_MANIFEST_MAX_TENSORS 65536
+/* The longest tensor name: NAME.npy and its temporary NAME.npy.tmp.XXXXXX
+ * must each be one file name (NAME_MAX, 255 bytes). */
+#define RT_MANIFEST_MAX_NAME (255 - 4 - (int)(sizeof RT_TMP_TAG - 1) - RT_TMP_SUFFIX)
 
 typedef struct {
 	char *name;                     /* the file is NAME.npy */
 	rt_npy_dtype dtype;
 	int rank;
 	int64_t dim[RT_NPY_MAX_RANK];
+	int line;                       /* where rt_manifest_parse read it, else 0 */
 } rt_manifest_tensor;
 
 typedef struct {
 	rt_dir_kind kind;
 	char *model;                    /* the spec's model name, or NULL */
 	int64_t step, seed;             /* checkpoints: steps done, data seed; else -1 */
-	rt_manifest_tensor *t;          /* every NAME.npy of the directory */
+	rt_manifest_tensor *t;          /* every NAME.npy of the directory, in list order */
 	int n, cap;
+	const rt_manifest_tensor **index; /* t by name (rt_manifest_seal), NULL after an add */
 } rt_manifest;
 
 void rt_manifest_init(rt_manifest *m, rt_dir_kind kind);
 void rt_manifest_free(rt_manifest *m);
 bool rt_manifest_set_model(rt_manifest *m, const char *model, rt_err *e);
-/* Records NAME.npy; names are one word without '/', each at most once. */
+/* Records NAME.npy: a name is one word without '/' of at most
+ * RT_MANIFEST_MAX_NAME bytes, and a manifest holds at most
+ * RT_MANIFEST_MAX_TENSORS.  A name given twice is found by rt_manifest_seal. */
 bool rt_manifest_add(rt_manifest *m, const char *name, rt_npy_dtype dtype, int rank, const int64_t *dim,
 	rt_err *e);
+/* Sorts the tensors by name for rt_manifest_find and checks that each name
+ * is there once ("two tensors named 'x'").  rt_manifest_parse seals what it
+ * reads, and a manifest is sealed before it is written. */
+bool rt_manifest_seal(rt_manifest *m, rt_err *e);
+/* The tensor of a sealed manifest named name, or NULL (a binary search). */
 const rt_manifest_tensor *rt_manifest_find(const rt_manifest *m, const char *name);
 /* "f32[16,1,3,3]", "i64[]"; returns what snprintf does. */
 int rt_manifest_shape_str(const rt_manifest_tensor *t, char *buf, size_t n);
-/* The text of the manifest (malloc'd, *len bytes), or NULL without memory. */
-char *rt_manifest_format(const rt_manifest *m, size_t *len);
-/* Writes DIR/revc-manifest.txt atomically. */
-bool rt_manifest_write(const rt_manifest *m, const char *dir, rt_err *e);
-/* Parses a manifest held in memory (untrusted; `name` starts messages). */
+/* The text of the manifest (malloc'd, *len bytes), or NULL with a message
+ * (out of memory, or longer than a manifest may be). */
+char *rt_manifest_format(const rt_manifest *m, size_t *len, rt_err *e);
+/* Parses a manifest held in memory (untrusted; `name` starts messages);
+ * the result is sealed. */
 bool rt_manifest_parse(const char *buf, size_t len, const char *name, rt_manifest *out, rt_err *e);
 /* Reads DIR/revc-manifest.txt: *found is false (and the result true) when
  * there is none; a manifest that does not parse is an error. */
 bool rt_manifest_read(const char *dir, rt_manifest *out, bool *found, rt_err *e);
-/* Writes revc-manifest.txt into the new directory open as dirfd at once
- * (no temporary, no fsync): the mark of a temporary directory, which
- * rt_manifest_write replaces once the directory is complete. */
-bool rt_manifest_mark(int dirfd, const rt_manifest *m, rt_err *e);
-/* Whether the directory open as dirfd holds a revc-manifest.txt that starts
- * as a revc manifest does (of any version), or an empty one (a mark cut
- * short): how revc recognises its own temporaries. */
-bool rt_manifest_is_marked(int dirfd);
 
-/* Whether path may be written by rt_dir_begin .. rt_dir_commit: a new name
- * in a writable directory, an empty directory, or a directory revc wrote
- * (its manifest, and only the NAME.npy files listed there).  Refuses
- * anything else -- a non-empty directory of the user's, a file, a symlink,
- * ".", "..", a mount point -- with a message naming what is in the way. */
-bool rt_dir_check(const char *path, rt_err *e);
+/* Whether path may be written by rt_dir_begin .. rt_dir_commit with a
+ * directory of kind: a new name in a writable directory, an empty
+ * directory, or a directory revc wrote of the same kind (its manifest, and
+ * only the NAME.npy files listed there).  Refuses anything else -- a
+ * non-empty directory of the user's, a checkpoint that gradients would
+ * replace, a file, a symlink, ".", "..", a mount point -- with a message
+ * naming what is in the way. */
+bool rt_dir_check(const char *path, rt_dir_kind kind, rt_err *e);
+/* Whether paths a and b name the same directory to write: their parents
+ * resolved (they need not exist yet), trailing slashes dropped. */
+bool rt_dir_same(const char *a, const char *b);
 
 /* A directory built under the temporary sibling name PATH.tmp.XXXXXX and
  * swapped into place by rt_dir_commit, which replaces a previous directory
@@ -272,7 +327,7 @@ typedef struct {
 	rt_manifest manifest;           /* what has been written; set step and seed here */
 } rt_dir;
 
-/* rt_dir_check, removes PATH's stale temporaries, and creates the
+/* rt_dir_check for kind, removes PATH's stale temporaries, and creates the
  * temporary, marked from the start by a manifest of kind and model
  * (model may be NULL). */
 bool rt_dir_begin(rt_dir *d, const char *path, rt_dir_kind kind, const char *model, rt_err *e);
@@ -303,9 +358,13 @@ typedef struct {
 void rt_store_init(rt_store *s);
 void rt_store_free(rt_store *s);
 rt_tensor *rt_store_find(const rt_store *s, const char *name);
-/* The number of tensors holding a NaN or an infinity, and in *first the
- * first of them (NULL when none). */
-int rt_store_nonfinite(const rt_store *s, const rt_tensor **first);
+/* Whether every element of data (of type t) is finite; integer types
+ * always are. */
+bool rt_all_finite(const void *data, const ir_type *t);
+/* True when every tensor of s is finite; else false, saying which are
+ * not: "init.conv.w in ck holds NaN or Inf", "2 of 108 tensors in ck hold
+ * NaN or Inf, init.conv.w first" (where names the store, or is NULL). */
+bool rt_store_check_finite(const rt_store *s, const char *where, rt_err *e);
 /* Adds a copy of t. */
 bool rt_store_add_copy(rt_store *s, const rt_tensor *t, rt_err *e);
 /* Adds a zeroed tensor; NULL with the size in e when memory runs out. */
@@ -323,10 +382,19 @@ bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_
  * graph's dtype.  Tensors the model does not have are ignored (a checkpoint
  * of a deeper model loads into a shallower one); every tensor it has must be
  * there with its shape, else an error names the first that is missing or
- * mis-shaped.  DIR need not be revc's (NumPy can write it); when it holds a
- * manifest, its list is checked first.  With params_only, momentum buffers
- * start at zero instead. */
+ * mis-shaped.  DIR need not be revc's (NumPy can write it).  When it holds
+ * a manifest, that must be of kind params or checkpoint ("'G' holds
+ * gradients (revc grad --out), not parameters"), and every tensor is
+ * checked against its list before any file is read; without one, the
+ * files are read one by one.  With params_only, momentum buffers start at
+ * zero instead. */
 bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e);
+/* The same with DIR's manifest already read: m, or NULL when it has none. */
+bool rt_store_load_with(rt_store *s, const ir_graph *g, const char *dir, const rt_manifest *m, bool params_only,
+	rt_err *e);
+/* Loads every tensor s holds from DIR, by the same rules (a compiled
+ * library's load). */
+bool rt_store_load_all(rt_store *s, const char *dir, rt_err *e);
 /* Writes every tensor as NAME.npy into d. */
 bool rt_store_save(const rt_store *s, rt_dir *d, rt_err *e);
 /* The same into a directory of that kind replacing DIR whole once complete
@@ -408,9 +476,6 @@ void rt_exec_kink_digest(rt_exec *x, bool on);
 uint64_t rt_exec_kinks(const rt_exec *x);
 /* The node of the last run's non-finite value, or NULL. */
 const ir_node *rt_exec_fault(const rt_exec *x);
-/* After a run, any mode: the name of the first output, param or state
- * (in list order) holding a non-finite value, or NULL when all are finite. */
-const char *rt_exec_nonfinite(const rt_exec *x);
 
 /* ---- training (runtime/train.c) ------------------------------------------ */
 
@@ -459,16 +524,27 @@ typedef struct {
 	double seconds;
 	bool stopped;               /* cfg->stop asked to stop before the last step's work was done */
 	int64_t saved_step;         /* the step of the last checkpoint written by this call, or 0 */
+	int64_t prior_step;         /* the step of the checkpoint save_dir held before, or -1 */
 } rt_train_result;
 
 /* Trains from cfg->start_step to cfg->total_steps (see train.c for the
- * exact order of examples), checkpointing and evaluating as configured. */
+ * exact order of examples), checkpointing and evaluating as configured.
+ * On an error, e ends with what cfg->save_dir holds (rt_train_kept). */
 bool rt_train_run(const rt_train_cfg *cfg, rt_train_result *res, rt_err *e);
+/* What cfg->save_dir holds after a run that stopped early, into buf: "the
+ * last checkpoint (step 30) is in ck", "ck is unchanged (step 12)" (no
+ * checkpoint written, the one before kept), "nothing was saved to ck".
+ * False, with buf empty, when there is no save_dir. */
+bool rt_train_kept(const rt_train_cfg *cfg, const rt_train_result *res, char *buf, size_t n);
 /* Mean cross-entropy and accuracy of the evaluation graph over all of d,
  * and how many examples gave a non-finite loss (a NaN or +∞ logit makes the
  * loss NaN; such an example counts as wrong). */
 bool rt_evaluate(rt_exec *eval, const rt_dataset *d, double *loss, double *accuracy, int64_t *nonfinite,
 	rt_err *e);
+/* What a non-finite count from rt_evaluate means, in e: "WHAT is NaN: the
+ * logits of 3 of 1000 images are not finite" (what: "the loss", "the test
+ * loss").  False. */
+bool rt_error_nonfinite_logits(rt_err *e, const char *what, double loss, int64_t nonfinite, int64_t images);
 /* A checkpoint: the store's tensors, step.npy and data_seed.npy in dir,
  * with a manifest of kind checkpoint naming the model, step and seed,
  * swapped in whole (rt_dir).  Loading needs every tensor of g (extra ones

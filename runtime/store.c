@@ -32,24 +32,38 @@ rt_tensor *rt_store_find(const rt_store *s, const char *name)
 	return NULL;
 }
 
-static bool tensor_finite(const rt_tensor *t)
+bool rt_all_finite(const void *data, const ir_type *t)
 {
-	int64_t n = ir_type_elems(&t->type);
-	for (int64_t i = 0; i < n; i++)
-		if (t->type.dtype == IR_F32 ? !isfinite(((const float *)t->data)[i])
-		                            : t->type.dtype == IR_F64 && !isfinite(((const double *)t->data)[i]))
-			return false;
+	int64_t n = ir_type_elems(t);
+	if (t->dtype == IR_F32) {
+		const float *p = data;
+		for (int64_t i = 0; i < n; i++)
+			if (!isfinite(p[i]))
+				return false;
+	} else if (t->dtype == IR_F64) {
+		const double *p = data;
+		for (int64_t i = 0; i < n; i++)
+			if (!isfinite(p[i]))
+				return false;
+	}
 	return true;
 }
 
-int rt_store_nonfinite(const rt_store *s, const rt_tensor **first)
+bool rt_store_check_finite(const rt_store *s, const char *where, rt_err *e)
 {
 	int count = 0;
-	*first = NULL;
+	const rt_tensor *first = NULL;
 	for (int i = 0; i < s->n; i++)
-		if (!tensor_finite(&s->t[i]) && count++ == 0)
-			*first = &s->t[i];
-	return count;
+		if (!rt_all_finite(s->t[i].data, &s->t[i].type) && count++ == 0)
+			first = &s->t[i];
+	if (count == 0)
+		return true;
+	char in[300] = "";
+	if (where)
+		snprintf(in, sizeof in, " in %s", where);
+	if (count == 1)
+		return rt_errorf(e, "%s%s holds NaN or Inf", first->name, in);
+	return rt_errorf(e, "%d of %d tensors%s hold NaN or Inf, %s first", count, s->n, in, first->name);
 }
 
 rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool trainable, rt_err *e)
@@ -58,7 +72,7 @@ rt_tensor *rt_store_add(rt_store *s, const char *name, const ir_type *type, bool
 		int cap = s->cap ? 2 * s->cap : 64;
 		rt_tensor *t = realloc(s->t, (size_t)cap * sizeof *t);
 		if (!t) {
-			rt_errorf(e, "out of memory");
+			rt_error_oom(e, "the store's list of tensors", (int64_t)cap * (int64_t)sizeof *t);
 			return NULL;
 		}
 		s->t = t;
@@ -204,16 +218,6 @@ bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_
 	return true;
 }
 
-/* "[16,1,3,3]" */
-static void dims_str(int rank, const int64_t *dim, char *buf, size_t n)
-{
-	size_t k = (size_t)snprintf(buf, n, "[");
-	for (int i = 0; i < rank && k < n; i++)
-		k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dim[i]);
-	if (k < n)
-		snprintf(buf + k, n - k, "]");
-}
-
 /* A file's dtype and shape against the tensor the model needs. */
 static bool same_shape(const rt_tensor *t, const char *path, rt_npy_dtype dtype, int rank, const int64_t *dim,
 	rt_err *e)
@@ -224,7 +228,7 @@ static bool same_shape(const rt_tensor *t, const char *path, rt_npy_dtype dtype,
 	if (!ok) {
 		char want[128], got[160];
 		ir_type_str(&t->type, want, sizeof want);
-		dims_str(rank, dim, got, sizeof got);
+		rt_npy_dims_str(rank, dim, got, sizeof got);
 		return rt_errorf(e, "%s: shape %s does not match the model's %s for '%s'", path, got, want, t->name);
 	}
 	if (dtype != RT_NPY_F32 && dtype != RT_NPY_F64)
@@ -235,8 +239,9 @@ static bool same_shape(const rt_tensor *t, const char *path, rt_npy_dtype dtype,
 /* Reads DIR/NAME.npy into t, converting to t's dtype. */
 bool rt_store_load_tensor(rt_tensor *t, const char *dir, rt_err *e)
 {
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s.npy", dir, t->name);
+	char path[RT_PATH_MAX];
+	if (!rt_path_join(path, sizeof path, dir, t->name, ".npy", e))
+		return false;
 	struct stat st;
 	if (lstat(path, &st) != 0 && errno == ENOENT)
 		return rt_errorf(e, "%s: no such file: the model needs the tensor '%s'", path, t->name);
@@ -252,47 +257,86 @@ bool rt_store_load_tensor(rt_tensor *t, const char *dir, rt_err *e)
 	return ok;
 }
 
-/* With a manifest, the tensor must be listed with the model's shape: the
- * first one missing or mis-shaped is named before any data is read. */
-static bool listed(const rt_manifest *m, const rt_tensor *t, const char *dir, rt_err *e)
-{
-	const rt_manifest_tensor *mt = rt_manifest_find(m, t->name);
-	if (!mt)
-		return rt_errorf(e, "'%s' has no tensor '%s', which the model needs (its %s lists %d tensors)", dir,
-			t->name, RT_MANIFEST_NAME, m->n);
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s.npy", dir, t->name);
-	return same_shape(t, path, mt->dtype, mt->rank, mt->dim, e);
-}
-
-bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e)
+/* Loads s->t[want[0..n)] from dir, whose manifest is m (NULL: it has none).
+ * With a manifest, every tensor wanted is checked against its list first,
+ * so the first one missing or mis-shaped is named before any data is read;
+ * without one, the files are read one by one. */
+static bool load_listed(rt_store *s, const int *want, int n, const char *dir, const rt_manifest *m, rt_err *e)
 {
 	struct stat st;
 	if (stat(dir, &st) != 0)
 		return rt_errorf(e, "cannot open '%s': %s", dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return rt_errorf(e, "'%s' is not a directory", dir);
-	/* A directory revc wrote lists its tensors; one from NumPy need not. */
-	rt_manifest m;
-	bool has_manifest;
-	if (!rt_manifest_read(dir, &m, &has_manifest, e))
-		return false;
+	if (m && m->kind != RT_DIR_PARAMS && m->kind != RT_DIR_CHECKPOINT)
+		return rt_errorf(e, "'%s' holds %s, not parameters", dir, rt_dir_kind_what(m->kind));
+	for (int i = 0; m && i < n; i++) {
+		const rt_tensor *t = &s->t[want[i]];
+		const rt_manifest_tensor *mt = rt_manifest_find(m, t->name);
+		char path[RT_PATH_MAX];
+		if (!mt)
+			return rt_errorf(e, "'%s' has no tensor '%s', which the model needs (its %s lists %d tensors)",
+				dir, t->name, RT_MANIFEST_NAME, m->n);
+		if (!rt_path_join(path, sizeof path, dir, t->name, ".npy", e) ||
+		    !same_shape(t, path, mt->dtype, mt->rank, mt->dim, e))
+			return false;
+	}
+	for (int i = 0; i < n; i++)
+		if (!rt_store_load_tensor(&s->t[want[i]], dir, e))
+			return false;
+	return true;
+}
+
+bool rt_store_load_with(rt_store *s, const ir_graph *g, const char *dir, const rt_manifest *m, bool params_only,
+	rt_err *e)
+{
+	int *want = malloc(((size_t)g->n + 1) * sizeof *want), n = 0;
+	if (!want)
+		return rt_error_oom(e, "the list of tensors to load", ((int64_t)g->n + 1) * (int64_t)sizeof *want);
 	bool ok = true;
 	for (int i = 0; ok && i < g->n; i++) {
-		const ir_node *n = g->nodes[i];
-		if (n->op != IR_OP_PARAM && n->op != IR_OP_STATE)
+		const ir_node *nd = g->nodes[i];
+		if (nd->op != IR_OP_PARAM && nd->op != IR_OP_STATE)
 			continue;
-		rt_tensor *t = rt_store_find(s, n->name);
-		if (t && !same_tensor(t, n, e))
+		rt_tensor *t = rt_store_find(s, nd->name);
+		if (t && !same_tensor(t, nd, e))
 			ok = false;
-		else if (!t && !(t = rt_store_add(s, n->name, &n->type, n->op == IR_OP_PARAM, e)))
+		else if (!t && !(t = rt_store_add(s, nd->name, &nd->type, nd->op == IR_OP_PARAM, e)))
 			ok = false;
-		else if (params_only && n->op == IR_OP_STATE && ends_with(n->name, ".mom"))
+		else if (params_only && nd->op == IR_OP_STATE && ends_with(nd->name, ".mom"))
 			ok = rt_store_init_tensor(t, 0, e);
 		else
-			ok = (!has_manifest || listed(&m, t, dir, e)) && rt_store_load_tensor(t, dir, e);
+			want[n++] = (int)(t - s->t);
 	}
+	ok = ok && load_listed(s, want, n, dir, m, e);
+	free(want);
+	return ok;
+}
+
+bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e)
+{
+	/* A directory revc wrote lists its tensors; one from NumPy need not. */
+	rt_manifest m;
+	bool found;
+	if (!rt_manifest_read(dir, &m, &found, e))
+		return false;
+	bool ok = rt_store_load_with(s, g, dir, found ? &m : NULL, params_only, e);
 	rt_manifest_free(&m);
+	return ok;
+}
+
+bool rt_store_load_all(rt_store *s, const char *dir, rt_err *e)
+{
+	rt_manifest m;
+	bool found;
+	int *want = malloc(((size_t)s->n + 1) * sizeof *want);
+	if (!want)
+		return rt_error_oom(e, "the list of tensors to load", ((int64_t)s->n + 1) * (int64_t)sizeof *want);
+	for (int i = 0; i < s->n; i++)
+		want[i] = i;
+	bool ok = rt_manifest_read(dir, &m, &found, e) && load_listed(s, want, s->n, dir, found ? &m : NULL, e);
+	rt_manifest_free(&m);
+	free(want);
 	return ok;
 }
 

@@ -17,10 +17,11 @@
  * With check_numerics the step stops at its first non-finite value
  * (rt_exec_check_numerics: per kernel in the interpreter, by a replay in it
  * for native code), and the error names the node and the step.  Without
- * it, every step's loss (a scalar read anyway) is checked, and the state
- * before each checkpoint: a NaN loss or a non-finite tensor stops the run
- * with an error naming the step and the checkpoint kept, so the poisoned
- * state is never saved. */
+ * it, every step's loss (a scalar read anyway) is checked, the test logits
+ * at each evaluation, and the state before each checkpoint (an evaluation
+ * due at the same step comes first): a NaN loss, a non-finite logit or a
+ * non-finite tensor stops the run with an error naming the step and the
+ * checkpoint kept, so the poisoned state is never saved. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,12 @@ bool rt_evaluate(rt_exec *x, const rt_dataset *d, double *loss, double *accuracy
 	return evaluate(x, d, NULL, NULL, &stopped, loss, accuracy, nonfinite, e);
 }
 
+bool rt_error_nonfinite_logits(rt_err *e, const char *what, double loss, int64_t nonfinite, int64_t images)
+{
+	return rt_errorf(e, "%s is %s: the logits of %lld of %lld images are not finite", what,
+		isnan(loss) ? "NaN" : "infinite", (long long)nonfinite, (long long)images);
+}
+
 static bool write_scalar(rt_dir *d, const char *name, int64_t v, rt_err *e)
 {
 	return rt_dir_write_npy(d, name, RT_NPY_I64, 0, NULL, &v, e);
@@ -134,10 +141,9 @@ static bool write_scalar(rt_dir *d, const char *name, int64_t v, rt_err *e)
 
 static bool read_scalar(const char *dir, const char *name, int64_t *v, rt_err *e)
 {
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+	char path[RT_PATH_MAX];
 	rt_npy a;
-	if (!rt_npy_read(path, &a, e))
+	if (!rt_path_join(path, sizeof path, dir, name, ".npy", e) || !rt_npy_read(path, &a, e))
 		return false;
 	bool ok = a.rank == 0 && a.dtype == RT_NPY_I64;
 	if (ok)
@@ -170,42 +176,88 @@ bool rt_checkpoint_load(rt_store *s, const ir_graph *g, const char *dir, int64_t
 	bool found;
 	if (!rt_manifest_read(dir, &m, &found, e))
 		return false;
-	rt_dir_kind kind = m.kind;
-	int64_t mstep = m.step, mseed = m.seed;
-	rt_manifest_free(&m);
-	if (found && kind != RT_DIR_CHECKPOINT)
-		return rt_errorf(e, "'%s' holds %s, not a checkpoint of revc train (it has no step)", dir,
-			rt_dir_kind_name(kind));
 	int64_t sd;
-	if (!rt_store_load(s, g, dir, false, e) || !read_scalar(dir, "step", step, e) ||
-	    !read_scalar(dir, "data_seed", &sd, e))
+	bool ok = true;
+	if (found && m.kind != RT_DIR_CHECKPOINT)
+		ok = rt_errorf(e, "'%s' holds %s, not a checkpoint of revc train (it has no step)", dir,
+			rt_dir_kind_name(m.kind));
+	else if (found && (m.step < 0 || m.seed < 0))
+		ok = rt_errorf(e, "%s/%s has no %s line", dir, RT_MANIFEST_NAME, m.step < 0 ? "step" : "seed");
+	ok = ok && rt_store_load_with(s, g, dir, found ? &m : NULL, false, e) && read_scalar(dir, "step", step, e) &&
+		read_scalar(dir, "data_seed", &sd, e);
+	if (ok && (*step < 0 || sd < 0))
+		ok = rt_errorf(e, "%s: negative step or seed", dir);
+	if (ok && found && (*step != m.step || sd != m.seed))
+		ok = rt_errorf(e, "%s: step.npy and data_seed.npy (%lld, %lld) disagree with %s (%lld, %lld)", dir,
+			(long long)*step, (long long)sd, RT_MANIFEST_NAME, (long long)m.step, (long long)m.seed);
+	rt_manifest_free(&m);
+	if (ok)
+		*seed = (uint64_t)sd;
+	return ok;
+}
+
+bool rt_train_kept(const rt_train_cfg *c, const rt_train_result *res, char *buf, size_t n)
+{
+	if (!c->save_dir) {
+		snprintf(buf, n, "%s", "");
 		return false;
-	if (*step < 0 || sd < 0)
-		return rt_errorf(e, "%s: negative step or seed", dir);
-	if (found && (*step != mstep || sd != mseed))
-		return rt_errorf(e, "%s: step.npy and data_seed.npy (%lld, %lld) disagree with %s (%lld, %lld)", dir,
-			(long long)*step, (long long)sd, RT_MANIFEST_NAME, (long long)mstep, (long long)mseed);
-	*seed = (uint64_t)sd;
+	}
+	if (res->saved_step > 0)
+		snprintf(buf, n, "the last checkpoint (step %lld) is in %s", (long long)res->saved_step, c->save_dir);
+	else if (res->prior_step >= 0)
+		snprintf(buf, n, "%s is unchanged (step %lld)", c->save_dir, (long long)res->prior_step);
+	else
+		snprintf(buf, n, "nothing was saved to %s", c->save_dir);
 	return true;
 }
 
-/* Ends e's message with what the checkpoint directory keeps: the last
- * checkpoint this run saved (res->saved_step, 0 for none), never the state
- * that stopped it. */
+/* Ends e's message with what the checkpoint directory holds: the last
+ * checkpoint this run saved, or what was there before, never the state
+ * that stopped it.  False. */
 static bool kept_checkpoint(const rt_train_cfg *c, const rt_train_result *res, rt_err *e)
 {
-	rt_err inner = *e;
-	if (c->save_dir && res->saved_step > 0)
-		return rt_errorf(e, "%s; the last checkpoint (step %lld) is kept in %s", inner.msg,
-			(long long)res->saved_step, c->save_dir);
-	if (c->save_dir)
-		return rt_errorf(e, "%s; nothing was saved to %s", inner.msg, c->save_dir);
-	return false;
+	char kept[RT_PATH_MAX + 64];
+	return rt_train_kept(c, res, kept, sizeof kept) ? rt_err_appendf(e, "; %s", kept) : false;
+}
+
+/* The step of the checkpoint dir holds, or -1 (none, or not one of revc's). */
+static int64_t checkpoint_step(const char *dir)
+{
+	rt_manifest m;
+	bool found;
+	rt_err e;
+	int64_t step = rt_manifest_read(dir, &m, &found, &e) && found && m.kind == RT_DIR_CHECKPOINT ? m.step : -1;
+	rt_manifest_free(&m);
+	return step;
+}
+
+/* Evaluates at a report point; false with e set on an error or a
+ * non-finite logit, false with res->stopped set when cfg->stop asked. */
+static bool evaluate_at(const rt_train_cfg *c, int64_t step, rt_train_result *res, rt_err *e)
+{
+	double el, ea;
+	int64_t bad;
+	if (!evaluate(c->eval, c->test, c->stop, c->user, &res->stopped, &el, &ea, &bad, e)) {
+		if (!res->stopped)
+			rt_err_prefixf(e, "evaluating after step %lld: ", (long long)step);
+		return false;
+	}
+	if (bad > 0) {
+		rt_error_nonfinite_logits(e, "the test loss", el, bad, c->test->n);
+		return rt_err_prefixf(e, "after step %lld, ", (long long)step);
+	}
+	res->test_loss = el;
+	res->test_accuracy = ea;
+	res->evaluated = true;
+	if (c->on_eval)
+		c->on_eval(c->user, step, el, ea);
+	return true;
 }
 
 bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 {
 	memset(res, 0, sizeof *res);
+	res->prior_step = c->save_dir ? checkpoint_step(c->save_dir) : -1;
 	const ir_type *t;
 	if (!rt_exec_input(c->step, "x", &t) || !rt_exec_input(c->step, "lr", NULL))
 		return rt_errorf(e, "the training graph needs inputs \"x\", \"labels\" and \"lr\"");
@@ -240,11 +292,12 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 		else
 			*(double *)lr = rate;
 		if (!(ok = rt_exec_run(c->step, e))) {
-			if (rt_exec_fault(c->step)) {
-				rt_err inner = *e;
-				rt_errorf(e, "%s, step %lld", inner.msg, (long long)step + 1);
-				kept_checkpoint(c, res, e);
-			}
+			/* (A fault names its node: the step goes after it.) */
+			if (rt_exec_fault(c->step))
+				rt_err_appendf(e, ", step %lld", (long long)step + 1);
+			else
+				rt_err_prefixf(e, "step %lld: ", (long long)step + 1);
+			kept_checkpoint(c, res, e);
 			break;
 		}
 		const ir_type *lt;
@@ -289,15 +342,17 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 		if (c->on_step)
 			c->on_step(c->user, &p);
 		bool last = step + 1 == c->total_steps;
+		/* Evaluation first, so that a state whose logits are not finite
+		 * (finite weights can make them) is never saved; a stop asked for
+		 * during it still lets this step's checkpoint be written. */
+		if (c->eval && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) || last) &&
+		    !evaluate_at(c, step + 1, res, e) && !res->stopped) {
+			ok = kept_checkpoint(c, res, e);
+			break;
+		}
 		if (c->save_dir && ((c->save_every > 0 && (step + 1) % c->save_every == 0) || last)) {
-			const rt_tensor *bad;
-			int nbad = rt_store_nonfinite(c->store, &bad);
-			if (nbad > 0) {
-				if (nbad == 1)
-					rt_errorf(e, "after step %lld, %s holds NaN or Inf", (long long)step + 1, bad->name);
-				else
-					rt_errorf(e, "after step %lld, %d of %d tensors hold NaN or Inf, %s first",
-						(long long)step + 1, nbad, c->store->n, bad->name);
+			if (!rt_store_check_finite(c->store, NULL, e)) {
+				rt_err_prefixf(e, "after step %lld, ", (long long)step + 1);
 				ok = kept_checkpoint(c, res, e);
 				break;
 			}
@@ -307,26 +362,8 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 			if (c->on_save)
 				c->on_save(c->user, step + 1, c->save_dir);
 		}
-		if (c->eval && ((c->eval_every > 0 && (step + 1) % c->eval_every == 0) || last)) {
-			double el, ea;
-			int64_t bad;
-			if (!(ok = evaluate(c->eval, c->test, c->stop, c->user, &res->stopped, &el, &ea, &bad, e))) {
-				ok = res->stopped;
-				break;
-			}
-			if (bad > 0) {
-				rt_errorf(e, "after step %lld, the test loss is %s: the logits of %lld of %lld images are "
-					"not finite", (long long)step + 1, isnan(el) ? "NaN" : "infinite", (long long)bad,
-					(long long)c->test->n);
-				ok = kept_checkpoint(c, res, e);
-				break;
-			}
-			res->test_loss = el;
-			res->test_accuracy = ea;
-			res->evaluated = true;
-			if (c->on_eval)
-				c->on_eval(c->user, step + 1, el, ea);
-		}
+		if (res->stopped)
+			break;
 	}
 	res->seconds = now() - t0;
 	free(perm);

@@ -25,6 +25,12 @@ cc -O2 -I. "$root/tests/aot/main.c" -L. -ltiny -lopenblas -lm -Wl,-rpath,"$tmp" 
 paste jit.txt lib.txt | awk '{ d = $4 - $8; if (d < 0) d = -d; if (d > 1e-5 * ($4 < 0 ? -$4 : $4)) bad = 1 } END { exit bad }' \
   || { paste jit.txt lib.txt; fail "losses differ"; }
 [ -f lib/s0.u0.f.conv0.w.npy ] && [ -f lib/s0.u0.f.conv0.w.mom.npy ] || fail "the library did not save its tensors"
+# Its load reads parameters and checkpoints only, not gradients.
+(cd "$root" && "$revc" grad "${spec[@]}" --params "$tmp/init" --input "$tmp/x.npy" --labels "$tmp/y.npy" \
+  --out "$tmp/grads") || fail "revc grad --out"
+./main 3 "$tmp/grads" "$tmp/lib3" > /dev/null 2> load.err && fail "the library loaded gradients as parameters"
+grep -qx "load: '.*/grads' holds gradients (revc grad --out), not parameters" load.err ||
+  { cat load.err; fail "loading gradients: not the error expected"; }
 # The object form: one relocatable object with everything but BLAS.
 (cd "$root" && "$revc" compile "${spec[@]}" -o "$tmp/tiny.o" --name tiny --dump-llvm "$tmp/ll") || fail "revc compile -o tiny.o"
 [ -s ll/tiny.ll ] && [ -s ll/tiny.opt.ll ] || fail "--dump-llvm did not write the module before and after optimisation"

@@ -4,7 +4,8 @@
 # any other before the work and touches nothing; a bigger model's checkpoint
 # loads into a smaller one, a missing or mis-shaped tensor is named; a FIFO in
 # place of a .npy is an error, not a hang; SIGINT and SIGTERM during training
-# end with 130/143, one line, the last checkpoint whole and no D.tmp.* left;
+# end with 130/143, one line, the last checkpoint whole and no D.tmp.* left,
+# and before training they stop it there;
 # the next save removes the temporaries a killed run left, and only those.
 # Usage: checkpoint.sh REVC ROOT
 set -u
@@ -67,6 +68,12 @@ for g in 1 2; do
 done
 grep -qx 'kind gradients' "$tmp/g/revc-manifest.txt" && grep -qx 'kind state' "$tmp/s/revc-manifest.txt" ||
   bad "grad's directories are not marked"
+# Gradients and running statistics are not parameters: refused by their kind.
+expect 1 "'.*/g' holds gradients \(revc grad --out\), not parameters" \
+  "$revc" eval models/fashion.rev --data synthetic --params "$tmp/g"
+expect 1 "'.*/s' holds running statistics \(revc grad --state-out\), not parameters" \
+  "$revc" grad models/fashion.rev --params "$tmp/s" --input tests/data/fashion-b4/x.npy \
+  --labels tests/data/fashion-b4/y.npy --out "$tmp/g2"
 cp -r "$tmp/ck2" "$tmp/ck2x"; echo notes > "$tmp/ck2x/notes.txt"
 expect 1 "--save: '.*ck2x' holds 'notes.txt', which revc did not write there" \
   "$revc" train "${small[@]}" --engine interp --steps 2 --save "$tmp/ck2x"
@@ -86,6 +93,15 @@ expect 1 "s2\.u0\.f\.conv0\.w\.npy: shape \[32,16,3,3\] does not match the model
   "$revc" eval "${wider[@]}" --params "$tmp/ck2"
 expect 1 "cannot resume: .*ck2/s2\.u0\..*: shape \[32.*\] does not match the model's f32\[64.* for 's2\.u0\." \
   "$revc" train "${wider[@]}" --engine interp --steps 5 --resume "$tmp/ck2"
+# The manifest's list is checked before any file is read: a tensor missing
+# late in the model is named, not a broken file early in it.
+cp -r "$tmp/ck2" "$tmp/late"; sed -i '/^tensor final\.dense\.b /d' "$tmp/late/revc-manifest.txt"
+head -c 100 "$tmp/ck2/init.conv.w.npy" > "$tmp/late/init.conv.w.npy"
+expect 1 "'.*late' has no tensor 'final\.dense\.b', which the model needs" "$revc" eval "${big[@]}" --params "$tmp/late"
+# A checkpoint's manifest without its step line says so.
+cp -r "$tmp/ck2" "$tmp/nostep"; sed -i '/^step /d' "$tmp/nostep/revc-manifest.txt"
+expect 1 "cannot resume: .*nostep/revc-manifest.txt has no step line" \
+  "$revc" train "${big[@]}" --engine interp --steps 5 --resume "$tmp/nostep"
 # Without a manifest (a directory NumPy wrote) the same rule, file by file.
 cp -r "$tmp/ck2" "$tmp/plain"; rm "$tmp/plain/revc-manifest.txt"
 expect_ok "$revc" eval "${small[@]}" --params "$tmp/plain"
@@ -130,6 +146,27 @@ for try in 1 2 3 4 5 6; do
   grep -qx "step $said" "$d/revc-manifest.txt" || bad "SIG$sig (try $try): the checkpoint is not the one named (step $said)"
   "$revc" eval "${small[@]}" --params "$d" >/dev/null 2>&1 || bad "SIG$sig (try $try): the checkpoint does not load"
   rm -rf "$d"
+done
+# Before training (loading, compiling, reading data): stopped there, not
+# after the work is done; one line, nothing written.  The signal goes as
+# soon as the handler is in place (SigCgt in /proc), long before the JIT
+# has compiled the step.
+for sig in INT TERM; do
+  status=130; [ $sig = TERM ] && status=143
+  d=$tmp/early$sig
+  "$revc" train "${big[@]}" --engine jit --steps 100000 --save "$d" >"$tmp/sig.out" 2>"$tmp/sig.err" &
+  pid=$!
+  for _ in $(seq 1 3000); do
+    mask=$(awk '/^SigCgt:/ { print $2 }' /proc/$pid/status 2>/dev/null)
+    [ -n "$mask" ] && (( (0x$mask >> 1) & 1 )) && break; sleep 0.01
+  done
+  kill -$sig $pid; wait $pid; rc=$?; pid=
+  n=$((n + 1))
+  if [ $rc -ne $status ] || [ "$(wc -l < "$tmp/sig.err")" -ne 1 ] ||
+     ! grep -qx "revc train: interrupted by SIG$sig before training started; nothing was written" "$tmp/sig.err"; then
+    bad "SIG$sig before training: exit $rc, expected $status"; sed 's/^/  | /' "$tmp/sig.err" | head -3
+  fi
+  ls -d "$d" "$d".tmp.* 2>/dev/null && bad "SIG$sig before training wrote something"
 done
 # The interrupted checkpoint continues (once is enough: resume.sh checks bits).
 "$revc" train "${small[@]}" --engine interp --steps 3 --save "$tmp/sigr" >/dev/null 2>&1 &&

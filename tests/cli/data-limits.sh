@@ -110,8 +110,8 @@ expect('750 MiB promised and present, --max-memory 100MiB',
 if not asan:
     expect('1.9 GB promised, 1.5 GiB of address space',
            train + ['--data', f'fashion-mnist:{huge}'], 1,
-           r'huge/train-images-idx3-ubyte.gz: out of memory \(1970000000 bytes for 2500000 images '
-           r'of 1x28x28 and their labels\)', limit_as=1536 * MiB)
+           r'huge/train-images-idx3-ubyte.gz: out of memory: the dataset \(2500000 images of 1x28x28 '
+           r'with their labels\) takes 1970000000 bytes \(1.83 GiB\)$', limit_as=1536 * MiB)
 
 # --max-memory to the byte: the plan, then 20 * (784 + 4) bytes a set.
 def plan_bytes(args):

@@ -4,8 +4,9 @@
 # store and revnet; revc eval reports an error, not an accuracy; revc train
 # --resume stops with exit 1 naming the step and saves nothing, and with
 # --check-numerics names the tensor.  Also: a NaN in a momentum buffer (a
-# finite loss, then a poisoned update) is never saved, and a run that
-# diverges keeps its last good checkpoint.
+# finite loss, then a poisoned update) is never saved, nor a state whose
+# test logits are not finite, and a run that diverges keeps its last good
+# checkpoint.
 # Usage: nan.sh REVC ROOT
 set -u
 revc=$(realpath "$1") root=$2 fail=0 n=0 here=$(dirname "$(realpath "$0")")
@@ -95,9 +96,9 @@ for e in interp jit; do
   expect "the first non-finite value came from \\\$s1\.u0\.f\.conv0\.w \(param in s1\.u0\.f\).*, step 4" \
     "$revc" train "${tiny[@]}" --steps 8 --resume "$tmp/nan" --check-numerics --engine $e
 done
-# Saving over the checkpoint resumed from leaves it as it was.
+# Saving over the checkpoint resumed from leaves it as it was, and says so.
 cp -r "$tmp/nan" "$tmp/same"
-expect "the loss became NaN at step 4; nothing was saved" \
+expect "the loss became NaN at step 4; $tmp/same is unchanged \(step 3\)\$" \
   "$revc" train "${tiny[@]}" --steps 8 --resume "$tmp/same" --save "$tmp/same"
 diff -r "$tmp/nan" "$tmp/same" >/dev/null || { echo "FAIL: the resumed checkpoint changed"; fail=$((fail + 1)); }
 
@@ -108,10 +109,18 @@ npy poke "$tmp/mom/s1.u0.f.conv0.w.mom.npy" 5 nan
 expect "after step 4, 2 of 108 tensors hold NaN or Inf, s1\.u0\.f\.conv0\.w first; nothing was saved to $tmp/saved\$" \
   "$revc" train "${tiny[@]}" --steps 8 --resume "$tmp/mom" --save "$tmp/saved" --save-every 1
 
+# Finite weights, non-finite logits: a running variance below zero is
+# finite and trains (batch statistics) but evaluates to NaN.  At a step
+# that both evaluates and saves, the evaluation comes first: not saved.
+cp -r "$tmp/ck" "$tmp/var"
+npy poke "$tmp/var/init.bn.var.npy" 0 -1e30
+expect "after step 4, the test loss is NaN: the logits of 1000 of 1000 images are not finite; nothing was saved to $tmp/saved\$" \
+  "$revc" train "${tiny[@]}" --steps 8 --resume "$tmp/var" --save "$tmp/saved" --save-every 1 --eval-every 1
+
 # Divergence: the last checkpoint is the step before the NaN, and finite.
 out=$("$revc" train "${tiny[@]}" --steps 30 --set lr=1e30 --save "$tmp/div" --save-every 1 2>&1 >/dev/null)
 rc=$? n=$((n + 1))
-if [ $rc -ne 1 ] || ! [[ $out =~ the\ loss\ became\ NaN\ at\ step\ ([0-9]+)\;\ the\ last\ checkpoint\ \(step\ ([0-9]+)\)\ is\ kept\ in ]] ||
+if [ $rc -ne 1 ] || ! [[ $out =~ the\ loss\ became\ NaN\ at\ step\ ([0-9]+)\;\ the\ last\ checkpoint\ \(step\ ([0-9]+)\)\ is\ in ]] ||
    [ $((BASH_REMATCH[1] - 1)) -ne "${BASH_REMATCH[2]}" ] || ! npy finite "$tmp/div"; then
   echo "FAIL ($rc): divergence"; echo "$out"; fail=$((fail + 1))
 fi

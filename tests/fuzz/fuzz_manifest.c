@@ -32,12 +32,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	size_t len, len2;
-	char *text = rt_manifest_format(&m, &len);
+	char *text = rt_manifest_format(&m, &len, &e);
 	if (!text)
 		abort();
 	if (!rt_manifest_parse(text, len, "again", &again, &e))
 		abort();
-	char *text2 = rt_manifest_format(&again, &len2);
+	char *text2 = rt_manifest_format(&again, &len2, &e);
 	if (!text2 || len2 != len || memcmp(text, text2, len) != 0 || again.n != m.n)
 		abort();
 	free(text);

@@ -502,10 +502,12 @@ START_TEST(test_idx_errors)
 	char want[1024];
 
 	/* Missing, not a file, swapped. */
-	expect_idx_error("/nonexistent/i.gz", lp, "/nonexistent/i.gz",
-		": cannot open: No such file or directory");
-	expect_idx_error(ip, "/nonexistent/l", "/nonexistent/l", ": cannot open");
-	expect_idx_error(dir, lp, dir, ": not a regular file");
+	/* (Said as for every file revc reads: rt_file_open_regular.) */
+	expect_idx_error("/nonexistent/i.gz", lp, "cannot open '/nonexistent/i.gz': No such file or directory",
+		NULL);
+	expect_idx_error(ip, "/nonexistent/l", "cannot open '/nonexistent/l'", NULL);
+	snprintf(want, sizeof want, "'%s' is not a regular file", dir);
+	expect_idx_error(dir, lp, want, NULL);
 	snprintf(want, sizeof want, "%s: has IDX magic 0x00000801, expected 0x00000803 (images)", lp);
 	expect_idx_error(lp, ip, lp, want);
 	snprintf(want, sizeof want, "%s: has IDX magic 0x00000803, expected 0x00000801 (labels)", ip);
@@ -684,7 +686,7 @@ START_TEST(test_idx_gzip_bomb)
 	rt_data_in in;
 	rt_err e;
 	ck_assert(rt_data_in_open(&in, bomb, &e));
-	ck_assert(in.gzip && in.size == -1);
+	ck_assert(in.z && in.size == -1);
 	uint8_t buf[256];
 	size_t got;
 	bool more;
@@ -848,7 +850,7 @@ START_TEST(test_cifar)
 	write_file(third, buf, 0);
 	expect_cifar_error(dir, true, NULL, ": empty");
 	unlink(third);
-	snprintf(want, sizeof want, "%s: cannot open: No such file or directory", third);
+	snprintf(want, sizeof want, "cannot open '%s': No such file or directory", third);
 	expect_cifar_error(dir, true, NULL, want);
 	expect_cifar_error(NULL, true, NULL, "no directory");
 	free(third);
@@ -1002,6 +1004,11 @@ START_TEST(test_batch)
 	ck_assert(is_empty(&d));
 	ck_assert(!rt_dataset_alloc(&d, 1, 1, 1 << 20, 1 << 12, 10, "wide", NULL, &e));
 	ck_assert_str_eq(e.msg, "wide: absurd image size 1x1048576x4096");
+	/* A limit below zero (nothing left of a budget) admits nothing. */
+	rt_data_limit spent = {-5, NULL};
+	ck_assert(!rt_dataset_alloc(&d, 1, 1, 1, 1, 10, "tiny", &spent, &e));
+	ck_assert_str_eq(e.msg, "tiny: 1 images of 1x1x1 take 5 bytes with their labels, more than the -5 bytes allowed");
+	ck_assert(is_empty(&d));
 	ck_assert(!rt_dataset_alloc(&d, 0, 1, 1, 1, 10, "none", NULL, &e));
 	ck_assert_str_eq(e.msg, "none: holds no examples");
 	ck_assert(!rt_dataset_alloc(&d, 1, 1, 1, 1, 0, "classless", NULL, &e));
