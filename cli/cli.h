@@ -34,6 +34,12 @@ typedef struct {
 
 enum { CLI_END = -1, CLI_POSITIONAL = -2, CLI_ERROR = -3 };
 
+/* A command's options table has one entry per OPT_* enumerator, then the
+ * NULL entry: n is the enumerator after the last (OPT_PASS0 +
+ * CLI_PASS_OPT_COUNT, or OPT_HELP + 1 without pass options). */
+#define CLI_OPTS_MATCH(opts, n) \
+	_Static_assert(sizeof(opts) / sizeof((opts)[0]) == (size_t)(n) + 1, #opts " and the OPT_* enumerators differ")
+
 void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv);
 /* The next argument: an index into opts (value in *val for options that take
  * one), CLI_POSITIONAL (*val is it), CLI_END, or CLI_ERROR after printing a
@@ -79,7 +85,8 @@ typedef struct {
 	size_t len;
 } cli_source;
 
-/* Diagnostics cli_report prints at most; the library returns every one. */
+/* Diagnostics cli_report prints at most (the library keeps IR_MAX_DIAGS
+ * and counts the rest). */
 #define CLI_MAX_DIAGS 20
 
 /* Prints d's diagnostics on stderr, each with its source line where srcs
@@ -89,6 +96,15 @@ int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 bool cli_write_output(const char *path, const char *text, size_t len);
+
+/* ---- error figures (check, drift) --------------------------------------- */
+
+/* max(a, b) that keeps a NaN (fmax drops it), for error figures: a NaN
+ * gradient must fail a check, not pass it. */
+static inline double cli_max_nan(double a, double b)
+{
+	return b > a || b != b ? b : a;
+}
 
 /* ---- models from specs (cli/model.c) ---------------------------------- */
 
@@ -116,7 +132,12 @@ bool cli_model_add_set(cli_model *m, const char *cmd, const char *assignment);
 bool cli_model_load(cli_model *m, const char *path);
 void cli_model_free(cli_model *m);
 void cli_model_report(const cli_model *m, const ir_diags *d);
-/* Lowers the spec and runs the pipeline as opts say; reports errors. */
+/* Lowers the spec and runs the pipeline as opts say (ctx: the spec's
+ * optimiser settings, and the interpreter's workspace unless one is set);
+ * NULL with the errors in ctx->diags. */
+ir_graph *cli_model_plan(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
+	const ps_options *opts);
+/* cli_model_plan, reporting errors. */
 ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
 	const ps_options *opts);
 
@@ -127,9 +148,11 @@ extern const ps_options cli_eval_passes;
  * (all without it), written into only[n].  Returns out. */
 const ps_options *cli_eval_options(const ps_options *user, ps_options *out, char *only, size_t n);
 
-/* --strategy of the commands that build a training step; the default it
- * names is PS_STRATEGY_DEFAULT (ps_ctx_init). */
-#define CLI_STRATEGY_OPT {"strategy", 0, "NAME", "store, revnet or checkpoint (default revnet)"}
+/* The name of PS_STRATEGY_DEFAULT (ps_ctx_init), for the help texts;
+ * model.c asserts they agree. */
+#define CLI_STRATEGY_DEFAULT "revnet"
+/* --strategy of the commands that build a training step. */
+#define CLI_STRATEGY_OPT {"strategy", 0, "NAME", "store, revnet or checkpoint (default " CLI_STRATEGY_DEFAULT ")"}
 
 bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out);
 bool cli_parse_strategy(const char *cmd, const char *val, ps_strategy *out);
@@ -199,11 +222,15 @@ typedef struct {
 } cli_engine;
 
 bool cli_engine_parse(const char *cmd, const char *val, cli_engine_kind *out);
-/* --cpu: "native" (*out NULL) or a CPU LLVM knows (not necessarily one
- * this host can run); prints a usage error. */
+/* --cpu: "native" or a CPU LLVM knows (not necessarily one this host can
+ * run), into *out; prints a usage error. */
 bool cli_cpu_parse(const char *cmd, const char *val, const char **out);
-/* Sets BLAS threads and, for the JIT, starts the thread pool; native code is
- * for cpu (NULL: native). */
+/* With the other usage checks, before anything is loaded: --cpu (cpu not
+ * NULL) with the interpreter is a usage error (EXIT_USAGE), code for a
+ * CPU this host cannot run a user error (EXIT_USER); else EXIT_OK. */
+int cli_engine_check(const char *cmd, cli_engine_kind kind, const char *cpu);
+/* Sets BLAS threads; native code is for cpu (NULL or "native": this host),
+ * run by a thread pool started with the first compiled graph. */
 void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads, const char *cpu);
 /* The workspace the engine's kernels need, for the planner. */
 void cli_engine_plan(cli_engine *e, ps_ctx *ctx);
@@ -214,6 +241,11 @@ const char *cli_engine_name(const cli_engine *e);
 /* The CPU native code is for ("x86-64-v3", or the host's name when native,
  * with *native set). */
 const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native);
+/* "jit (znver4)", "jit (x86-64-v3)" or "interp", for summaries. */
+const char *cli_engine_label(const cli_engine *e, char *buf, size_t len);
+/* The same as JSON members on stdout: "engine":"jit","cpu":"znver4", (cpu
+ * null for the interpreter), each with its comma. */
+void cli_engine_json(const cli_engine *e);
 
 /* ---- subcommands ------------------------------------------------------ */
 
@@ -226,13 +258,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_mem(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
-
-/* max(a, b) that keeps a NaN (fmax drops it), for error figures: a NaN
- * gradient must fail a check, not pass it. */
-static inline double cli_max_nan(double a, double b)
-{
-	return b > a || b != b ? b : a;
-}
 
 /* "512MiB", "1.5GB", "2e9": bytes (cmd_mem.c). */
 bool cli_parse_size(const char *s, int64_t *out);

@@ -13,8 +13,8 @@
 #include "rt.h"
 
 static const char usage[] =
-	"revc bench SPEC [--set KEY=VALUE ...] [--steps K] [--engine interp|jit] [--strategy NAME]\n"
-	"                  [--threads N] [--gemm] [--json] [--dump-llvm DIR] [--max-memory SIZE]";
+	"revc bench SPEC [--set KEY=VALUE ...] [--steps K] [--engine interp|jit] [--cpu NAME] [--strategy NAME]\n"
+	"                  [--threads N] [--gemm] [--json] [--dump-llvm DIR] [--max-memory SIZE] [pass options]";
 static const char about[] =
 	"Builds SPEC's training step, runs one warm-up step and then K timed steps on\n"
 	"random data, and reports the median and minimum step time, images/s, the\n"
@@ -42,6 +42,7 @@ static const cli_opt opts[] = {
 };
 enum { OPT_STEPS, OPT_ENGINE, OPT_CPU, OPT_STRATEGY, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP, OPT_MAX_MEMORY, OPT_SET,
 	OPT_HELP, OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 static int by_value(const void *a, const void *b)
 {
@@ -193,7 +194,9 @@ int cmd_bench(int argc, char **argv)
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
-	int ready = cli_pass_options_ready(a.cmd, &popts);
+	int ready = cli_engine_check(a.cmd, kind, cpu);
+	if (ready == EXIT_OK)
+		ready = cli_pass_options_ready(a.cmd, &popts);
 	if (ready != EXIT_OK)
 		return ready;
 	if (dump && !cli_make_dir(dump))
@@ -261,7 +264,7 @@ int cmd_bench(int argc, char **argv)
 	int ns = gemm_shapes(g, shapes, 512);
 	double flops = flops_of(shapes, ns);
 	double gemm_s = gemm ? gemm_seconds(shapes, ns, (int)threads) : 0;
-	int64_t arena = rt_exec_peak_bytes(x);
+	int64_t arena = ps_arena_bytes(g);
 	double rss = cli_rss_mib();
 	char cpu_name[64];
 	bool native;
@@ -280,8 +283,11 @@ int cmd_bench(int argc, char **argv)
 		if (gemm)
 			printf(",\"gemm_only_seconds\":%.6f,\"gemm_only_gflops\":%.2f,\"share_of_gemm\":%.4f",
 				gemm_s, flops / gemm_s / 1e9, gemm_s / median);
-		printf(",\"cpu\":\"%s\",\"cpu_native\":%s,\"blas_core\":\"%s\"}\n", cpu_name, native ? "true" : "false",
-			rt_blas_core());
+		if (kind == CLI_ENGINE_JIT)
+			printf(",\"cpu\":\"%s\",\"cpu_native\":%s", cpu_name, native ? "true" : "false");
+		else
+			printf(",\"cpu\":null,\"cpu_native\":null");
+		printf(",\"blas_core\":\"%s\"}\n", rt_blas_core());
 	} else {
 		printf("revc bench: %s, batch %lld, strategy %s, engine %s, %lld threads\n", m.spec.name,
 			(long long)m.spec.batch, ps_strategy_name(ctx.strategy), cli_engine_name(&e), (long long)threads);

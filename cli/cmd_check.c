@@ -28,6 +28,7 @@
 static const char usage[] =
 	"revc check SPEC [--set KEY=VALUE ...] [--samples K] [--seed S] [--tolerance T]\n"
 	"                  [--strategy store|revnet|checkpoint] [--engine interp|jit] [--cpu NAME]\n"
+	"                  [pass options]\n"
 	"       revc check SPEC --drift [--set KEY=VALUE ...] [--seed S] [--json]";
 static const char about[] =
 	"Initialises SPEC's parameters from the seed, draws a random batch, computes\n"
@@ -63,6 +64,7 @@ static const cli_opt opts[] = {
 };
 enum { OPT_SAMPLES, OPT_SEED, OPT_TOL, OPT_STEP, OPT_STRATEGY, OPT_ENGINE, OPT_CPU, OPT_DRIFT, OPT_JSON, OPT_SET,
 	OPT_HELP, OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 typedef struct {
 	rt_exec *fwd;   /* the loss alone */
@@ -169,7 +171,7 @@ int cmd_check(int argc, char **argv)
 	int64_t samples = 3, seed = -1;
 	double tol = 1e-6, h = 1e-5;
 	bool drift = false, json = false;
-	const char *fd_only = NULL; /* an option --drift does not take */
+	const char *fd_only = NULL, *fd_why = NULL; /* an option --drift does not take, and why */
 	char pass_opt[32];
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
@@ -190,6 +192,7 @@ int cmd_check(int argc, char **argv)
 			if (!cli_parse_int(a.cmd, "--samples", val, 1, 1000000, &samples))
 				return EXIT_USAGE;
 			fd_only = "--samples";
+			fd_why = "it sets the finite-difference check";
 			break;
 		case OPT_SEED:
 			if (!cli_parse_int(a.cmd, "--seed", val, 0, FE_INT_MAX, &seed))
@@ -203,22 +206,26 @@ int cmd_check(int argc, char **argv)
 					k == OPT_TOL ? "--tolerance" : "--step", val);
 			*(k == OPT_TOL ? &tol : &h) = v;
 			fd_only = k == OPT_TOL ? "--tolerance" : "--step";
+			fd_why = "it sets the finite-difference check";
 			break;
 		}
 		case OPT_STRATEGY:
 			if (!cli_parse_strategy(a.cmd, val, &ctx.strategy))
 				return EXIT_USAGE;
 			fd_only = "--strategy";
+			fd_why = "it compares revnet with store";
 			break;
 		case OPT_ENGINE:
 			if (!cli_engine_parse(a.cmd, val, &engine_kind))
 				return EXIT_USAGE;
 			fd_only = "--engine";
+			fd_why = "it runs its own graphs with the interpreter";
 			break;
 		case OPT_CPU:
 			if (!cli_cpu_parse(a.cmd, val, &cpu))
 				return EXIT_USAGE;
 			fd_only = "--cpu";
+			fd_why = "it runs its own graphs with the interpreter";
 			break;
 		case OPT_DRIFT: drift = true; break;
 		case OPT_JSON: json = true; break;
@@ -234,15 +241,18 @@ int cmd_check(int argc, char **argv)
 				return EXIT_OK;
 			snprintf(pass_opt, sizeof pass_opt, "--%s", opts[k].name);
 			fd_only = pass_opt;
+			fd_why = "it runs its own graphs with the interpreter";
 		}
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
 	if (drift && fd_only)
-		return cli_usage_error(a.cmd, "%s does not apply to --drift (it compares revnet with store)", fd_only);
+		return cli_usage_error(a.cmd, "%s does not apply to --drift (%s)", fd_only, fd_why);
 	if (json && !drift)
 		return cli_usage_error(a.cmd, "--json goes with --drift");
-	int ready = cli_pass_options_ready(a.cmd, &popts);
+	int ready = drift ? EXIT_OK : cli_engine_check(a.cmd, engine_kind, cpu);
+	if (ready == EXIT_OK)
+		ready = cli_pass_options_ready(a.cmd, &popts);
 	if (ready != EXIT_OK)
 		return ready;
 	if (drift) {
@@ -259,7 +269,6 @@ int cmd_check(int argc, char **argv)
 	 * 8: a third longer, mostly in sched_yield). */
 	cli_engine engine;
 	cli_engine_init(&engine, engine_kind, 1, cpu);
-	rt_set_threads(1);
 	cli_engine_plan(&engine, &ctx);
 	int status = EXIT_USER;
 	ir_graph *gg = NULL, *fg = NULL;
@@ -296,9 +305,10 @@ int cmd_check(int argc, char **argv)
 		cli_error("%s", e.msg);
 		goto done;
 	}
+	char label[96];
 	printf("revc check: %s, batch %lld, f64, strategy %s, engine %s, %lld samples per tensor, step %g\n",
-		m.spec.name, (long long)m.spec.batch, ps_strategy_name(ctx.strategy), cli_engine_name(&engine),
-		(long long)samples, h);
+		m.spec.name, (long long)m.spec.batch, ps_strategy_name(ctx.strategy),
+		cli_engine_label(&engine, label, sizeof label), (long long)samples, h);
 	fd_ctx c = {fx, h, tol};
 	int failed = 0, checked = 0;
 	for (int i = 0; i < store.n; i++) {
@@ -306,8 +316,7 @@ int cmd_check(int argc, char **argv)
 		if (!t->trainable)
 			continue;
 		char name[512];
-		snprintf(name, sizeof name, "%s%s", PS_GRAD_PREFIX, t->name);
-		const double *grad = rt_exec_output(gx, name, NULL);
+		const double *grad = rt_exec_output(gx, ps_grad_output_name(name, sizeof name, t->name), NULL);
 		bool ok;
 		if (!grad || !check_tensor(&c, t, grad, (int)samples, s, i, &ok, &e)) {
 			cli_error("%s", grad ? e.msg : "no gradient output");

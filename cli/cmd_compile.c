@@ -23,7 +23,7 @@ extern char **environ;
 
 static const char usage[] =
 	"revc compile SPEC -o libNAME.so|NAME.o [--header NAME.h] [--name PREFIX]\n"
-	"                    [--strategy NAME] [--set KEY=VALUE ...] [--dump-llvm DIR]";
+	"                    [--strategy NAME] [--cpu NAME] [--set KEY=VALUE ...] [--dump-llvm DIR]";
 static const char about[] =
 	"Compiles SPEC's training step (momentum SGD, the spec's batch) and its forward\n"
 	"pass to native code for this machine (or the CPU --cpu names) and writes a\n"
@@ -49,6 +49,7 @@ static const cli_opt opts[] = {
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_OUTPUT, OPT_HEADER, OPT_NAME, OPT_STRATEGY, OPT_DUMP, OPT_CPU, OPT_SET, OPT_HELP };
+CLI_OPTS_MATCH(opts, OPT_HELP + 1);
 
 /* The prefix from "dir/libfoo.so" or "dir/foo.o": "foo". */
 static bool default_name(const char *out, char *name, size_t n, bool *shared)
@@ -190,7 +191,7 @@ static void write_header(FILE *f, const char *p, const ir_graph *step, const ir_
 	           " * float32; parameters are named and laid out as docs/model.md says. */\n", p, spec, p);
 	char host[64];
 	cg_host_cpu(host, sizeof host);
-	if (cpu)
+	if (!cg_cpu_is_native(cpu))
 		fprintf(f, "/* Native code for CPU %s: it runs on machines with that CPU's instruction set. */\n", cpu);
 	else
 		fprintf(f, "/* Native code for the CPU it was compiled on (%s) and its features. */\n", host);

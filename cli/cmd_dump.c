@@ -22,7 +22,7 @@ static const cli_opt opts[] = {
 	{"after", 0, "PASS", "run the pipeline through PASS first"},
 	{"output", 'o', "FILE", "write to FILE (atomically) instead of standard output"},
 	{"dtype", 0, "f32|f64", "spec input: precision of the graph (default f32)"},
-	{"strategy", 0, "NAME", "spec input: store, revnet or checkpoint (default revnet)"},
+	{"strategy", 0, "NAME", "spec input: store, revnet or checkpoint (default " CLI_STRATEGY_DEFAULT ")"},
 	{"eval", 0, NULL, "spec input: the evaluation graph (running statistics, no training)"},
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
@@ -30,6 +30,7 @@ static const cli_opt opts[] = {
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_FORMAT, OPT_AFTER, OPT_OUTPUT, OPT_DTYPE, OPT_STRATEGY, OPT_EVAL, OPT_SET, OPT_HELP, OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* 256 MiB: far above any graph revc produces. */
 #define MAX_INPUT ((size_t)256 << 20)
@@ -90,12 +91,12 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (!file)
 		return cli_usage_error(a.cmd, "missing FILE");
-	int ready = cli_pass_options_ready(a.cmd, &popts);
-	if (ready != EXIT_OK)
-		return ready;
 	bool spec = cli_is_spec(file);
 	if (!spec && (m.nsets || eval))
 		return cli_usage_error(a.cmd, "--set and --eval apply to specs (.rev files) only");
+	int ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 
 	char *text = NULL;
 	int status = EXIT_USER;
@@ -119,11 +120,12 @@ int cmd_dump(int argc, char **argv)
 		}
 		cli_source src = {file, text, len};
 		g = ir_parse(file, text, len, &d);
-		if (!g || !ir_verify(g, &d) || !ps_claims_check(g, &d)) {
+		/* ps_run checks the claims of passes(...) itself. */
+		bool run = popts.stop_after || popts.only || popts.dump_after;
+		if (!g || !ir_verify(g, &d) || (!run && !ps_claims_check(g, &d))) {
 			cli_report(&d, &src, 1);
 			goto done;
 		}
-		bool run = popts.stop_after || popts.only || popts.dump_after;
 		if (run && ps_run(g, &ctx, &popts) != 0) {
 			cli_report(&ctx.diags, &src, 1);
 			goto done;

@@ -9,7 +9,7 @@
 static const char usage[] =
 	"revc eval SPEC --params DIR [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic]\n"
 	"                 [--split test|train] [--json] [--engine interp|jit] [--cpu NAME] [--threads N]\n"
-	"                 [--max-memory SIZE] [--set KEY=VALUE ...]";
+	"                 [--max-memory SIZE] [--set KEY=VALUE ...] [pass options]";
 static const char about[] =
 	"Loads the parameters and batch-norm running statistics in DIR (NAME.npy, e.g.\n"
 	"a checkpoint of revc train) and prints the mean cross-entropy and the accuracy\n"
@@ -37,6 +37,7 @@ static const cli_opt opts[] = {
 };
 enum { OPT_PARAMS, OPT_DATA, OPT_SPLIT, OPT_JSON, OPT_THREADS, OPT_ENGINE, OPT_CPU, OPT_MAX_MEMORY, OPT_SET,
 	OPT_HELP, OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 int cmd_eval(int argc, char **argv)
 {
@@ -97,7 +98,9 @@ int cmd_eval(int argc, char **argv)
 		return cli_usage_error(a.cmd, "missing SPEC");
 	if (!params)
 		return cli_usage_error(a.cmd, "missing --params DIR");
-	int ready = cli_pass_options_ready(a.cmd, &popts);
+	int ready = cli_engine_check(a.cmd, engine_kind, cpu);
+	if (ready == EXIT_OK)
+		ready = cli_pass_options_ready(a.cmd, &popts);
 	if (ready != EXIT_OK)
 		return ready;
 	cli_engine engine;
@@ -151,12 +154,16 @@ int cmd_eval(int argc, char **argv)
 		cli_error("%s", e.msg);
 		goto done;
 	}
-	if (json)
-		printf("{\"split\":\"%s\",\"images\":%lld,\"loss\":%.6g,\"accuracy\":%.6g}\n",
-			train_split ? "train" : "test", (long long)d.n, loss, acc);
-	else
-		printf("%s on %s %s (%lld images): loss %.4f, accuracy %.2f%%\n", m.spec.name, data,
-			train_split ? "train" : "test", (long long)d.n, loss, 100 * acc);
+	char label[96];
+	if (json) {
+		printf("{\"split\":\"%s\",\"images\":%lld,", train_split ? "train" : "test", (long long)d.n);
+		cli_engine_json(&engine);
+		printf("\"loss\":%.6g,\"accuracy\":%.6g}\n", loss, acc);
+	} else {
+		printf("%s on %s %s (%lld images): loss %.4f, accuracy %.2f%%; engine %s\n", m.spec.name, data,
+			train_split ? "train" : "test", (long long)d.n, loss, 100 * acc,
+			cli_engine_label(&engine, label, sizeof label));
+	}
 	status = EXIT_OK;
 done:
 	rt_exec_free(x);

@@ -9,7 +9,8 @@
 static const char usage[] =
 	"revc grad SPEC --params DIR --input X.npy --labels Y.npy --out DIR\n"
 	"                 [--dtype f32|f64] [--strategy store|revnet|checkpoint] [--engine interp|jit]\n"
-	"                 [--state-out DIR] [--check-numerics] [--max-memory SIZE] [--set KEY=VALUE ...]\n"
+	"                 [--cpu NAME] [--threads N] [--state-out DIR] [--check-numerics] [--max-memory SIZE]\n"
+	"                 [--set KEY=VALUE ...] [pass options]\n"
 	"       revc grad SPEC --params DIR --input X.npy --labels Y.npy --train-steps K --lr LR\n"
 	"                 --params-out DIR [...]";
 static const char about[] =
@@ -43,6 +44,7 @@ static const cli_opt opts[] = {
 	{"params-out", 0, "DIR", "where --train-steps writes the model (replaced whole)"},
 	CLI_ENGINE_OPT,
 	CLI_CPU_OPT,
+	{"threads", 0, "N", "threads to use (default 2)"},
 	CLI_CHECK_NUMERICS_OPT,
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
@@ -51,7 +53,9 @@ static const cli_opt opts[] = {
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_STATE_OUT, OPT_STEPS,
-	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CPU, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP, OPT_PASS0 };
+	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CPU, OPT_THREADS, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP,
+	OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* Copies an .npy array into a graph input, converting the element type. */
 static bool fill_input(rt_exec *x, const char *name, const rt_npy *a, const char *path)
@@ -183,7 +187,7 @@ int cmd_grad(int argc, char **argv)
 	const char *spec = NULL, *params = NULL, *xpath = NULL, *ypath = NULL, *out = NULL, *state_out = NULL;
 	const char *val, *params_out = NULL;
 	ir_dtype dt = IR_F32;
-	int64_t steps = 0, max_memory = -1;
+	int64_t steps = 0, max_memory = -1, threads = 2;
 	double lr = -1;
 	bool check_numerics = false;
 	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
@@ -232,6 +236,10 @@ int cmd_grad(int argc, char **argv)
 			if (!cli_cpu_parse(a.cmd, val, &cpu))
 				return EXIT_USAGE;
 			break;
+		case OPT_THREADS:
+			if (!cli_parse_int(a.cmd, "--threads", val, 1, 256, &threads))
+				return EXIT_USAGE;
+			break;
 		case OPT_DTYPE:
 			if (!cli_parse_dtype(a.cmd, val, &dt))
 				return EXIT_USAGE;
@@ -264,12 +272,14 @@ int cmd_grad(int argc, char **argv)
 		return cli_usage_error(a.cmd, "--params-out and --lr go with --train-steps");
 	if (state_out && rt_dir_same(steps ? params_out : out, state_out))
 		return cli_usage_error(a.cmd, "%s and --state-out name the same directory", steps ? "--params-out" : "--out");
-	int ready = cli_pass_options_ready(a.cmd, &popts);
+	int ready = cli_engine_check(a.cmd, engine_kind, cpu);
+	if (ready == EXIT_OK)
+		ready = cli_pass_options_ready(a.cmd, &popts);
 	if (ready != EXIT_OK)
 		return ready;
 	ctx.optimizer = steps > 0;
 	cli_engine engine;
-	cli_engine_init(&engine, engine_kind, 2, cpu);
+	cli_engine_init(&engine, engine_kind, (int)threads, cpu);
 	cli_engine_plan(&engine, &ctx);
 
 	int status = EXIT_USER;

@@ -20,6 +20,7 @@ static const cli_opt opts[] = {
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_OUT, OPT_SEED, OPT_SET, OPT_HELP };
+CLI_OPTS_MATCH(opts, OPT_HELP + 1);
 
 int cmd_init(int argc, char **argv)
 {

@@ -12,7 +12,8 @@
 
 static const char usage[] =
 	"revc mem SPEC [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|all]\n"
-	"                [--no-order-edges] [--budget SIZE] [--json] [--timeline FILE.svg]";
+	"                [--no-order-edges] [--budget SIZE] [--json] [--timeline FILE.svg]\n"
+	"                [--engine interp|jit] [--threads N] [--measure] [pass options]";
 static const char about[] =
 	"Builds SPEC's training step (f32, momentum SGD), schedules it and plans its\n"
 	"arena, then prints the peak bytes by category (parameters, parameter gradients,\n"
@@ -20,23 +21,31 @@ static const char about[] =
 	"workspace), the fragmentation-free peak and the planned arena, the schedule\n"
 	"step of the peak and the largest tensors live there.  Exit status 3 when the\n"
 	"total (parameters + optimiser state + planned arena) exceeds --budget, which\n"
-	"takes bytes or units: 512MiB, 1.5GB, 2e9.  The JSON schema is in docs/mem.md.";
+	"takes bytes or units: 512MiB, 1.5GB, 2e9.  The workspace planned is the one\n"
+	"--engine's kernels need with --threads threads, as revc train plans it (so\n"
+	"--budget judges the arena train --max-memory does).  The JSON schema is in\n"
+	"docs/mem.md.  The pass options apply to every strategy's pipeline (with\n"
+	"--strategy all, dumps are STRATEGY-NN-PASS.ir); when they stop it before\n"
+	"plan, revc mem dumps and exits without a report.";
 
 static const cli_opt opts[] = {
-	{"strategy", 0, "NAME", "store, revnet, checkpoint or all (default revnet)"},
+	{"strategy", 0, "NAME", "store, revnet, checkpoint or all (default " CLI_STRATEGY_DEFAULT ")"},
 	{"no-order-edges", 0, NULL, "no ordering edges; a naive as-soon-as-possible order"},
 	{"budget", 0, "SIZE", "exit 3 if the planned total exceeds SIZE"},
 	{"json", 0, NULL, "print JSON (schema: docs/mem.md)"},
 	{"timeline", 0, "FILE.svg", "draw live bytes per schedule step, by category"},
 	{"dtype", 0, "f32|f64", "precision (default f32)"},
-	{"measure", 0, NULL, "also run one step in tracking mode and report its real high-water mark"},
+	{"measure", 0, NULL, "also run one step in tracking mode and report its real high-water mark (--engine interp)"},
+	CLI_ENGINE_OPT,
+	{"threads", 0, "N", "threads the kernels are planned for (default 2)"},
 	CLI_SET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_STRATEGY, OPT_NO_EDGES, OPT_BUDGET, OPT_JSON, OPT_TIMELINE, OPT_DTYPE, OPT_MEASURE, OPT_SET,
-	OPT_HELP, OPT_PASS0 };
+enum { OPT_STRATEGY, OPT_NO_EDGES, OPT_BUDGET, OPT_JSON, OPT_TIMELINE, OPT_DTYPE, OPT_MEASURE, OPT_ENGINE,
+	OPT_THREADS, OPT_SET, OPT_HELP, OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* One strategy's plan and its figures. */
 typedef struct {
@@ -281,9 +290,10 @@ int cmd_mem(int argc, char **argv)
 	cli_args a;
 	cli_args_init(&a, "revc mem", argc, argv);
 	const char *spec = NULL, *timeline = NULL, *val;
-	bool json = false, all = false, no_edges = false, measuring = false;
-	int64_t budget = -1;
+	bool json = false, all = false, no_edges = false, measuring = false, cut = false;
+	int64_t budget = -1, threads = 2;
 	ir_dtype dt = IR_F32;
+	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
 	ps_strategy strategy = PS_STRATEGY_DEFAULT;
 	ps_options popts = {0};
 	cli_model m = {0};
@@ -309,6 +319,14 @@ int cmd_mem(int argc, char **argv)
 		case OPT_JSON: json = true; break;
 		case OPT_TIMELINE: timeline = val; break;
 		case OPT_MEASURE: measuring = true; break;
+		case OPT_ENGINE:
+			if (!cli_engine_parse(a.cmd, val, &engine_kind))
+				return EXIT_USAGE;
+			break;
+		case OPT_THREADS:
+			if (!cli_parse_int(a.cmd, "--threads", val, 1, 256, &threads))
+				return EXIT_USAGE;
+			break;
 		case OPT_DTYPE:
 			if (!cli_parse_dtype(a.cmd, val, &dt))
 				return EXIT_USAGE;
@@ -327,11 +345,16 @@ int cmd_mem(int argc, char **argv)
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
+	/* Tracking mode is the interpreter's: it measures what that plan says. */
+	if (measuring && engine_kind != CLI_ENGINE_INTERP)
+		return cli_usage_error(a.cmd, "--measure runs the interpreter's tracking mode: add --engine interp");
 	int ready = cli_pass_options_ready(a.cmd, &popts);
 	if (ready != EXIT_OK)
 		return ready;
 	if (!cli_model_load(&m, spec))
 		return EXIT_USER;
+	cli_engine engine;
+	cli_engine_init(&engine, engine_kind, (int)threads, NULL);
 
 	report r[PS_STRATEGY_COUNT] = {0};
 	int nr = 0, status = EXIT_USER;
@@ -342,13 +365,20 @@ int cmd_mem(int argc, char **argv)
 		ps_ctx_init(&ctx);
 		ctx.strategy = (ps_strategy)s;
 		ctx.no_order_edges = no_edges;
+		cli_engine_plan(&engine, &ctx);
 		report *x = &r[nr];
 		x->strategy = (ps_strategy)s;
-		x->g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &popts);
+		ps_options sopts = popts;
+		if (all)
+			sopts.dump_tag = ps_strategy_name((ps_strategy)s); /* three pipelines, one dump directory */
+		x->g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &sopts);
 		if (x->g && !ir_graph_has_pass(x->g, "plan")) {
-			cli_error("the pipeline stopped before the plan pass");
+			/* --stop-after or --passes left no plan to report on. */
 			ir_graph_free(x->g);
 			x->g = NULL;
+			ps_ctx_free(&ctx);
+			cut = true;
+			continue;
 		}
 		if (!x->g) {
 			ps_ctx_free(&ctx);
@@ -362,6 +392,11 @@ int cmd_mem(int argc, char **argv)
 		ps_ctx_free(&ctx);
 		if (measuring && !measure(x, &m))
 			goto done;
+	}
+	if (cut) {
+		cli_pipeline_cut(a.cmd, &popts);
+		status = EXIT_OK;
+		goto done;
 	}
 	if (json)
 		print_json(r, nr, &m);
@@ -399,5 +434,6 @@ done:
 		ir_graph_free(r[i].g);
 	}
 	cli_model_free(&m);
+	cli_engine_free(&engine);
 	return status;
 }

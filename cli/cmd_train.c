@@ -10,13 +10,14 @@ static const char usage[] =
 	"revc train SPEC [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic] [--epochs E | --steps N]\n"
 	"                  [--set KEY=VALUE ...] [--threads N] [--save DIR] [--save-every N]\n"
 	"                  [--resume DIR] [--eval-every N] [--json] [--strategy NAME] [--dtype f32|f64]\n"
-	"                  [--engine interp|jit] [--check-numerics] [--max-memory SIZE]";
+	"                  [--engine interp|jit] [--cpu NAME] [--check-numerics] [--max-memory SIZE]\n"
+	"                  [pass options]";
 static const char about[] =
 	"Trains SPEC with momentum SGD (docs/model.md) on the spec's dataset or --data, then\n"
 	"evaluates on the test split with the running statistics.  Progress goes to\n"
 	"stderr (a bar on a terminal, plain lines otherwise; JSON lines on stdout with\n"
-	"--json); the summary gives the final train loss, test accuracy, images/s, peak\n"
-	"memory (and what store would need) and wall time.  Checkpoints (--save) are\n"
+	"--json); the summary gives the final train loss, test accuracy, images/s, the\n"
+	"arena planned (and what store would need), the process RSS and wall time.  Checkpoints (--save) are\n"
 	"directories of .npy files replaced atomically; --resume continues one exactly,\n"
 	"bit for bit.\n"
 	"\n"
@@ -57,6 +58,7 @@ static const cli_opt opts[] = {
 enum { OPT_DATA, OPT_EPOCHS, OPT_STEPS, OPT_THREADS, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME,
 	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_ENGINE, OPT_CPU, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY,
 	OPT_SET, OPT_HELP, OPT_PASS0 };
+CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 static double lr_at(void *user, int64_t step)
 {
@@ -117,40 +119,42 @@ static bool interrupted_early(bool json, int *status)
 }
 
 /* The arena the step would plan under store (what revnet saves), or -1
- * when it cannot be planned: the summary then leaves the comparison out. */
+ * when it cannot be planned: the summary then leaves the comparison out.
+ * The whole pipeline, whatever the pass options (docs/ir.md). */
 static int64_t store_arena(const cli_model *m, ir_dtype dt, cli_engine *e)
 {
 	ps_ctx sctx;
 	ps_ctx_init(&sctx);
 	sctx.strategy = PS_STORE;
-	sctx.momentum = m->spec.momentum;
-	sctx.weight_decay = m->spec.weight_decay;
 	cli_engine_plan(e, &sctx);
-	ir_graph *g = fe_lower(&m->spec, dt, FE_LOWER_TRAIN);
-	int64_t bytes = ps_run(g, &sctx, &(ps_options){0}) == 0 ? ps_arena_bytes(g) : -1;
+	ir_graph *g = cli_model_plan(m, dt, FE_LOWER_TRAIN, &sctx, &(ps_options){0});
+	int64_t bytes = g ? ps_arena_bytes(g) : -1;
 	ir_graph_free(g);
 	ps_ctx_free(&sctx);
 	return bytes;
 }
 
 static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_result *r,
-	int64_t batch, int64_t peak, int64_t planned, int64_t store_planned, bool json, const char *strategy,
-	const char *engine)
+	int64_t batch, int64_t arena, int64_t store_bytes, bool json, const char *strategy, const cli_engine *e)
 {
 	double ips = r->seconds > 0 ? (double)(r->steps * batch) / r->seconds : 0;
 	double step_s = r->steps ? r->seconds / (double)r->steps : 0;
+	char engine[96];
+	cli_engine_label(e, engine, sizeof engine);
 	if (json) {
 		printf("{\"event\":\"summary\",\"model\":\"");
 		cli_json_string(stdout, m->spec.name);
-		printf("\",\"engine\":\"%s\",\"steps\":%lld,\"total_steps\":%lld,\"batch\":%lld,\"strategy\":\"%s\","
+		printf("\",");
+		cli_engine_json(e);
+		printf("\"steps\":%lld,\"total_steps\":%lld,\"batch\":%lld,\"strategy\":\"%s\","
 		       "\"train_loss\":%.6g,\"train_accuracy\":%.6g,\"test_loss\":%.6g,\"test_accuracy\":%.6g,"
-		       "\"images_per_sec\":%.1f,\"step_seconds\":%.6f,\"peak_bytes\":%lld,\"planned_bytes\":%lld,",
-			engine, (long long)r->steps, (long long)c->total_steps, (long long)batch, strategy, r->train_loss,
-			r->train_accuracy, r->test_loss, r->test_accuracy, ips, step_s, (long long)peak, (long long)planned);
-		if (store_planned >= 0)
-			printf("\"store_planned_bytes\":%lld,", (long long)store_planned);
+		       "\"images_per_sec\":%.1f,\"step_seconds\":%.6f,\"arena_bytes\":%lld,",
+			(long long)r->steps, (long long)c->total_steps, (long long)batch, strategy, r->train_loss,
+			r->train_accuracy, r->test_loss, r->test_accuracy, ips, step_s, (long long)arena);
+		if (store_bytes >= 0)
+			printf("\"store_arena_bytes\":%lld,", (long long)store_bytes);
 		else
-			printf("\"store_planned_bytes\":null,");
+			printf("\"store_arena_bytes\":null,");
 		printf("\"rss_mib\":%.1f,\"wall_seconds\":%.3f}\n", cli_rss_mib(), r->seconds);
 		return;
 	}
@@ -163,16 +167,13 @@ static void summary(const cli_model *m, const rt_train_cfg *c, const rt_train_re
 		printf("  test            loss %.4f, accuracy %.2f%% (%lld images)\n", r->test_loss,
 			100 * r->test_accuracy, (long long)c->test->n);
 	printf("  speed           %.1f images/s, %.4f s/step\n", ips, step_s);
-	printf("  peak memory     %.2f MiB of tensors in a step, process RSS %.1f MiB\n",
-		(double)peak / (1 << 20), cli_rss_mib());
-	char b1[32], b2[32];
-	cli_human_bytes(b1, sizeof b1, planned);
-	cli_human_bytes(b2, sizeof b2, store_planned);
-	if (strcmp(strategy, "store") != 0 && store_planned >= 0 && planned > 0)
-		printf("  memory          %s planned under %s; store would need %s (%.2fx)\n", b1, strategy, b2,
-			(double)store_planned / (double)planned);
-	else
-		printf("  memory          %s planned under %s\n", b1, strategy);
+	char b1[32], b2[32], store[96] = "";
+	cli_human_bytes(b1, sizeof b1, arena);
+	cli_human_bytes(b2, sizeof b2, store_bytes);
+	if (strcmp(strategy, "store") != 0 && store_bytes >= 0 && arena > 0)
+		snprintf(store, sizeof store, " (store would need %s, %.2fx)", b2, (double)store_bytes / (double)arena);
+	printf("  memory          %s arena planned under %s%s; process RSS %.1f MiB\n", b1, strategy, store,
+		cli_rss_mib());
 	printf("  wall time       %.1f s\n", r->seconds);
 }
 
@@ -258,13 +259,15 @@ int cmd_train(int argc, char **argv)
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
-	int ready = cli_pass_options_ready(a.cmd, &popts);
-	if (ready != EXIT_OK)
-		return ready;
 	if (epochs > 0 && steps > 0)
 		return cli_usage_error(a.cmd, "give --epochs or --steps, not both");
 	if (save_every && !save)
 		return cli_usage_error(a.cmd, "--save-every needs --save DIR");
+	int ready = cli_engine_check(a.cmd, engine_kind, cpu);
+	if (ready == EXIT_OK)
+		ready = cli_pass_options_ready(a.cmd, &popts);
+	if (ready != EXIT_OK)
+		return ready;
 	cli_engine engine;
 	cli_engine_init(&engine, engine_kind, (int)threads, cpu);
 	cli_signal_catch();
@@ -363,10 +366,9 @@ int cmd_train(int argc, char **argv)
 		status = interrupted(&c, &r, &u.progress, json);
 		goto done;
 	}
-	int64_t planned = ps_arena_bytes(step_g);
-	summary(&m, &c, &r, m.spec.batch, rt_exec_peak_bytes(step_x), planned,
-		ctx.strategy == PS_STORE ? planned : store_arena(&m, dt, &engine), json, ps_strategy_name(ctx.strategy),
-		cli_engine_name(&engine));
+	int64_t arena = ps_arena_bytes(step_g);
+	summary(&m, &c, &r, m.spec.batch, arena, ctx.strategy == PS_STORE ? arena : store_arena(&m, dt, &engine), json,
+		ps_strategy_name(ctx.strategy), &engine);
 	status = EXIT_OK;
 done:
 	rt_exec_free(step_x);

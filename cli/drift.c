@@ -221,7 +221,7 @@ static bool run_dtype(const cli_model *m, int d, uint64_t seed, unit_drift **uni
 		}
 	for (int i = 0; i < *ng; i++) {
 		char name[512];
-		snprintf(name, sizeof name, "%s%s", PS_GRAD_PREFIX, (*grads)[i].name);
+		ps_grad_output_name(name, sizeof name, (*grads)[i].name);
 		const ir_type *t;
 		const void *a = rt_exec_output(rx, name, &t), *b = rt_exec_output(sx, name, NULL);
 		if (!a || !b)

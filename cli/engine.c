@@ -27,8 +27,23 @@ bool cli_cpu_parse(const char *cmd, const char *val, const char **out)
 		cli_usage_error(cmd, "--cpu must be native or an LLVM CPU name such as x86-64-v3 or znver3, not '%s'", val);
 		return false;
 	}
-	*out = strcmp(val, "native") == 0 ? NULL : val;
+	*out = val;
 	return true;
+}
+
+int cli_engine_check(const char *cmd, cli_engine_kind kind, const char *cpu)
+{
+	if (!cpu)
+		return EXIT_OK;
+	if (kind != CLI_ENGINE_JIT)
+		return cli_usage_error(cmd, "--cpu applies to --engine jit (the interpreter is plain C)");
+	ir_diags d;
+	ir_diags_init(&d);
+	bool ok = cg_jit_cpu_ok(cpu, &d);
+	if (!ok)
+		cli_report(&d, NULL, 0);
+	ir_diags_free(&d);
+	return ok ? EXIT_OK : EXIT_USER;
 }
 
 void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads, const char *cpu)
@@ -40,8 +55,6 @@ void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads, const cha
 	/* The interpreter lets BLAS use the threads; native code divides
 	 * kernels among its own pool and keeps BLAS to one thread each. */
 	rt_set_threads(kind == CLI_ENGINE_JIT ? 1 : e->threads);
-	if (kind == CLI_ENGINE_JIT)
-		e->pool = rt_pool_new(e->threads);
 }
 
 void cli_engine_plan(cli_engine *e, ps_ctx *ctx)
@@ -76,6 +89,8 @@ rt_exec *cli_engine_exec(cli_engine *e, const ir_graph *g, rt_store *store)
 	}
 	ir_diags_free(&d);
 	e->jit[e->njit++] = j;
+	if (!e->pool)
+		e->pool = rt_pool_new(e->threads);
 	rt_exec *x = rt_exec_new_native(g, store, (rt_step_abi)cg_jit_step(j), e->pool, &err);
 	if (!x)
 		cli_error("%s", err.msg);
@@ -95,9 +110,31 @@ const char *cli_engine_name(const cli_engine *e)
 	return e->kind == CLI_ENGINE_JIT ? "jit" : "interp";
 }
 
+const char *cli_engine_label(const cli_engine *e, char *buf, size_t len)
+{
+	char cpu[64];
+	bool native;
+	if (e->kind == CLI_ENGINE_JIT)
+		snprintf(buf, len, "jit (%s)", cli_engine_cpu(e, cpu, sizeof cpu, &native));
+	else
+		snprintf(buf, len, "%s", cli_engine_name(e));
+	return buf;
+}
+
+void cli_engine_json(const cli_engine *e)
+{
+	char cpu[64];
+	bool native;
+	printf("\"engine\":\"%s\",", cli_engine_name(e));
+	if (e->kind == CLI_ENGINE_JIT)
+		printf("\"cpu\":\"%s\",", cli_engine_cpu(e, cpu, sizeof cpu, &native));
+	else
+		printf("\"cpu\":null,");
+}
+
 const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native)
 {
-	*native = !e->cg.cpu;
+	*native = cg_cpu_is_native(e->cg.cpu);
 	if (*native)
 		cg_host_cpu(buf, len);
 	else

@@ -72,23 +72,29 @@ void cli_model_free(cli_model *m)
 	m->text = m->sets_text = NULL;
 }
 
-ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
+ir_graph *cli_model_plan(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
 	const ps_options *opts)
 {
 	ctx->momentum = m->spec.momentum;
 	ctx->weight_decay = m->spec.weight_decay;
 	if (!ctx->workspace)
 		ctx->workspace = rt_workspace_fn;
-	if (!fe_spec_check_sizes(&m->spec, dt, &ctx->diags)) {
-		cli_model_report(m, &ctx->diags);
+	if (!fe_spec_check_sizes(&m->spec, dt, &ctx->diags))
 		return NULL;
-	}
 	ir_graph *g = fe_lower(&m->spec, dt, mode);
 	if (ps_run(g, ctx, opts) != 0) {
-		cli_model_report(m, &ctx->diags);
 		ir_graph_free(g);
 		return NULL;
 	}
+	return g;
+}
+
+ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
+	const ps_options *opts)
+{
+	ir_graph *g = cli_model_plan(m, dt, mode, ctx, opts);
+	if (!g)
+		cli_model_report(m, &ctx->diags);
 	return g;
 }
 
@@ -99,15 +105,12 @@ const ps_options *cli_eval_options(const ps_options *user, ps_options *out, char
 	*out = *user;
 	out->dump_tag = "eval";
 	out->only = only;
-	size_t used = 0;
+	size_t used = 0, len;
 	only[0] = 0;
-	for (const char *p = cli_eval_passes.only; p;) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		if ((!user->only || ps_list_has(user->only, p, len)) && used + len + 2 <= n)
-			used += (size_t)snprintf(only + used, n - used, "%s%.*s", used ? "," : "", (int)len, p);
-		p = comma ? comma + 1 : NULL;
-	}
+	const char *p = cli_eval_passes.only, *pass;
+	while (ps_list_next(&p, &pass, &len))
+		if ((!user->only || ps_list_has(user->only, pass, len)) && used + len + 2 <= n)
+			used += (size_t)snprintf(only + used, n - used, "%s%.*s", used ? "," : "", (int)len, pass);
 	return out;
 }
 
@@ -123,6 +126,8 @@ bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out)
 	}
 	return true;
 }
+
+_Static_assert(PS_STRATEGY_DEFAULT == PS_REVNET, "CLI_STRATEGY_DEFAULT must name PS_STRATEGY_DEFAULT");
 
 bool cli_parse_strategy(const char *cmd, const char *val, ps_strategy *out)
 {

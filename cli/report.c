@@ -15,8 +15,9 @@ void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs)
 				src = &srcs[k];
 		ir_diag_print(stderr, it, src ? src->text : NULL, src ? src->len : 0);
 	}
-	if (d->n > CLI_MAX_DIAGS)
-		fprintf(stderr, "... and %d more error%s\n", d->n - CLI_MAX_DIAGS, d->n - CLI_MAX_DIAGS == 1 ? "" : "s");
+	if (d->total > CLI_MAX_DIAGS)
+		fprintf(stderr, "... and %lld more error%s\n", (long long)(d->total - CLI_MAX_DIAGS),
+			d->total - CLI_MAX_DIAGS == 1 ? "" : "s");
 }
 
 int cli_error(const char *fmt, ...)

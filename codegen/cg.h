@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cpu.h"
 #include "ir.h"
 
 /* "19.1.7": the LLVM revc is linked against. */
@@ -19,23 +20,10 @@ const char *cg_llvm_version(void);
 typedef struct {
 	int threads;           /* threads kernels are divided among (>= 1) */
 	bool optimize;         /* run LLVM's default<O3> pipeline for the CPU */
-	const char *cpu;       /* the CPU to generate code for: NULL or "native" (this host), or a name cg_cpu_known accepts */
+	const char *cpu;       /* the CPU to generate code for (cpu.h): NULL or "native" (this host), or a name cg_cpu_known accepts */
 	const char *dump_llvm; /* write NAME.ll before and NAME.opt.ll after optimisation here */
 	const char *name;      /* symbol prefix (default "revc") */
 } cg_options;
-
-/* The CPU code is generated for.  NULL or "native" is this host's CPU with
- * the features it reports; any other name is a CPU LLVM's native target
- * knows (an -mcpu name: x86-64-v3, znver3, skylake-avx512, ...) with that
- * CPU's own features, so code for a deployment machine, or the AVX2 code on
- * an AVX-512 host, can be built anywhere (codegen/cpu.cpp). */
-bool cg_cpu_known(const char *cpu);
-/* Whether this host can run code made for cpu; if not, names the first
- * instruction-set feature the code may use and the host lacks ("avx512f")
- * in missing.  cg_jit_compile refuses such a CPU; cg_emit_object does not. */
-bool cg_cpu_runs_here(const char *cpu, char *missing, size_t len);
-/* This host's CPU as LLVM names it ("znver4"). */
-void cg_host_cpu(char *buf, size_t len);
 
 typedef struct {
 	int kernels;      /* distinct kernels in the module */
@@ -65,6 +53,9 @@ typedef struct cg_jit cg_jit;
 /* JIT-compiles g (planned) for o->cpu.  On failure (also when this host
  * cannot run code for o->cpu) returns NULL with diagnostics. */
 cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d);
+/* Whether cg_jit_compile can make code for cpu here (LLVM knows it and
+ * this host runs it); else a diagnostic saying why. */
+bool cg_jit_cpu_ok(const char *cpu, ir_diags *d);
 cg_step_fn cg_jit_step(const cg_jit *j);
 void cg_jit_free(cg_jit *j);
 

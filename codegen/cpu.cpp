@@ -11,6 +11,7 @@
  * machine for a CPU name but cannot list the names (LLVMCreateTargetMachine
  * only warns on stderr about an unknown one) nor say which features a CPU
  * has.  The MC layer's subtarget tables can, without printing anything.
+ * Of revc it includes only cpu.h, which is C and C++ alike.
  * Nothing here throws (LLVM is built without exceptions); subtarget infos
  * are owned here and freed before returning. */
 #include <cstdio>
@@ -24,18 +25,23 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
-/* The C headers, as C: C11's _Noreturn is C++'s [[noreturn]]. */
-#define _Noreturn [[noreturn]]
-extern "C" {
-#include "internal.h"
-}
-#undef _Noreturn
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "cpu.h"
 
 using namespace llvm;
 
-static bool is_native(const char *cpu)
+bool cg_cpu_is_native(const char *cpu)
 {
 	return !cpu || std::strcmp(cpu, "native") == 0;
+}
+
+void cg_cpu_target(const char *cpu, char **name, char **features)
+{
+	bool native = cg_cpu_is_native(cpu);
+	*name = native ? LLVMGetHostCPUName() : LLVMCreateMessage(cpu);
+	*features = native ? LLVMGetHostCPUFeatures() : LLVMCreateMessage("");
 }
 
 /* The subtarget of a CPU name known to be valid (the host's when native,
@@ -47,12 +53,12 @@ static std::unique_ptr<MCSubtargetInfo> subtarget(const char *cpu)
 	const Target *t = TargetRegistry::lookupTarget(triple, err);
 	if (!t)
 		return nullptr;
-	if (!is_native(cpu))
-		return std::unique_ptr<MCSubtargetInfo>(t->createMCSubtargetInfo(triple, cpu, ""));
-	std::string features;
-	for (const auto &f : sys::getHostCPUFeatures())
-		features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
-	return std::unique_ptr<MCSubtargetInfo>(t->createMCSubtargetInfo(triple, sys::getHostCPUName(), features));
+	char *name, *features;
+	cg_cpu_target(cpu, &name, &features);
+	std::unique_ptr<MCSubtargetInfo> sti(t->createMCSubtargetInfo(triple, name, features));
+	LLVMDisposeMessage(name);
+	LLVMDisposeMessage(features);
+	return sti;
 }
 
 /* Whether sti has the feature named (false for a name its target lacks). */
@@ -66,7 +72,7 @@ static bool has(const MCSubtargetInfo &sti, StringRef name)
 
 bool cg_cpu_known(const char *cpu)
 {
-	if (is_native(cpu))
+	if (cg_cpu_is_native(cpu))
 		return true;
 	/* Asked of the generic subtarget: making one for an unknown name would
 	 * print a warning. */
@@ -97,7 +103,7 @@ static bool used_by_codegen(StringRef f)
 
 bool cg_cpu_runs_here(const char *cpu, char *missing, size_t len)
 {
-	if (is_native(cpu))
+	if (cg_cpu_is_native(cpu))
 		return true;
 	std::unique_ptr<MCSubtargetInfo> sti = subtarget(cpu);
 	if (!sti)
@@ -120,5 +126,7 @@ void cg_host_cpu(char *buf, size_t len)
 int cg_cpu_vector_bytes(const char *cpu)
 {
 	std::unique_ptr<MCSubtargetInfo> sti = subtarget(cpu);
-	return sti && has(*sti, "avx512f") ? 64 : 32;
+	if (!sti)
+		return 32; /* no native target: nothing will be compiled */
+	return has(*sti, "avx512f") ? 64 : has(*sti, "avx") ? 32 : 16;
 }

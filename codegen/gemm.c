@@ -8,8 +8,9 @@
  * MR rows by two vectors of columns, MR·2 accumulators held in registers
  * across the whole reduction; each step broadcasts MR elements of A, loads
  * two vectors of B and does MR·2 fused multiply-adds.  Vectors are as wide
- * as the host's (64 bytes with AVX-512, else 32), and MR is chosen so the
- * accumulators and operands fit its vector registers.  Column tails use
+ * as those of the CPU the code is for (cg_options.cpu: 64 bytes with
+ * AVX-512, 32 with AVX, else 16), and MR is chosen so the accumulators and
+ * operands fit its vector registers.  Column tails use
  * masked loads and stores, so any width works without a scalar loop.
  *
  * Results may differ from BLAS's in the last bits (another summation

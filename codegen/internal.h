@@ -24,16 +24,12 @@
 
 #include "cg.h"
 
-/* ---- the host, optimisation, the step (module.c, jit.c, step.c) ---------- */
+/* ---- the target, optimisation, the step (module.c, jit.c, step.c) -------- */
 
-void cg_init_native(void);
 /* A target machine for cpu (cg_options.cpu: NULL or "native" is the host's
  * CPU and features, a name that CPU's features); the caller disposes. */
 LLVMTargetMachineRef cg_target_machine(const char *cpu, LLVMCodeGenOptLevel level, LLVMRelocMode reloc,
 	char **err);
-/* The width of cpu's vector registers in bytes: 64 with AVX-512, else 32
- * (codegen/cpu.cpp). */
-int cg_cpu_vector_bytes(const char *cpu);
 /* default<O3> for tm; on failure *err (LLVMDisposeErrorMessage it). */
 bool cg_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, char **err);
 bool cg_dump_module(LLVMModuleRef mod, const char *dir, const char *name, ir_diags *d);
@@ -288,9 +284,11 @@ extern const cg_op_impl cg_impl_softmax_xent, cg_impl_softmax_xent_grad;
 /* ---- elementwise groups (codegen/k_elementwise.c) --------------------------- */
 
 /* A fusion group (or one elementwise node): its members in schedule order,
- * and the buffers its kernel reads and writes, in args order. */
+ * and the buffers its kernel reads and writes, in args order: at most
+ * every member's operands and its own value (k_elementwise.c checks the
+ * bounds against the IR's). */
 #define CG_MAX_GROUP 64
-#define CG_MAX_GROUP_ARGS 96
+#define CG_MAX_GROUP_ARGS (IR_MAX_GROUP * (IR_MAX_FUSE_ARITY + 1))
 typedef struct {
 	const ir_node *member[CG_MAX_GROUP];
 	int n;

@@ -69,7 +69,8 @@ static void compile(job *j)
 	char *err = NULL;
 	LLVMTargetMachineRef tm = cg_target_machine(j->cpu, LLVMCodeGenLevelAggressive, LLVMRelocDefault, &err);
 	if (!tm) {
-		j->err = strdup(err ? err : "no target for this host");
+		if (asprintf(&j->err, "no target machine for CPU %s: %s", j->cpu ? j->cpu : "native", err ? err : "?") < 0)
+			IR_DIE("out of memory");
 		LLVMDisposeMessage(err);
 		return;
 	}
@@ -178,20 +179,26 @@ static void perf_map(LLVMOrcLLJITRef jit, const cg_module *m)
 	free(s);
 }
 
+bool cg_jit_cpu_ok(const char *cpu, ir_diags *d)
+{
+	char missing[64], host[64];
+	if (!cg_cpu_known(cpu)) {
+		ir_diag_add(d, (ir_pos){0}, "codegen: LLVM knows no CPU '%s'", cpu);
+		return false;
+	}
+	if (!cg_cpu_runs_here(cpu, missing, sizeof missing)) {
+		cg_host_cpu(host, sizeof host);
+		ir_diag_add(d, (ir_pos){0}, "this host (%s) cannot run code for CPU %s: it lacks %s", host, cpu, missing);
+		return false;
+	}
+	return true;
+}
+
 cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d)
 {
 	cg_init_native();
-	char missing[64], host[64];
-	if (!cg_cpu_known(o->cpu)) {
-		ir_diag_add(d, (ir_pos){0}, "codegen: LLVM knows no CPU '%s'", o->cpu);
+	if (!cg_jit_cpu_ok(o->cpu, d))
 		return NULL;
-	}
-	if (!cg_cpu_runs_here(o->cpu, missing, sizeof missing)) {
-		cg_host_cpu(host, sizeof host);
-		ir_diag_add(d, (ir_pos){0}, "this host (%s) cannot run code for CPU %s: it lacks %s", host, o->cpu,
-			missing);
-		return NULL;
-	}
 	const char *name = o->name ? o->name : "revc";
 	double t0 = now();
 	cg_module m;

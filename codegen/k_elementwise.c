@@ -83,6 +83,8 @@ int64_t cg_group_extent(const cg_group *g)
 	return rows;
 }
 
+_Static_assert(IR_MAX_GROUP <= CG_MAX_GROUP, "a group the IR allows must fit a cg_group");
+
 static int member_index(const cg_group *g, const ir_node *n)
 {
 	for (int i = 0; i < g->n; i++)
@@ -131,7 +133,7 @@ typedef struct {
 	const cg_group *g;
 	LLVMValueRef base[CG_MAX_GROUP_ARGS]; /* each buffer's pointer */
 	LLVMValueRef val[CG_MAX_GROUP];       /* members' values at this element */
-	LLVMValueRef pre[CG_MAX_GROUP][8];    /* broadcast operands, per row */
+	LLVMValueRef pre[CG_MAX_GROUP][IR_MAX_FUSE_ARITY]; /* broadcast operands, per row */
 	LLVMValueRef pre_var[CG_MAX_GROUP];   /* batch-statistics variance, per row */
 } emitter;
 

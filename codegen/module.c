@@ -144,13 +144,12 @@ LLVMTargetMachineRef cg_target_machine(const char *cpu, LLVMCodeGenOptLevel leve
 		LLVMDisposeMessage(triple);
 		return NULL;
 	}
-	/* A named CPU brings its own features (the empty feature string). */
-	bool native = !cpu || strcmp(cpu, "native") == 0;
-	char *host = native ? LLVMGetHostCPUName() : NULL, *features = native ? LLVMGetHostCPUFeatures() : NULL;
-	LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, native ? host : cpu, native ? features : "",
-		level, reloc, LLVMCodeModelDefault);
+	char *name, *features;
+	cg_cpu_target(cpu, &name, &features);
+	LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, name, features, level, reloc,
+		LLVMCodeModelDefault);
 	LLVMDisposeMessage(triple);
-	LLVMDisposeMessage(host);
+	LLVMDisposeMessage(name);
 	LLVMDisposeMessage(features);
 	return tm;
 }

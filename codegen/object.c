@@ -49,7 +49,8 @@ bool cg_emit_object(const ir_graph *step, const ir_graph *eval, const cg_options
 	char *err = NULL;
 	LLVMTargetMachineRef tm = ok ? cg_target_machine(o->cpu, LLVMCodeGenLevelAggressive, LLVMRelocPIC, &err) : NULL;
 	if (ok && !tm) {
-		ir_diag_add(d, (ir_pos){0}, "codegen: no target for this host: %s", err ? err : "?");
+		ir_diag_add(d, (ir_pos){0}, "codegen: no target machine for CPU %s: %s", o->cpu ? o->cpu : "native",
+			err ? err : "?");
 		LLVMDisposeMessage(err);
 		ok = false;
 	}

@@ -30,6 +30,7 @@ void ir_diags_clear(ir_diags *d)
 		free((char *)d->items[i].pos.file);
 	}
 	d->n = 0;
+	d->total = 0;
 }
 
 void ir_diags_free(ir_diags *d)
@@ -41,6 +42,8 @@ void ir_diags_free(ir_diags *d)
 
 void ir_diag_addv(ir_diags *d, ir_pos pos, const char *fmt, va_list ap)
 {
+	if (d->total++ >= IR_MAX_DIAGS)
+		return;
 	if (d->n == d->cap) {
 		int cap = d->cap ? 2 * d->cap : 8;
 		ir_diag_item *items = realloc(d->items, (size_t)cap * sizeof *items);

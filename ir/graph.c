@@ -245,10 +245,21 @@ void ir_graph_mark_pass(ir_graph *g, const char *pass)
 	ir_graph_mark_pass_at(g, pass, (ir_pos){0});
 }
 
-bool ir_graph_has_pass(const ir_graph *g, const char *pass)
+static int pass_index(const ir_graph *g, const char *pass)
 {
 	for (int i = 0; i < g->npasses; i++)
 		if (strcmp(g->passes[i], pass) == 0)
-			return true;
-	return false;
+			return i;
+	return -1;
+}
+
+bool ir_graph_has_pass(const ir_graph *g, const char *pass)
+{
+	return pass_index(g, pass) >= 0;
+}
+
+ir_pos ir_graph_pass_pos(const ir_graph *g, const char *pass)
+{
+	int i = pass_index(g, pass);
+	return i >= 0 ? g->pass_pos[i] : (ir_pos){0};
 }

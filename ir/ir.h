@@ -68,10 +68,13 @@ typedef struct {
 } ir_diag_item;
 
 /* A list of user-facing errors.  Parsers stop at the first; the verifier
- * collects every violation. */
+ * collects every violation.  Only the first IR_MAX_DIAGS are kept (a
+ * hostile file can hold millions); total counts them all. */
+#define IR_MAX_DIAGS 1000
 typedef struct {
 	ir_diag_item *items;
 	int n, cap;
+	int64_t total; /* diagnostics added, kept or not */
 } ir_diags;
 
 void ir_diags_init(ir_diags *d);
@@ -229,6 +232,9 @@ struct ir_node {
  * most this many, all computable element by element (IR_OPF_FUSE, float)
  * with one result type, each after the first reading an earlier one. */
 #define IR_MAX_GROUP 32
+/* Operands an op computable in a group (IR_OPF_FUSE) takes at most
+ * (ops.def; ir/op.c checks it). */
+#define IR_MAX_FUSE_ARITY 6
 
 typedef struct {
 	ir_arena *arena;
@@ -236,7 +242,8 @@ typedef struct {
 	ir_node **nodes;   /* in execution order */
 	int n, cap;
 	const char **passes; /* passes already applied, in order */
-	ir_pos *pass_pos;    /* where each was listed (a passes(...) header), or {0} */
+	ir_pos *pass_pos;    /* where each was listed (a passes(...) header), or {0};
+	                        allocated with passes */
 	int npasses;
 } ir_graph;
 
@@ -277,6 +284,9 @@ void ir_graph_mark_pass(ir_graph *g, const char *pass);
 /* Same, recording where the pass was listed. */
 void ir_graph_mark_pass_at(ir_graph *g, const char *pass, ir_pos pos);
 bool ir_graph_has_pass(const ir_graph *g, const char *pass);
+/* Where g lists pass (in a passes(...) header), or {0} when it does not
+ * list it there. */
+ir_pos ir_graph_pass_pos(const ir_graph *g, const char *pass);
 
 /* ---- readers of each value (ir/users.c) ------------------------------- */
 

@@ -22,6 +22,10 @@ static const ir_op_info ops[] = {
 #undef IR_OP
 };
 _Static_assert(sizeof ops / sizeof ops[0] == IR_OP_COUNT, "op table");
+#define IR_OP(nm, ENUM, mn, mx, req, opt, rl, fl) \
+	_Static_assert(!((fl) & IR_OPF_FUSE) || (mx) <= IR_MAX_FUSE_ARITY, nm ": more operands than IR_MAX_FUSE_ARITY");
+#include "ops.def"
+#undef IR_OP
 
 static const struct {
 	const char *name;

@@ -79,9 +79,9 @@ static void check_node(verifier *v, const ir_node *n)
 	if (!ok)
 		return;
 	ir_type t = n->type;
-	int before = v->d->n;
+	int64_t before = v->d->total;
 	if (!info->rule(n, &t, v->d)) {
-		v->errors += v->d->n - before;
+		v->errors += (int)(v->d->total - before);
 		return;
 	}
 	if (!ir_type_eq(&t, &n->type)) {

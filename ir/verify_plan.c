@@ -12,11 +12,14 @@ typedef struct {
 	int begin, end;
 	int64_t lo, hi;
 	const ir_node *n;
+	int at;   /* n's list position */
+	int root; /* that of the value whose buffer this is (root_of) */
 	bool ws;
 } item;
 
 /* Sweep order: by first step, then place; identical buffers end up next to
- * each other. */
+ * each other, in list order (qsort leaves equal items in any order), so the
+ * first of a run is the root of every in-place chain in it. */
 static int by_begin(const void *a, const void *b)
 {
 	const item *x = a, *y = b;
@@ -28,7 +31,9 @@ static int by_begin(const void *a, const void *b)
 		return x->hi < y->hi ? -1 : 1;
 	if (x->end != y->end)
 		return x->end - y->end;
-	return x->ws - y->ws;
+	if (x->ws != y->ws)
+		return x->ws - y->ws;
+	return x->at - y->at;
 }
 
 static const item *end_items;
@@ -44,21 +49,21 @@ static bool same_buffer(const item *a, const item *b)
 	return !a->ws && !b->ws && a->lo == b->lo && a->hi == b->hi && a->begin == b->begin && a->end == b->end;
 }
 
-/* a and b share a buffer legitimately: one is an in-place op whose
- * operand 0 is in that same buffer. */
-static bool alias(const item *a, const item *b)
+/* The list position of the value whose buffer the node at t's is: its
+ * chain of in-place ops followed through operand 0 while it stays the same
+ * buffer (offset, size, live range), so t itself when it is not in place.
+ * root[] holds the answers for the nodes before t. */
+static int root_of(const ir_graph *g, int t, const int *root)
 {
-	if (!same_buffer(a, b))
-		return false;
-	for (int k = 0; k < 2; k++) {
-		const ir_node *x = k ? b->n : a->n;
-		if (ir_op_has(x->op, IR_OPF_INPL) && x->nin > 0) {
-			const ir_node *o = x->in[0];
-			if (o->offset == a->lo && o->live_begin == a->begin && o->live_end == a->end)
-				return true;
-		}
-	}
-	return false;
+	const ir_node *n = g->nodes[t];
+	if (!ir_op_has(n->op, IR_OPF_INPL) || n->nin == 0)
+		return t;
+	const ir_node *o = n->in[0];
+	bool listed = o->id >= 0 && o->id < t && g->nodes[o->id] == o; /* ids: ir_verify renumbered */
+	if (!listed || o->offset != n->offset || ir_type_bytes(&o->type) != ir_type_bytes(&n->type) ||
+	    o->live_begin != n->live_begin || o->live_end != n->live_end)
+		return t;
+	return root[o->id];
 }
 
 /* ---- the live set: an interval treap ------------------------------------
@@ -180,11 +185,13 @@ bool ir_verify_plan(const ir_graph *g, ir_diags *d)
 	int errors = 0;
 	char r1[80];
 	item *it = malloc(((size_t)2 * g->n + 1) * sizeof *it);
-	if (!it)
+	int *roots = malloc(((size_t)g->n + 1) * sizeof *roots);
+	if (!it || !roots)
 		IR_DIE("out of memory");
 	int n = 0;
 	for (int t = 0; t < g->n; t++) {
 		const ir_node *v = g->nodes[t];
+		roots[t] = root_of(g, t, roots);
 		if (v->offset >= 0) {
 			if (v->live_begin < 0) {
 				report(d, v, "has an arena offset but no live range");
@@ -196,10 +203,11 @@ bool ir_verify_plan(const ir_graph *g, ir_diags *d)
 					v->live_end, t);
 				errors++;
 			}
-			it[n++] = (item){v->live_begin, v->live_end, v->offset, v->offset + ir_type_bytes(&v->type), v, false};
+			it[n++] = (item){v->live_begin, v->live_end, v->offset, v->offset + ir_type_bytes(&v->type), v, t,
+				roots[t], false};
 		}
 		if (v->ws_offset >= 0)
-			it[n++] = (item){t, t, v->ws_offset, v->ws_offset + v->ws_bytes, v, true};
+			it[n++] = (item){t, t, v->ws_offset, v->ws_offset + v->ws_bytes, v, t, t, true};
 		for (int k = 0; k < v->nin; k++) {
 			const ir_node *o = v->in[k];
 			int need = v->op == IR_OP_OUTPUT ? g->n - 1 : t;
@@ -214,7 +222,7 @@ bool ir_verify_plan(const ir_graph *g, ir_diags *d)
 	/* Sweep in step order; items leave the live set, in order of their
 	 * ends, before the first item that begins after them.  Each item that
 	 * overlaps one live before it is reported once, naming the lowest such;
-	 * the values sharing one buffer in place are one item. */
+	 * the values sharing one buffer in place (one root) are one item. */
 	int *by_end = malloc(((size_t)n + 1) * sizeof *by_end);
 	bool *in = calloc((size_t)n + 1, sizeof *in);
 	treap t = {it, malloc(((size_t)n + 1) * sizeof(int)), malloc(((size_t)n + 1) * sizeof(int)),
@@ -239,8 +247,10 @@ bool ir_verify_plan(const ir_graph *g, ir_diags *d)
 			continue; /* empty: overlaps nothing */
 		const item *a = NULL;
 		if (first >= 0 && same_buffer(&it[first], &it[i])) {
-			if (alias(&it[first], &it[i]))
+			if (it[i].root == it[first].root)
 				continue; /* the same buffer, already live */
+			if (it[i].root != it[i].at)
+				continue; /* in place of another buffer of the run: reported there */
 			a = &it[first];
 		} else {
 			first = it[i].ws ? -1 : i;
@@ -264,5 +274,6 @@ bool ir_verify_plan(const ir_graph *g, ir_diags *d)
 	free(t.right);
 	free(t.prio);
 	free(it);
+	free(roots);
 	return errors == 0;
 }

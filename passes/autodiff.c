@@ -265,14 +265,28 @@ static ir_node *find_loss(ir_graph *g, ps_ctx *ctx)
 	return NULL;
 }
 
+const char *ps_grad_param_name(const ir_node *n)
+{
+	if (n->op != IR_OP_OUTPUT)
+		return NULL;
+	const char *name = ir_node_str(n, IR_ATTR_NAME);
+	size_t plen = strlen(PS_GRAD_PREFIX);
+	return strncmp(name, PS_GRAD_PREFIX, plen) == 0 ? name + plen : NULL;
+}
+
+const char *ps_grad_output_name(char *buf, size_t len, const char *param)
+{
+	snprintf(buf, len, "%s%s", PS_GRAD_PREFIX, param);
+	return buf;
+}
+
 /* A gradient output already there (a graph that has been through autodiff
  * but does not list it) would be made twice under one name. */
 static bool no_gradients_yet(ir_graph *g, ps_ctx *ctx)
 {
-	size_t plen = strlen(PS_GRAD_PREFIX);
 	for (int i = 0; i < g->n; i++) {
 		ir_node *n = g->nodes[i];
-		if (n->op == IR_OP_OUTPUT && strncmp(ir_node_str(n, IR_ATTR_NAME), PS_GRAD_PREFIX, plen) == 0) {
+		if (ps_grad_param_name(n)) {
 			ir_diag_add(&ctx->diags, n->pos,
 				"autodiff: graph @%s already has the gradient output \"%s\" (it has been differentiated)",
 				g->name, ir_node_str(n, IR_ATTR_NAME));
@@ -320,9 +334,8 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 			dp->type = p->type;
 		}
 		char name[512];
-		snprintf(name, sizeof name, "%s%s", PS_GRAD_PREFIX, p->name);
 		ir_node *out = make(&D, IR_OP_OUTPUT, dp, NULL);
-		ir_node_set_str(g, out, IR_ATTR_NAME, name);
+		ir_node_set_str(g, out, IR_ATTR_NAME, ps_grad_output_name(name, sizeof name, p->name));
 		typed(&D, out);
 	}
 	free(D.grad);

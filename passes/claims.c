@@ -37,19 +37,6 @@ typedef struct {
 	bool ok;
 } claims;
 
-static bool listed(const ir_graph *g, const char *pass)
-{
-	return ir_graph_has_pass(g, pass);
-}
-
-static ir_pos listed_at(const ir_graph *g, const char *pass)
-{
-	for (int i = 0; i < g->npasses; i++)
-		if (strcmp(g->passes[i], pass) == 0 && g->pass_pos)
-			return g->pass_pos[i];
-	return (ir_pos){0};
-}
-
 /* One diagnostic at node n: "%3 (relu): passes(...) lists 'pass', but ...". */
 static void refute(claims *c, const ir_node *n, const char *pass, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -65,7 +52,7 @@ static void refute(claims *c, const ir_node *n, const char *pass, const char *fm
 		ir_diag_add(c->d, n->pos, "%s (%s): passes(...) lists '%s', but %s", ir_node_ref(n, ref, sizeof ref),
 			ir_op_name(n->op), pass, msg);
 	else
-		ir_diag_add(c->d, listed_at(c->g, pass), "passes(...) lists '%s', but %s", pass, msg);
+		ir_diag_add(c->d, ir_graph_pass_pos(c->g, pass), "passes(...) lists '%s', but %s", pass, msg);
 	c->ok = false;
 }
 
@@ -74,12 +61,12 @@ static bool header(claims *c)
 	const ir_graph *g = c->g;
 	for (int i = 0; i < g->npasses; i++) {
 		const ps_pass *p = ps_pass_lookup(g->passes[i]);
-		ir_pos at = g->pass_pos ? g->pass_pos[i] : (ir_pos){0};
+		ir_pos at = g->pass_pos[i];
 		if (!p) {
 			ir_diag_add(c->d, at, "passes(...) lists '%s', which is not a pass (revc dump --print-passes)",
 				g->passes[i]);
 			c->ok = false;
-		} else if (p->requires && !listed(g, p->requires)) {
+		} else if (p->requires && !ir_graph_has_pass(g, p->requires)) {
 			ir_diag_add(c->d, at, "passes(...) lists '%s' but not '%s', which it requires", p->name,
 				p->requires);
 			c->ok = false;
@@ -98,7 +85,6 @@ static int by_name(const void *a, const void *b)
 static void check_autodiff(claims *c)
 {
 	const ir_graph *g = c->g;
-	size_t plen = strlen(PS_GRAD_PREFIX);
 	const char **have = malloc(((size_t)g->n + 1) * sizeof *have);
 	if (!have)
 		IR_DIE("out of memory");
@@ -107,10 +93,9 @@ static void check_autodiff(claims *c)
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *v = g->nodes[i];
 		if (v->op == IR_OP_OUTPUT) {
-			const char *name = ir_node_str(v, IR_ATTR_NAME);
-			loss = loss || strcmp(name, "loss") == 0;
-			if (strncmp(name, PS_GRAD_PREFIX, plen) == 0)
-				have[n++] = name + plen;
+			loss = loss || strcmp(ir_node_str(v, IR_ATTR_NAME), "loss") == 0;
+			if (ps_grad_param_name(v))
+				have[n++] = ps_grad_param_name(v);
 		} else if (v->op == IR_OP_SGD && v->in[0]->name) {
 			have[n++] = v->in[0]->name;
 		}
@@ -118,11 +103,12 @@ static void check_autodiff(claims *c)
 	qsort(have, (size_t)n, sizeof *have, by_name);
 	if (!loss)
 		refute(c, NULL, "autodiff", "the graph has no output named \"loss\"");
+	char want[512];
 	for (int i = 0; i < g->n && c->ok; i++) {
 		const ir_node *p = g->nodes[i];
 		if (p->op == IR_OP_PARAM && !bsearch(&p->name, have, (size_t)n, sizeof *have, by_name))
-			refute(c, p, "autodiff", "it has no gradient (no output \"%s%s\", no sgd step)", PS_GRAD_PREFIX,
-				p->name);
+			refute(c, p, "autodiff", "it has no gradient (no output \"%s\", no sgd step)",
+				ps_grad_output_name(want, sizeof want, p->name));
 	}
 	free(have);
 }
@@ -191,16 +177,16 @@ bool ps_claims_check(ir_graph *g, ir_diags *d)
 	claims c = {g, d, true};
 	if (g->npasses == 0 || !header(&c))
 		return c.ok;
-	if (listed(g, "autodiff"))
+	if (ir_graph_has_pass(g, "autodiff"))
 		check_autodiff(&c);
-	if (c.ok && listed(g, "dce"))
+	if (c.ok && ir_graph_has_pass(g, "dce"))
 		check_dce(&c);
-	if (c.ok && (listed(g, "liveness") || listed(g, "plan"))) {
+	if (c.ok && (ir_graph_has_pass(g, "liveness") || ir_graph_has_pass(g, "plan"))) {
 		ps_memory m;
 		ps_memory_compute(g, g->nodes, NULL, NULL, &m);
-		if (listed(g, "liveness"))
+		if (ir_graph_has_pass(g, "liveness"))
 			check_liveness(&c, &m);
-		if (c.ok && listed(g, "plan"))
+		if (c.ok && ir_graph_has_pass(g, "plan"))
 			check_plan(&c, &m);
 		ps_memory_free(&m);
 	}

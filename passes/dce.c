@@ -53,15 +53,13 @@ int ps_dce_first_dead(ir_graph *g)
 int ps_dce(ir_graph *g, ps_ctx *ctx)
 {
 	(void)ctx;
-	bool *live = calloc((size_t)g->n + 1, sizeof *live);
-	bool *dead = calloc((size_t)g->n + 1, sizeof *dead);
-	if (!live || !dead)
+	bool *mark = calloc((size_t)g->n + 1, sizeof *mark);
+	if (!mark)
 		IR_DIE("out of memory");
-	mark_live(g, live);
+	mark_live(g, mark);
 	for (int i = 0; i < g->n; i++)
-		dead[i] = !live[i];
-	ir_graph_remove(g, dead);
-	free(live);
-	free(dead);
+		mark[i] = !mark[i]; /* now: dead */
+	ir_graph_remove(g, mark);
+	free(mark);
 	return 0;
 }

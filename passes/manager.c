@@ -48,15 +48,25 @@ void ps_ctx_free(ps_ctx *ctx)
 	ir_diags_free(&ctx->diags);
 }
 
+bool ps_list_next(const char **p, const char **item, size_t *len)
+{
+	const char *s = *p;
+	if (!s || !*s)
+		return false;
+	const char *comma = strchr(s, ',');
+	*item = s;
+	*len = comma ? (size_t)(comma - s) : strlen(s);
+	*p = comma ? comma + 1 : NULL;
+	return true;
+}
+
 bool ps_list_has(const char *list, const char *name, size_t n)
 {
-	for (const char *p = list; p && *p;) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		if (len == n && memcmp(p, name, n) == 0)
+	const char *item;
+	size_t len;
+	while (ps_list_next(&list, &item, &len))
+		if (len == n && memcmp(item, name, n) == 0)
 			return true;
-		p = comma ? comma + 1 : NULL;
-	}
 	return false;
 }
 
@@ -75,13 +85,12 @@ bool ps_options_check(const ps_options *opts, char *bad, size_t badlen)
 		snprintf(bad, badlen, "%s", opts->stop_after);
 		return false;
 	}
-	for (const char *p = opts->only; p && *p;) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		snprintf(bad, badlen, "%.*s", (int)len, p);
+	const char *p = opts->only, *item;
+	size_t len;
+	while (ps_list_next(&p, &item, &len)) {
+		snprintf(bad, badlen, "%.*s", (int)len, item);
 		if (!known(bad))
 			return false;
-		p = comma ? comma + 1 : NULL;
 	}
 	return true;
 }
@@ -141,10 +150,30 @@ static int listed_later(const ps_pass *table, int n, int i, const ir_graph *g, i
 	for (int j = 0; j < g->npasses; j++)
 		for (int k = i + 1; k < n; k++)
 			if (strcmp(g->passes[j], table[k].name) == 0) {
-				*at = g->pass_pos ? g->pass_pos[j] : (ir_pos){0};
+				*at = g->pass_pos[j];
 				return k;
 			}
 	return -1;
+}
+
+/* What a graph that lists passes of the table could still go through:
+ * "--passes P1,P2 runs what can follow", the passes after the last one it
+ * lists. */
+static void can_follow(const ps_pass *table, int n, const ir_graph *g, char *buf, size_t len)
+{
+	int last = -1;
+	for (int k = 0; k < n; k++)
+		if (ir_graph_has_pass(g, table[k].name))
+			last = k;
+	if (last == n - 1) {
+		snprintf(buf, len, "no pass comes after '%s'", table[last].name);
+		return;
+	}
+	size_t used = (size_t)snprintf(buf, len, "--passes ");
+	for (int k = last + 1; k < n && used < len; k++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", k > last + 1 ? "," : "", table[k].name);
+	if (used < len)
+		snprintf(buf + used, len - used, " runs what can follow");
 }
 
 int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps_options *opts)
@@ -158,9 +187,11 @@ int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps
 			ir_pos at;
 			int later = listed_later(table, n, i, g, &at);
 			if (later >= 0) {
+				char next[256];
+				can_follow(table, n, g, next, sizeof next);
 				ir_diag_add(&ctx->diags, at,
-					"pass '%s' cannot run on @%s: it lists '%s', which comes after '%s' and would be left stale",
-					p->name, g->name, table[later].name, p->name);
+					"pass '%s' cannot run on @%s: it lists '%s', which comes after '%s' and would be left stale; %s",
+					p->name, g->name, table[later].name, p->name, next);
 				return 1;
 			}
 			if (p->requires && !ir_graph_has_pass(g, p->requires)) {

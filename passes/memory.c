@@ -190,7 +190,6 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 	bool *grad = calloc((size_t)nb + 1, sizeof *grad);
 	if (!read_late || !grad)
 		IR_DIE("out of memory");
-	size_t plen = strlen(PS_GRAD_PREFIX);
 	for (int t = 0; t < n; t++) {
 		const ir_node *r = order[t];
 		for (int k = 0; k < r->nin; k++) {
@@ -201,7 +200,7 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 		int g_b = -1;
 		if (r->op == IR_OP_MOMENTUM)
 			g_b = m->buf_of[r->in[1]->id];
-		else if (r->op == IR_OP_OUTPUT && strncmp(ir_node_str(r, IR_ATTR_NAME), PS_GRAD_PREFIX, plen) == 0)
+		else if (ps_grad_param_name(r))
 			g_b = m->buf_of[r->in[0]->id];
 		if (g_b >= 0)
 			grad[g_b] = true;

@@ -75,13 +75,12 @@ int ps_optim(ir_graph *g, ps_ctx *ctx)
 	ir_node **state_of = calloc((size_t)n0 + 1, sizeof *state_of);
 	if (!grads || !named || !state_of)
 		IR_DIE("out of memory");
-	size_t plen = strlen(PS_GRAD_PREFIX);
 	for (int i = 0; i < n0; i++) {
 		ir_node *n = g->nodes[i];
 		n->mark = i;
 		if (n->name)
 			named[nnamed++] = n;
-		if (n->op == IR_OP_OUTPUT && strncmp(ir_node_str(n, IR_ATTR_NAME), PS_GRAD_PREFIX, plen) == 0)
+		if (ps_grad_param_name(n))
 			grads[ngrads++] = n;
 	}
 	qsort(named, (size_t)nnamed, sizeof *named, by_name);
@@ -90,7 +89,7 @@ int ps_optim(ir_graph *g, ps_ctx *ctx)
 	int status = 0;
 	for (int i = 0; i < ngrads; i++) {
 		ir_node *out = grads[i];
-		const char *name = ir_node_str(out, IR_ATTR_NAME) + plen;
+		const char *name = ps_grad_param_name(out);
 		ir_node *p = find_named(named, nnamed, name);
 		if (!p || p->op != IR_OP_PARAM) {
 			ir_diag_add(&ctx->diags, out->pos, "optim: no param $%s for output \"%s\"", name,

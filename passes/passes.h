@@ -70,6 +70,12 @@ typedef struct {
 	const char *only;       /* comma-separated passes to run, or NULL for all */
 } ps_options;
 
+/* Steps through a comma-separated list (*p: the rest of it, NULL or ""
+ * when none is left): sets *item and *len to the next name and returns
+ * true, or returns false at the end.
+ *     const char *p = list, *item; size_t len;
+ *     while (ps_list_next(&p, &item, &len)) ... */
+bool ps_list_next(const char **p, const char **item, size_t *len);
 /* Whether the comma-separated list names the n bytes at name. */
 bool ps_list_has(const char *list, const char *name, size_t n);
 
@@ -93,7 +99,8 @@ bool ps_claims_check(ir_graph *g, ir_diags *d);
  * Returns 0, or nonzero with diagnostics in ctx->diags. */
 int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps_options *opts);
 /* ps_run_table over the pipeline, once ps_claims_check agrees that g has
- * been through the passes it lists. */
+ * been through the passes it lists (so a graph that lists passes must be
+ * verified first, as ps_claims_check requires). */
 int ps_run(ir_graph *g, ps_ctx *ctx, const ps_options *opts);
 
 /* ---- reversible units and recomputation (passes/units.c) ---------------- */
@@ -230,5 +237,10 @@ int64_t ps_arena_bytes(const ir_graph *g);
 /* The output name under which autodiff leaves a parameter's gradient:
  * "grad:" followed by the parameter's name. */
 #define PS_GRAD_PREFIX "grad:"
+/* The parameter whose gradient output n is ("grad:w" -> "w"), or NULL
+ * when n is not one (passes/autodiff.c). */
+const char *ps_grad_param_name(const ir_node *n);
+/* The name of param's gradient output, into buf; returns buf. */
+const char *ps_grad_output_name(char *buf, size_t len, const char *param);
 
 #endif

@@ -398,6 +398,8 @@ int ps_schedule(ir_graph *g, ps_ctx *ctx)
 	} else {
 		static const char *const names[] = {"original", "greedy", "dfs"};
 		ir_node **cand = malloc(((size_t)n + 1) * sizeof *cand);
+		if (!cand)
+			IR_DIE("out of memory");
 		deps d;
 		deps_build(g, &d);
 		int64_t best_peak = -1;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The pass options on train, grad, bench, eval and check (docs/ir.md, "The
-# pipeline and its options"), revnet as every command's default strategy,
-# and the train summary's memory line: what was planned and what store
-# would need, checked against revc mem's arena.
+# The pass options on train, grad, bench, eval, check and mem (docs/ir.md,
+# "The pipeline and its options"), revnet as every command's default
+# strategy, and the train summary's memory line: the arena planned and what
+# store would need, checked against revc mem's arena for each engine.
 # Usage: pass-options.sh REVC ROOT
 set -u
 revc=$(realpath "$1") root=$2 fail=0
@@ -16,6 +16,7 @@ declare -A cmd=(
   [bench]="bench models/fashion.rev ${tiny[*]} --steps 1"
   [eval]="eval models/fashion.rev ${tiny[*]} --params $tmp/nonexistent"
   [check]="check models/fashion.rev ${tiny[*]} --samples 1"
+  [mem]="mem models/fashion.rev ${tiny[*]}"
 )
 
 bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
@@ -29,7 +30,7 @@ run() { # run NAME EXTRA...: the command NAME with EXTRA options; out, err, rc
 
 # Each command takes each option; --stop-after builds, dumps and exits 0
 # having run nothing (no summary, no gradients written, no data read).
-for name in train grad bench eval check; do
+for name in train grad bench eval check mem; do
   run "$name" --print-passes
   [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 10 ] && head -1 "$tmp/out" | grep -q '^shape ' ||
     bad "$name --print-passes (exit $rc)"
@@ -93,20 +94,57 @@ done
 cmp -s "$tmp/g-default/s1.u0.f.conv0.w.npy" "$tmp/g/s1.u0.f.conv0.w.npy" || bad "grad's default is not revnet"
 "$revc" bench models/fashion.rev "${tiny[@]}" --steps 1 | grep -q 'strategy revnet,' || bad "bench's default"
 
-# The summary's memory line, against revc mem (both with the interpreter's
-# workspace): planned under revnet, and what store would need.
-arena() { "$revc" mem models/fashion.rev "${tiny[@]}" --strategy "$1" --json |
-  sed -n 's/.*"arena_bytes":\([0-9]*\).*/\1/p'; }
-rev=$(arena revnet) st=$(arena store)
+# revc mem --strategy all: each strategy's dumps under its own name, none
+# overwritten; a pipeline stopped before plan dumps and exits 0.
+run mem --strategy all --dump-after plan --dump-dir "$tmp/d"
+files=$(cd "$tmp/d" 2>/dev/null && ls | tr '\n' ' ')
+[ $rc -eq 0 ] && [ "$files" = "checkpoint-10-plan.ir revnet-10-plan.ir store-10-plan.ir " ] ||
+  bad "mem --strategy all --dump-dir wrote: $files (exit $rc)"
+rm -rf "$tmp/d"
+run mem --strategy all --stop-after fuse
+[ $rc -eq 0 ] && [ ! -s "$tmp/out" ] && grep -q "mem: stopped after pass 'fuse' (--stop-after); nothing run" "$tmp/err" ||
+  bad "mem --stop-after fuse (exit $rc)"
+run mem --stop-after plan
+[ $rc -eq 0 ] && grep -q '^planned arena' "$tmp/out" || bad "mem --stop-after plan gave no report (exit $rc)"
+
+# The summary's memory line, against revc mem with the same engine: the
+# arena planned under revnet, and what store would need.  The two engines'
+# kernels need different workspace, so their arenas differ.
 read -r -a c <<<"${cmd[train]}"
-out=$("$revc" "${c[@]}" --engine interp --json 2>/dev/null | tail -1)
-grep -q "\"planned_bytes\":$rev,\"store_planned_bytes\":$st," <<<"$out" ||
-  bad "train --json: want planned $rev, store $st: $out"
-out=$("$revc" "${c[@]}" --engine interp 2>/dev/null)
-grep -qE "^  memory +[0-9.]+ MiB planned under revnet; store would need [0-9.]+ MiB \(1\.[0-9]+x\)$" <<<"$out" ||
+for engine in jit interp; do
+  arena() { "$revc" mem models/fashion.rev "${tiny[@]}" --engine $engine --strategy "$1" --json |
+    sed -n 's/.*"arena_bytes":\([0-9]*\).*/\1/p'; }
+  rev=$(arena revnet) st=$(arena store)
+  eval "rev_$engine=$rev"
+  out=$("$revc" "${c[@]}" --engine $engine --json 2>/dev/null | tail -1)
+  grep -q "\"arena_bytes\":$rev,\"store_arena_bytes\":$st," <<<"$out" ||
+    bad "train --engine $engine --json: want arena $rev, store $st: $out"
+  out=$("$revc" "${c[@]}" --engine $engine --strategy store --json 2>/dev/null | tail -1)
+  grep -q "\"arena_bytes\":$st,\"store_arena_bytes\":$st," <<<"$out" ||
+    bad "train --engine $engine --strategy store --json: $out"
+done
+[ "$rev_jit" != "$rev_interp" ] || bad "mem plans the same arena for both engines: $rev_jit"
+out=$("$revc" "${c[@]}" 2>/dev/null)
+grep -qE "^  memory +[0-9.]+ MiB arena planned under revnet \(store would need [0-9.]+ MiB, 1\.[0-9]+x\); process RSS [0-9.]+ MiB$" <<<"$out" ||
   bad "train summary: $out"
-out=$("$revc" "${c[@]}" --engine interp --strategy store --json 2>/dev/null | tail -1)
-grep -q "\"planned_bytes\":$st,\"store_planned_bytes\":$st," <<<"$out" || bad "train --strategy store --json: $out"
+[ "$(grep -c 'MiB' <<<"$out")" -eq 1 ] || bad "train summary: more than one memory line: $out"
+grep -qE "^revc train: .*, engine jit \([a-z0-9-]+\)$" <<<"$out" || bad "train summary does not name the CPU: $out"
+out=$("$revc" "${c[@]}" --engine interp --strategy store 2>/dev/null)
+grep -qE "^  memory +[0-9.]+ MiB arena planned under store; process RSS [0-9.]+ MiB$" <<<"$out" ||
+  bad "train --strategy store summary: $out"
+grep -qE "^revc train: .*, engine interp$" <<<"$out" || bad "train --engine interp summary: $out"
+
+# Every summary names the CPU native code is for; the interpreter has none.
+out=$("$revc" eval models/fashion.rev --params $b4/params --data synthetic 2>/dev/null)
+grep -qE "; engine jit \([a-z0-9-]+\)$" <<<"$out" || bad "eval does not name the CPU: $out"
+out=$("$revc" eval models/fashion.rev --params $b4/params --data synthetic --cpu x86-64-v3 --json 2>/dev/null)
+grep -q '"engine":"jit","cpu":"x86-64-v3","loss":' <<<"$out" || bad "eval --json --cpu x86-64-v3: $out"
+out=$("$revc" eval models/fashion.rev --params $b4/params --data synthetic --engine interp --json 2>/dev/null)
+grep -q '"engine":"interp","cpu":null,"loss":' <<<"$out" || bad "eval --engine interp --json: $out"
+out=$("$revc" bench models/fashion.rev "${tiny[@]}" --steps 1 --engine interp --json 2>/dev/null)
+grep -q '"cpu":null,"cpu_native":null,' <<<"$out" || bad "bench --engine interp --json names a CPU: $out"
+out=$("$revc" bench models/fashion.rev "${tiny[@]}" --steps 1 --json 2>/dev/null)
+grep -qE '"cpu":"[a-z0-9-]+","cpu_native":true,' <<<"$out" || bad "bench --json: $out"
 
 [ $fail -eq 0 ] && echo "pass-options: ok"
 exit $fail

@@ -568,6 +568,10 @@ START_TEST(test_cpu_names)
 		__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")), "x86-64-v4: %d (%s)", v4,
 		v4 ? "" : missing);
 	ck_assert(v4 || strncmp(missing, "avx512", 6) == 0 || strcmp(missing, "evex512") == 0);
+	/* The vectors gemm.c blocks for: SSE's 16 bytes, AVX's 32, AVX-512's 64. */
+	ck_assert_int_eq(cg_cpu_vector_bytes("x86-64"), 16);
+	ck_assert_int_eq(cg_cpu_vector_bytes("x86-64-v3"), 32);
+	ck_assert_int_eq(cg_cpu_vector_bytes("x86-64-v4"), 64);
 #endif
 }
 END_TEST

@@ -10,6 +10,35 @@
 
 /* ---- helpers ---------------------------------------------------------- */
 
+/* qsort for this executable, the library's calls included: a merge sort
+ * that keeps equal elements in order or, with ties_reversed, reverses
+ * them.  C leaves their order unspecified, so what the library computes
+ * must not depend on it (test_verify_plan_ties). */
+static bool ties_reversed;
+
+static void merge_sort(char *a, char *tmp, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n < 2)
+		return;
+	size_t h = n / 2, i = 0, j = h, k = 0;
+	merge_sort(a, tmp, h, size, cmp);
+	merge_sort(a + h * size, tmp, n - h, size, cmp);
+	while (i < h || j < n) {
+		int c = i == h ? 1 : j == n ? -1 : cmp(a + i * size, a + j * size);
+		size_t from = c < 0 || (c == 0 && !ties_reversed) ? i++ : j++;
+		memcpy(tmp + k++ * size, a + from * size, size);
+	}
+	memcpy(a, tmp, n * size);
+}
+
+void qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	char *tmp = malloc(n * size + 1);
+	ck_assert_ptr_nonnull(tmp);
+	merge_sort(base, tmp, n, size, cmp);
+	free(tmp);
+}
+
 static ir_node *add_input(ir_graph *g, const char *name, ir_dtype dt, int rank, const int64_t *dims)
 {
 	ir_node *n = ir_node_new(g, IR_OP_INPUT, NULL, 0);
@@ -570,6 +599,31 @@ START_TEST(test_verify_plan_in_place)
 }
 END_TEST
 
+/* %2 is in place of %0; %1 overlaps them.  With equal sort keys in the
+ * reverse order %2 came first, and %1 passed as in place of it. */
+START_TEST(test_verify_plan_ties)
+{
+	const char *text = "graph @p {\n"
+	                   "  %0 = input {name=\"x\"} : f32[4] mem(0, 16) live(0, 3)\n"
+	                   "  %1 = input {name=\"y\"} : f32[4] mem(0, 16) live(0, 3)\n"
+	                   "  %2 = relu(%0) : f32[4] mem(0, 16) live(0, 3)\n"
+	                   "  %3 = add(%2, %1) : f32[4] mem(64, 16) live(3, 4)\n"
+	                   "  %4 = output(%3) {name=\"z\"} : f32[4]\n"
+	                   "}\n";
+	for (int reversed = 0; reversed < 2; reversed++) {
+		ties_reversed = reversed;
+		ir_graph *g = parse_ok(text);
+		int count;
+		char *msgs = verify_msgs(g, &count);
+		ck_assert_msg(count == 1, "ties reversed %d: %d: %s", reversed, count, msgs);
+		ck_assert_msg(strstr(msgs, "%1 (input): buffer [0, 16) overlaps the buffer of %0 [0, 16)"), "%s", msgs);
+		free(msgs);
+		ir_graph_free(g);
+	}
+	ties_reversed = false;
+}
+END_TEST
+
 START_TEST(test_dot_dashed_ordering_edges)
 {
 	ir_graph *g = parse_ok(sample);
@@ -601,6 +655,25 @@ START_TEST(test_diag_caret)
 }
 END_TEST
 
+START_TEST(test_diags_capped)
+{
+	/* A hostile file's millions of errors must not cost a string each. */
+	ir_diags d;
+	ir_diags_init(&d);
+	for (int i = 0; i < IR_MAX_DIAGS + 500; i++)
+		ir_diag_add(&d, (ir_pos){"f.ir", i + 1, 1}, "error %d", i);
+	ck_assert_int_eq(d.n, IR_MAX_DIAGS);
+	ck_assert_int_eq(d.total, IR_MAX_DIAGS + 500);
+	ck_assert_str_eq(d.items[IR_MAX_DIAGS - 1].msg, "error 999");
+	ir_diags_clear(&d);
+	ck_assert_int_eq(d.n, 0);
+	ck_assert_int_eq(d.total, 0);
+	ir_diag_add(&d, (ir_pos){0}, "again");
+	ck_assert_int_eq(d.n, 1);
+	ir_diags_free(&d);
+}
+END_TEST
+
 static Suite *ir_suite(void)
 {
 	Suite *s = suite_create("ir");
@@ -623,8 +696,10 @@ static Suite *ir_suite(void)
 	tcase_add_test(tc, test_verify_order);
 	tcase_add_test(tc, test_verify_plan_overlaps);
 	tcase_add_test(tc, test_verify_plan_in_place);
+	tcase_add_test(tc, test_verify_plan_ties);
 	tcase_add_test(tc, test_dot_dashed_ordering_edges);
 	tcase_add_test(tc, test_diag_caret);
+	tcase_add_test(tc, test_diags_capped);
 	suite_add_tcase(s, tc);
 	return s;
 }

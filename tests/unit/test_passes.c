@@ -243,7 +243,8 @@ START_TEST(test_manager_refuses_stale)
 	ck_assert_int_ne(ps_run(g, &ctx, &opts), 0);
 	ck_assert_int_eq(ctx.diags.n, 1);
 	ck_assert_str_eq(ctx.diags.items[0].msg,
-		"pass 'fuse' cannot run on @g: it lists 'liveness', which comes after 'fuse' and would be left stale");
+		"pass 'fuse' cannot run on @g: it lists 'liveness', which comes after 'fuse' and would be left stale; "
+		"--passes plan runs what can follow");
 	ck_assert(!ir_graph_has_pass(g, "fuse"));
 	ps_ctx_free(&ctx);
 	ir_graph_free(g);
@@ -457,6 +458,25 @@ START_TEST(test_options_check)
 }
 END_TEST
 
+/* Gradient outputs are named "grad:PARAM", and only outputs are. */
+START_TEST(test_grad_names)
+{
+	ir_graph *g = parse_ok("graph @g {\n"
+	                       "  %0 = input {name=\"grad:x\"} : f32[2]\n"
+	                       "  %1 = relu(%0) : f32[2]\n"
+	                       "  %2 = output(%1) {name=\"grad:s0.u1.w\"} : f32[2]\n"
+	                       "  %3 = output(%1) {name=\"loss\"} : f32[2]\n"
+	                       "}\n");
+	ck_assert_ptr_null(ps_grad_param_name(g->nodes[0]));
+	ck_assert_ptr_null(ps_grad_param_name(g->nodes[1]));
+	ck_assert_str_eq(ps_grad_param_name(g->nodes[2]), "s0.u1.w");
+	ck_assert_ptr_null(ps_grad_param_name(g->nodes[3]));
+	char buf[64];
+	ck_assert_str_eq(ps_grad_output_name(buf, sizeof buf, "s0.u1.w"), "grad:s0.u1.w");
+	ir_graph_free(g);
+}
+END_TEST
+
 static Suite *passes_suite(void)
 {
 	Suite *s = suite_create("passes");
@@ -486,6 +506,7 @@ static Suite *passes_suite(void)
 	tcase_add_test(tc, test_options_check);
 	tcase_add_test(tc, test_claims_liveness);
 	tcase_add_test(tc, test_manager_refuses_stale);
+	tcase_add_test(tc, test_grad_names);
 	suite_add_tcase(s, tc);
 	return s;
 }
