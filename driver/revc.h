@@ -1,0 +1,218 @@
+/* revc.h: librevc, the one public interface to revc.
+ *
+ * A model is read from a spec file, a spec string (each with KEY=VALUE
+ * overrides) or an IR file, then compiled under options (strategy, dtype,
+ * engine, CPU, memory limit, pass options).  A compiled model reports its
+ * memory, runs training steps, evaluations and gradients, gives its
+ * parameters by name as pointers into revc's memory, and loads and saves
+ * checkpoints.  The gradient check, the drift report and ahead-of-time
+ * emission work on a model too.
+ *
+ * Errors come back as values: a function that can fail returns false or
+ * NULL and, when err is not NULL, sets *err to a revc_error the caller
+ * frees.  Its message is the text the revc command prints: one or more
+ * "file:line:col: error: ..." lines, each with the source line and a caret
+ * where there is one.  Nothing in the library prints or exits.
+ *
+ * Objects are not shared between threads; separate models may be used from
+ * separate threads. */
+#ifndef REVC_H
+#define REVC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version ------------------------------------------------------------- */
+
+#define REVC_VERSION_MAJOR 0
+#define REVC_VERSION_MINOR 2
+#define REVC_VERSION_PATCH 0
+
+/* "0.2.0": the library's version, which may differ from the header's. */
+const char *revc_version(void);
+
+/* ---- errors -------------------------------------------------------------- */
+
+typedef enum {
+	REVC_ERR_USER = 1,   /* bad input: a spec, IR, data or checkpoint file; a failed check */
+	REVC_ERR_USAGE = 2,  /* a bad argument: unknown option value, options that conflict */
+	REVC_ERR_BUDGET = 3, /* a plan over the memory budget or limit */
+} revc_error_kind;
+
+typedef struct revc_error revc_error;
+
+/* The diagnostics, ready to print: lines ending in '\n'. */
+const char *revc_error_message(const revc_error *e);
+revc_error_kind revc_error_kind_of(const revc_error *e);
+void revc_error_free(revc_error *e);
+
+/* ---- options --------------------------------------------------------------- */
+
+typedef enum { REVC_STORE, REVC_REVNET, REVC_CHECKPOINT } revc_strategy;
+typedef enum { REVC_F32, REVC_F64 } revc_dtype;
+typedef enum { REVC_JIT, REVC_INTERP } revc_engine;
+
+typedef struct {
+	revc_strategy strategy; /* default REVC_REVNET */
+	revc_dtype dtype;       /* default REVC_F32 */
+	revc_engine engine;     /* default REVC_JIT */
+	const char *cpu;        /* NULL or "native" (default), or an LLVM CPU name such as "x86-64-v3" */
+	int threads;            /* default 2 */
+	int64_t max_memory;     /* -1 (default): none; else refuse plans over this many bytes */
+	/* Pass options, as the command's --dump-after etc. (NULL: not given). */
+	const char *dump_after; /* a pass name or "all" */
+	const char *dump_dir;   /* NULL: dumps go into revc_model_dumps() */
+	const char *stop_after;
+	const char *passes;     /* "P1,P2": only these passes */
+	bool verify_each;
+	bool check_numerics;    /* stop at the first NaN or Inf, naming the node */
+} revc_options;
+
+/* The defaults above. */
+void revc_options_init(revc_options *o);
+/* "store" / "revnet" / "checkpoint" and back; false for other names. */
+const char *revc_strategy_name(revc_strategy s);
+bool revc_strategy_parse(const char *name, revc_strategy *out);
+
+/* ---- models ---------------------------------------------------------------- */
+
+typedef struct revc_model revc_model;
+
+/* A model from a spec file, or from spec text (name is what diagnostics
+ * call it), with overrides "KEY=VALUE" (nsets of them, may be 0); or from an
+ * IR file (a training step or any graph the passes accept). */
+revc_model *revc_model_from_file(const char *path, const char *const *sets, int nsets, revc_error **err);
+revc_model *revc_model_from_string(const char *name, const char *text, size_t len, const char *const *sets,
+	int nsets, revc_error **err);
+revc_model *revc_model_from_ir(const char *path, revc_error **err);
+void revc_model_free(revc_model *m);
+
+/* The spec's name ("fashion"), batch size and number of classes; for an IR
+ * model the graph's name, its input's batch and 0. */
+const char *revc_model_name(const revc_model *m);
+int64_t revc_model_batch(const revc_model *m);
+int64_t revc_model_classes(const revc_model *m);
+
+/* Lowers, schedules, plans and (for the JIT) compiles the training step and
+ * the evaluation graph under o (NULL: defaults), and initialises the
+ * parameters from the spec's seed.  A model compiles once.  When
+ * o->stop_after or o->passes cut the pipeline short the graphs are built
+ * and dumped but not compiled: revc_model_cut() says so, and running fails. */
+bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err);
+bool revc_model_cut(const revc_model *m);
+/* The IR text of the training step after pass (NULL: the last pass run),
+ * kept when o->dump_after named it or "all"; NULL otherwise.  Owned by m. */
+const char *revc_model_dump(const revc_model *m, const char *pass);
+/* The engine and CPU code is for: "jit (znver4)", "jit (x86-64-v3)", "interp". */
+const char *revc_model_engine_label(const revc_model *m);
+
+/* ---- memory ---------------------------------------------------------------- */
+
+/* The training step's planned memory: the figures revc mem --json gives
+ * (docs/mem.md), for one strategy. */
+typedef struct {
+	revc_strategy strategy;
+	int64_t steps;          /* nodes in the schedule */
+	int64_t peak_step;      /* schedule step of the peak */
+	int64_t peak_bytes;     /* fragmentation-free peak of buffers and workspace */
+	int64_t arena_bytes;    /* planned arena */
+	int64_t saved_transient_peak_bytes;
+	int64_t total_bytes;    /* parameters + optimiser state + arena */
+	struct {
+		int64_t parameters, gradients, optimizer_state, saved, transient, workspace;
+	} at_peak;
+} revc_memory;
+
+/* Of the compiled model. */
+bool revc_model_memory(const revc_model *m, revc_memory *out, revc_error **err);
+/* Of a model planned under strategy s with the other options of o, without
+ * compiling or allocating it (what revc mem does). */
+bool revc_memory_plan(const revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out,
+	revc_error **err);
+
+/* ---- tensors --------------------------------------------------------------- */
+
+#define REVC_MAX_RANK 8
+
+typedef struct {
+	const char *name;       /* "s0.u0.f.conv0.w", as docs/model.md names it */
+	revc_dtype dtype;
+	int rank;
+	int64_t dim[REVC_MAX_RANK];
+	void *data;             /* row-major, contiguous; valid while the model lives */
+	bool trainable;         /* a parameter (not batch-norm running state or optimiser state) */
+} revc_tensor;
+
+/* The model's persistent tensors (parameters, running statistics, optimiser
+ * state) in docs/model.md order: index 0 .. revc_param_count()-1. */
+int revc_param_count(const revc_model *m);
+bool revc_param_at(const revc_model *m, int i, revc_tensor *out);
+/* By name; false (and no error) when there is none. */
+bool revc_param(const revc_model *m, const char *name, revc_tensor *out);
+
+/* ---- running --------------------------------------------------------------- */
+
+/* One batch: x is float32 (or float64 for REVC_F64) [batch, C, H, W] in
+ * NCHW order, labels int32 [batch] in 0 .. classes-1. */
+typedef struct {
+	const void *x;
+	const int32_t *labels;
+	int64_t n;              /* examples; must be the model's batch */
+} revc_batch;
+
+/* One training step at learning rate lr: the parameters change in place.
+ * *loss is the batch's mean cross-entropy before the update. */
+bool revc_train_step(revc_model *m, const revc_batch *b, double lr, double *loss, revc_error **err);
+/* Evaluation-mode forward pass of b.n examples (any number; batched as
+ * the model's batch): mean loss and accuracy; logits (b.n x classes
+ * floats of the model's dtype) when not NULL. */
+bool revc_eval(revc_model *m, const revc_batch *b, double *loss, double *accuracy, void *logits, revc_error **err);
+/* The gradient of the batch's loss with respect to every parameter, without
+ * updating: afterwards revc_grad_at(i) gives parameter i's gradient (same
+ * shape), valid until the next call that runs the model. */
+bool revc_grad(revc_model *m, const revc_batch *b, double *loss, revc_error **err);
+bool revc_grad_at(const revc_model *m, int i, revc_tensor *out);
+
+/* ---- checkpoints ----------------------------------------------------------- */
+
+/* Writes the parameters (and optimiser state and step, for a checkpoint)
+ * atomically into dir, replacing only a directory revc wrote
+ * (docs/checkpoints.md). */
+bool revc_save(const revc_model *m, const char *dir, int64_t step, revc_error **err);
+/* Loads a checkpoint or parameter directory; *step (may be NULL) gets its
+ * step, 0 for parameters. */
+bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err);
+
+/* ---- checks ---------------------------------------------------------------- */
+
+typedef struct {
+	int samples;            /* finite-difference samples per parameter (default 3) */
+	uint64_t seed;
+	double tolerance;       /* relative (default 1e-6) */
+	double worst;           /* out: the largest relative error */
+	const char *worst_name; /* out: of this parameter (owned by the model) */
+} revc_check_report;
+
+/* Compares the compiled model's gradient (f64) with central finite
+ * differences of the interpreter; false with an error when one is over. */
+bool revc_check_gradients(revc_model *m, revc_check_report *r, revc_error **err);
+/* The drift report (revc check --drift) as JSON text the caller frees. */
+char *revc_drift_json(const revc_model *m, uint64_t seed, revc_error **err);
+
+/* ---- ahead of time --------------------------------------------------------- */
+
+/* Emits the compiled model's code as a shared library (path ends in .so) or
+ * an object file (.o), with a C header when header is not NULL; prefix
+ * names its functions (NULL: the model's name). */
+bool revc_emit(const revc_model *m, const char *path, const char *header, const char *prefix, revc_error **err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
