@@ -190,8 +190,9 @@ bool revc_grad_at(const revc_model *m, int i, revc_tensor *out);
  * atomically into dir, replacing only a directory revc wrote
  * (docs/checkpoints.md). */
 bool revc_save(const revc_model *m, const char *dir, int64_t step, revc_error **err);
-/* Loads a checkpoint or parameter directory; *step (may be NULL) gets its
- * step, 0 for parameters. */
+/* Loads a checkpoint (a directory with step.npy; *step, when not NULL,
+ * gets its step) or a parameter directory (momentum buffers start at zero,
+ * *step 0). */
 bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err);
 
 /* ---- checks ---------------------------------------------------------------- */
