@@ -7,7 +7,7 @@
 
 bool revc_save(const revc_model *m, const char *dir, int64_t step, revc_error **err)
 {
-	if (!m->compiled || m->cut)
+	if (!m->compiled || m->store.n == 0)
 		return drv_errorf(err, REVC_ERR_USAGE, "%s is not compiled: it has no tensors to save", m->name);
 	rt_err e;
 	uint64_t seed = m->is_spec ? (uint64_t)m->spec.spec.seed : 0;

@@ -103,7 +103,9 @@ int64_t revc_model_classes(const revc_model *m);
  * the evaluation graph under o (NULL: defaults), and initialises the
  * parameters from the spec's seed.  A model compiles once.  When
  * o->stop_after or o->passes cut the pipeline short the graphs are built
- * and dumped but not compiled: revc_model_cut() says so, and running fails. */
+ * and dumped but not compiled: revc_model_cut() says so, and running fails;
+ * when the cut came after shape the parameters are there all the same
+ * (revc_param, revc_save). */
 bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err);
 bool revc_model_cut(const revc_model *m);
 /* The dumps o->dump_after asked for (without o->dump_dir) as IR text, each
