@@ -27,8 +27,8 @@ bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err)
 	uint64_t seed;
 	if (!rt_path_join(path, sizeof path, dir, "step", ".npy", &e))
 		return drv_error_rt(err, &e);
-	bool ok = stat(path, &st) == 0 ? rt_checkpoint_load(&m->store, m->step, dir, &at, &seed, &e)
-		: rt_store_load(&m->store, m->step, dir, true, &e);
+	bool ok = stat(path, &st) == 0 ? rt_checkpoint_load(&m->store, drv_model_first(m), dir, &at, &seed, &e)
+		: rt_store_load(&m->store, drv_model_first(m), dir, true, &e);
 	if (!ok)
 		return drv_error_rt(err, &e);
 	if (step)

@@ -38,7 +38,7 @@ bool revc_model_memory(const revc_model *m, revc_memory *out, revc_error **err)
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	drv_engine_plan((drv_engine *)&m->engine, &ctx);
-	fill(m->step, &ctx, m->opts.strategy, m->schedule, out);
+	fill(drv_model_first(m), &ctx, m->opts.strategy, m->schedule, out);
 	ps_ctx_free(&ctx);
 	return true;
 }

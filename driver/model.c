@@ -126,13 +126,11 @@ void revc_model_free(revc_model *m)
 {
 	if (!m)
 		return;
-	rt_exec_free(m->step_x);
-	rt_exec_free(m->eval_x);
-	rt_exec_free(m->grad_x);
+	for (int k = 0; k < DRV_GRAPHS; k++) {
+		rt_exec_free(m->x[k]);
+		ir_graph_free(m->g[k]);
+	}
 	rt_store_free(&m->store);
-	ir_graph_free(m->step);
-	ir_graph_free(m->eval);
-	ir_graph_free(m->grad);
 	ir_graph_free(m->ir);
 	if (m->engine_on)
 		drv_engine_free(&m->engine);

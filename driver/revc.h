@@ -57,7 +57,16 @@ typedef enum { REVC_STORE, REVC_REVNET, REVC_CHECKPOINT } revc_strategy;
 typedef enum { REVC_F32, REVC_F64 } revc_dtype;
 typedef enum { REVC_JIT, REVC_INTERP } revc_engine;
 
+/* The graphs a model compiles (a bit set; 0: step and eval).  An IR model
+ * has only its step. */
+typedef enum {
+	REVC_GRAPH_STEP = 1, /* the training step: revc_train_step */
+	REVC_GRAPH_EVAL = 2, /* the evaluation forward pass: revc_eval */
+	REVC_GRAPH_GRAD = 4, /* the gradients without the optimiser: revc_grad (else built by its first call) */
+} revc_graph;
+
 typedef struct {
+	unsigned graphs;        /* revc_graph bits (default 0: step and eval) */
 	revc_strategy strategy; /* default REVC_REVNET */
 	revc_dtype dtype;       /* default REVC_F32 */
 	revc_engine engine;     /* default REVC_JIT */
