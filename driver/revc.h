@@ -41,7 +41,7 @@ const char *revc_version(void);
 typedef enum {
 	REVC_ERR_USER = 1,   /* bad input: a spec, IR, data or checkpoint file; a failed check */
 	REVC_ERR_USAGE = 2,  /* a bad argument: unknown option value, options that conflict */
-	REVC_ERR_BUDGET = 3, /* a plan over the memory budget or limit */
+	REVC_ERR_BUDGET = 3, /* a plan over a budget a caller set (revc mem --budget); over max_memory is a user error */
 } revc_error_kind;
 
 typedef struct revc_error revc_error;
@@ -57,7 +57,16 @@ typedef enum { REVC_STORE, REVC_REVNET, REVC_CHECKPOINT } revc_strategy;
 typedef enum { REVC_F32, REVC_F64 } revc_dtype;
 typedef enum { REVC_JIT, REVC_INTERP } revc_engine;
 
+/* The graphs a model compiles (a bit set; 0: step and eval).  An IR model
+ * has only its step. */
+typedef enum {
+	REVC_GRAPH_STEP = 1, /* the training step: revc_train_step */
+	REVC_GRAPH_EVAL = 2, /* the evaluation forward pass: revc_eval */
+	REVC_GRAPH_GRAD = 4, /* the gradients without the optimiser: revc_grad (else built by its first call) */
+} revc_graph;
+
 typedef struct {
+	unsigned graphs;        /* revc_graph bits (default 0: step and eval) */
 	revc_strategy strategy; /* default REVC_REVNET */
 	revc_dtype dtype;       /* default REVC_F32 */
 	revc_engine engine;     /* default REVC_JIT */
@@ -71,6 +80,7 @@ typedef struct {
 	const char *passes;     /* "P1,P2": only these passes */
 	bool verify_each;
 	bool check_numerics;    /* stop at the first NaN or Inf, naming the node */
+	bool no_order_edges;    /* no ordering edges: a naive as-soon-as-possible order */
 } revc_options;
 
 /* The defaults above. */
@@ -102,11 +112,15 @@ int64_t revc_model_classes(const revc_model *m);
  * the evaluation graph under o (NULL: defaults), and initialises the
  * parameters from the spec's seed.  A model compiles once.  When
  * o->stop_after or o->passes cut the pipeline short the graphs are built
- * and dumped but not compiled: revc_model_cut() says so, and running fails. */
+ * and dumped but not compiled: revc_model_cut() says so, and running fails;
+ * when the cut came after shape the parameters are there all the same
+ * (revc_param, revc_save). */
 bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err);
 bool revc_model_cut(const revc_model *m);
-/* The IR text of the training step after pass (NULL: the last pass run),
- * kept when o->dump_after named it or "all"; NULL otherwise.  Owned by m. */
+/* The dumps o->dump_after asked for (without o->dump_dir) as IR text, each
+ * headed "# ---- [TAG: ]after PASS ----": with pass NULL all of them in the
+ * order made, else from the first dump after pass on; NULL when there is
+ * none.  Kept when compiling fails too.  Owned by m. */
 const char *revc_model_dump(const revc_model *m, const char *pass);
 /* The engine and CPU code is for: "jit (znver4)", "jit (x86-64-v3)", "interp". */
 const char *revc_model_engine_label(const revc_model *m);
@@ -117,6 +131,8 @@ const char *revc_model_engine_label(const revc_model *m);
  * (docs/mem.md), for one strategy. */
 typedef struct {
 	revc_strategy strategy;
+	bool cut;               /* the pass options stopped before plan: no figures */
+	const char *schedule;   /* the order heuristic the schedule pass chose, or "given" */
 	int64_t steps;          /* nodes in the schedule */
 	int64_t peak_step;      /* schedule step of the peak */
 	int64_t peak_bytes;     /* fragmentation-free peak of buffers and workspace */
@@ -130,9 +146,10 @@ typedef struct {
 
 /* Of the compiled model. */
 bool revc_model_memory(const revc_model *m, revc_memory *out, revc_error **err);
-/* Of a model planned under strategy s with the other options of o, without
- * compiling or allocating it (what revc mem does). */
-bool revc_memory_plan(const revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out,
+/* Of a spec model planned under strategy s with the other options of o
+ * (NULL: defaults), without compiling or allocating it (what revc mem does);
+ * dumps are added to revc_model_dump's. */
+bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out,
 	revc_error **err);
 
 /* ---- tensors --------------------------------------------------------------- */
@@ -184,8 +201,9 @@ bool revc_grad_at(const revc_model *m, int i, revc_tensor *out);
  * atomically into dir, replacing only a directory revc wrote
  * (docs/checkpoints.md). */
 bool revc_save(const revc_model *m, const char *dir, int64_t step, revc_error **err);
-/* Loads a checkpoint or parameter directory; *step (may be NULL) gets its
- * step, 0 for parameters. */
+/* Loads a checkpoint (a directory with step.npy; *step, when not NULL,
+ * gets its step) or a parameter directory (momentum buffers start at zero,
+ * *step 0). */
 bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err);
 
 /* ---- checks ---------------------------------------------------------------- */
