@@ -150,7 +150,7 @@ bool ir_attr_lookup(const char *s, size_t n, ir_attr_kind *out);
 /* ---- ops (ir/ops.def, ir/op.c) ---------------------------------------- */
 
 typedef enum {
-#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags) IR_OP_##ENUM,
+#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags, interp, native) IR_OP_##ENUM,
 #include "ops.def"
 #undef IR_OP
 	IR_OP_COUNT
