@@ -12,9 +12,9 @@
  * dispatcher.
  *
  * LLVM ownership: a cg_module owns its LLVMContext (through an ORC
- * thread-safe context), its LLVMModule until cg_module_take hands the module
- * over (to the JIT, which consumes it even on failure, or to the object
- * emitter), and its builder; cg_module_free disposes of what it still owns. */
+ * thread-safe context), its LLVMModule and its builder; the JIT and the
+ * object emitter compile the modules to object code in memory and leave
+ * them to it, and cg_module_free disposes of all three. */
 #ifndef REVC_CG_INTERNAL_H
 #define REVC_CG_INTERNAL_H
 
@@ -83,8 +83,6 @@ void cg_module_init(cg_module *m, const char *name, const char *cpu, int threads
 /* Spreads kernels over n more modules (n <= CG_MAX_PARTS). */
 void cg_module_add_parts(cg_module *m, int n);
 void cg_module_free(cg_module *m);
-/* Hands over the module (the caller now owns it). */
-LLVMModuleRef cg_module_take(cg_module *m);
 /* An external function declared in the module (e.g. cblas_sgemm). */
 LLVMValueRef cg_extern(cg_module *m, const char *name, LLVMTypeRef ty);
 

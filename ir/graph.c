@@ -169,15 +169,6 @@ void ir_node_add_after(ir_graph *g, ir_node *n, ir_node *dep)
 	n->after[n->nafter++] = dep;
 }
 
-void ir_node_remove_after(ir_node *n, ir_node *dep)
-{
-	int j = 0;
-	for (int i = 0; i < n->nafter; i++)
-		if (n->after[i] != dep)
-			n->after[j++] = n->after[i];
-	n->nafter = j;
-}
-
 const char *ir_node_ref(const ir_node *n, char *buf, size_t len)
 {
 	if (n->name)

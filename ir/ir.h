@@ -160,11 +160,8 @@ enum {
 	IR_OPF_SRC = 1u << 0,  /* no operands; the value comes from outside */
 	IR_OPF_FX = 1u << 1,   /* effect beyond its result: a root for DCE */
 	IR_OPF_UPD = 1u << 2,  /* writes its result into operand 0's storage */
-	IR_OPF_EW = 1u << 3,   /* elementwise over same-shaped operands */
-	IR_OPF_INPL = 1u << 4, /* result may reuse operand 0's buffer */
-	IR_OPF_DIFF = 1u << 5, /* autodiff knows its gradient */
-	IR_OPF_RED = 1u << 6,  /* a reduction */
-	IR_OPF_FUSE = 1u << 7, /* computable element by element in a fusion group */
+	IR_OPF_INPL = 1u << 3, /* result may reuse operand 0's buffer */
+	IR_OPF_FUSE = 1u << 4, /* computable element by element in a fusion group */
 };
 
 typedef struct ir_node ir_node;
@@ -223,9 +220,12 @@ struct ir_node {
 	int label;         /* N of the %N the node was parsed as, or -1: the
 	                      verifier names values as their source did */
 	/* Scratch for passes: index in the graph's node list, valid after
-	 * ir_graph_renumber; mark bits for traversals. */
+	 * ir_graph_renumber; a stamp for traversals (the verifier); the id the
+	 * node had when a pass that moves nodes began (fuse and optim key
+	 * their reader indexes by it). */
 	int id;
 	int mark;
+	int start_id;
 };
 
 /* A fusion group is a run of consecutive nodes with one group number, at
@@ -269,7 +269,6 @@ const char *ir_node_str(const ir_node *n, ir_attr_kind k);
 
 /* Adds an ordering edge "n runs after dep" unless it is already there. */
 void ir_node_add_after(ir_graph *g, ir_node *n, ir_node *dep);
-void ir_node_remove_after(ir_node *n, ir_node *dep);
 
 /* "%12" (the parsed label, else the list index) or "$name", for messages. */
 const char *ir_node_ref(const ir_node *n, char *buf, size_t len);

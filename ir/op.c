@@ -9,10 +9,7 @@
 #define SRC IR_OPF_SRC
 #define FX IR_OPF_FX
 #define UPD IR_OPF_UPD
-#define EW IR_OPF_EW
 #define INPL IR_OPF_INPL
-#define DIFF IR_OPF_DIFF
-#define RED IR_OPF_RED
 #define FUSE IR_OPF_FUSE
 
 static const ir_op_info ops[] = {

@@ -121,8 +121,6 @@ int ps_units_find(const ir_graph *g, ps_unit **units);
 bool ps_scope_is(const char *scope, const char *unit, const char *part);
 /* scope is unit or inside it. */
 bool ps_scope_within(const char *scope, const char *unit);
-/* The current list position of n. */
-int ps_index_of(const ir_graph *g, const ir_node *n);
 
 /* Where every node sits among the units, so passes visit a unit's nodes
  * without scanning the graph: for the node with id i (ids as when built),

@@ -10,7 +10,7 @@
  * Scratch memory it needs (an im2col buffer, say) is declared by the op's
  * workspace function and handed in as `ws`, so that the memory planner can
  * count it.  For in-place updates (UPD ops) `out` is operand 0's storage;
- * elementwise kernels (EW|INPL) must also work when out aliases in[0]. */
+ * kernels of INPL ops must also work when out aliases in[0]. */
 #ifndef REVC_RT_KERNELS_H
 #define REVC_RT_KERNELS_H
 
