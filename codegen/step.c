@@ -158,7 +158,7 @@ static void emit_input(stepper *s, const ir_node *n)
 LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_diags *d)
 {
 	stepper s = {.m = m, .g = g, .b = m->b};
-	ir_users_build((ir_graph *)g, &s.users); /* renumbers: ids are list positions */
+	ir_users_build(g, &s.users);
 	s.persist_index = calloc((size_t)g->n + 1, sizeof(int));
 	s.input_index = calloc((size_t)g->n + 1, sizeof(int));
 	if (!s.persist_index || !s.input_index)

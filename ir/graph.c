@@ -51,7 +51,8 @@ ir_node *ir_node_insert(ir_graph *g, int at, ir_op op, ir_node *const *in, int n
 	memmove(g->nodes + at + 1, g->nodes + at, (size_t)(g->n - at) * sizeof *g->nodes);
 	g->nodes[at] = n;
 	g->n++;
-	n->id = at;
+	for (int i = at; i < g->n; i++)
+		g->nodes[i]->id = i;
 	return n;
 }
 
@@ -182,6 +183,14 @@ void ir_graph_renumber(ir_graph *g)
 {
 	for (int i = 0; i < g->n; i++)
 		g->nodes[i]->id = i;
+}
+
+bool ir_graph_ids_current(const ir_graph *g)
+{
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->id != i)
+			return false;
+	return true;
 }
 
 void ir_graph_remove(ir_graph *g, const bool *dead)

@@ -219,10 +219,10 @@ struct ir_node {
 	int live_begin, live_end; /* schedule interval of the value (liveness) */
 	int label;         /* N of the %N the node was parsed as, or -1: the
 	                      verifier names values as their source did */
-	/* Scratch for passes: index in the graph's node list, valid after
-	 * ir_graph_renumber; a stamp for traversals (the verifier); the id the
-	 * node had when a pass that moves nodes began (fuse and optim key
-	 * their reader indexes by it). */
+	/* The index in the graph's node list (kept current: see
+	 * ir_graph_ids_current).  Scratch for passes: a stamp for traversals
+	 * (the verifier); the id the node had when a pass that moves nodes
+	 * began (fuse and optim key their reader indexes by it). */
 	int id;
 	int mark;
 	int start_id;
@@ -274,6 +274,11 @@ void ir_node_add_after(ir_graph *g, ir_node *n, ir_node *dep);
 const char *ir_node_ref(const ir_node *n, char *buf, size_t len);
 /* Sets node->id to the list index for every node. */
 void ir_graph_renumber(ir_graph *g);
+/* Whether every node's id is its list index.  The functions that change
+ * the list keep it so (ir_node_insert, ir_graph_remove, ir_graph_reorder),
+ * as must a pass that moves nodes itself; so functions that only read a
+ * graph rely on it (and assert it) instead of renumbering. */
+bool ir_graph_ids_current(const ir_graph *g);
 /* Removes the nodes for which dead[node->id] is true (ids must be current),
  * dropping ordering edges to them, then renumbers. */
 void ir_graph_remove(ir_graph *g, const bool *dead);
@@ -297,8 +302,8 @@ typedef struct {
 	ir_node **user;
 } ir_users;
 
-/* Renumbers g and indexes it; dies on out of memory as the graph does. */
-void ir_users_build(ir_graph *g, ir_users *u);
+/* Indexes g (its ids current); dies on out of memory as the graph does. */
+void ir_users_build(const ir_graph *g, ir_users *u);
 void ir_users_free(ir_users *u);
 
 /* ---- text format (ir/print.c, ir/parse.c); grammar in docs/ir.md ------- */

@@ -332,7 +332,7 @@ static void check_updates(verifier *v, const int *topo)
 	int *pos = malloc(((size_t)g->n + 1) * sizeof *pos);
 	if (!s.updater || !pos)
 		IR_DIE("out of memory");
-	ir_users_build((ir_graph *)g, &s.users);
+	ir_users_build(g, &s.users);
 	for (int i = 0; i < g->n; i++) {
 		g->nodes[i]->mark = 0;
 		pos[topo[i]] = i;
@@ -488,7 +488,7 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 {
 	verifier v = {g, d, 0};
 	char r1[80];
-	ir_graph_renumber((ir_graph *)g);
+	IR_ASSERT(ir_graph_ids_current(g));
 	/* Membership first: everything below follows pointers. */
 	bool linked = true;
 	for (int i = 0; i < g->n; i++) {

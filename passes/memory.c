@@ -112,7 +112,7 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 	if (!step || !last || !m->buf_of || !m->bytes || !m->begin || !m->end || !m->cat ||
 	    !m->first || !m->ws || !m->live)
 		IR_DIE("out of memory");
-	ir_graph_renumber((ir_graph *)g);
+	IR_ASSERT(ir_graph_ids_current(g));
 	for (int t = 0; t < n; t++)
 		step[order[t]->id] = t;
 	/* Last reader of each value (outputs pin theirs to the end). */

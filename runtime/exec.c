@@ -177,7 +177,7 @@ rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_exec_mode mode, rt_e
 	x->kern = xcalloc((size_t)n + 1, sizeof *x->kern);
 	x->staging = xcalloc((size_t)n + 1, sizeof *x->staging);
 	x->readers = xcalloc((size_t)n + 1, sizeof *x->readers);
-	ir_graph_renumber((ir_graph *)g);
+	IR_ASSERT(ir_graph_ids_current(g));
 	if (mode == RT_EXEC_AUTO) {
 		mode = RT_EXEC_ARENA;
 		for (int i = 0; i < n; i++)
