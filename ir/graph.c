@@ -170,6 +170,11 @@ void ir_node_add_after(ir_graph *g, ir_node *n, ir_node *dep)
 	n->after[n->nafter++] = dep;
 }
 
+bool ir_node_has_own_buffer(const ir_node *n)
+{
+	return !ir_op_is_persistent(n->op) && n->op != IR_OP_OUTPUT && !ir_op_has(n->op, IR_OPF_UPD);
+}
+
 const char *ir_node_ref(const ir_node *n, char *buf, size_t len)
 {
 	if (n->name)

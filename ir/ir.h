@@ -185,6 +185,9 @@ const ir_op_info *ir_op_get(ir_op op);
 const char *ir_op_name(ir_op op);
 bool ir_op_lookup(const char *s, size_t n, ir_op *out);
 static inline bool ir_op_has(ir_op op, uint32_t flag) { return (ir_op_get(op)->flags & flag) != 0; }
+/* param and state: the persistent tensors, named, living in the store
+ * across steps rather than in the step's memory. */
+static inline bool ir_op_is_persistent(ir_op op) { return op == IR_OP_PARAM || op == IR_OP_STATE; }
 
 /* ---- roles ------------------------------------------------------------ */
 
@@ -269,6 +272,11 @@ const char *ir_node_str(const ir_node *n, ir_attr_kind k);
 
 /* Adds an ordering edge "n runs after dep" unless it is already there. */
 void ir_node_add_after(ir_graph *g, ir_node *n, ir_node *dep);
+
+/* Whether n's value needs a buffer of its own in the step's memory: not a
+ * persistent tensor, an output (its operand's value) or an update (written
+ * into operand 0's storage). */
+bool ir_node_has_own_buffer(const ir_node *n);
 
 /* "%12" (the parsed label, else the list index) or "$name", for messages. */
 const char *ir_node_ref(const ir_node *n, char *buf, size_t len);

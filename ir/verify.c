@@ -67,7 +67,7 @@ static void check_node(verifier *v, const ir_node *n)
 			report(v, n, "missing attribute '%s'", ir_attr_name((ir_attr_kind)k));
 			ok = false;
 		}
-	bool named = n->op == IR_OP_PARAM || n->op == IR_OP_STATE;
+	bool named = ir_op_is_persistent(n->op);
 	if (named != (n->name != NULL)) {
 		report(v, n, named ? "needs a $name" : "only param and state have a $name");
 		ok = false;
@@ -178,7 +178,7 @@ static int each_unordered(updates *s, verifier *report_to, unordered_fn visit, v
 		const ir_node *p = u->in[0];
 		if (report_to && u->role == IR_ROLE_RECOMPUTE)
 			report(report_to, u, "a recomputation must not update %s", ir_node_ref(p, r1, sizeof r1));
-		if (p->op != IR_OP_PARAM && p->op != IR_OP_STATE) {
+		if (!ir_op_is_persistent(p->op)) {
 			if (report_to)
 				report(report_to, u, "operand 0 must be a param or state to update, got %s",
 					ir_node_ref(p, r1, sizeof r1));

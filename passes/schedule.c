@@ -170,8 +170,7 @@ static void order_asap(const ir_graph *g, ir_node **out)
  * buffer of their own). */
 static int64_t own_bytes(const ir_node *n)
 {
-	if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE || n->op == IR_OP_OUTPUT ||
-	    ir_op_has(n->op, IR_OPF_UPD))
+	if (!ir_node_has_own_buffer(n))
 		return 0;
 	return ir_type_bytes(&n->type);
 }

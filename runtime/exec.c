@@ -83,12 +83,6 @@ static void *xcalloc(size_t n, size_t size)
 	return p;
 }
 
-static bool has_buffer(const ir_node *n)
-{
-	return n->op != IR_OP_PARAM && n->op != IR_OP_STATE && n->op != IR_OP_OUTPUT &&
-		!ir_op_has(n->op, IR_OPF_UPD);
-}
-
 /* Does n read v as an operand before operand k?  (Count readers once.) */
 static bool read_before(const ir_node *n, int k)
 {
@@ -144,7 +138,7 @@ static bool setup_arena(rt_exec *x, rt_err *e)
 	const ir_graph *g = x->g;
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
-		if (has_buffer(n)) {
+		if (ir_node_has_own_buffer(n)) {
 			if (n->offset < 0)
 				return rt_errorf(e, "%s node %d has no arena offset: run the plan pass", ir_op_name(n->op), i);
 			int64_t top = n->offset + ir_type_bytes(&n->type);
@@ -162,7 +156,7 @@ static bool setup_arena(rt_exec *x, rt_err *e)
 	if (!x->arena)
 		return rt_error_oom(e, "the arena", x->arena_bytes);
 	for (int i = 0; i < g->n; i++)
-		if (has_buffer(g->nodes[i]))
+		if (ir_node_has_own_buffer(g->nodes[i]))
 			x->val[i] = x->arena + g->nodes[i]->offset;
 	return true;
 }
@@ -181,7 +175,7 @@ rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_exec_mode mode, rt_e
 	if (mode == RT_EXEC_AUTO) {
 		mode = RT_EXEC_ARENA;
 		for (int i = 0; i < n; i++)
-			if (has_buffer(g->nodes[i]) && g->nodes[i]->offset < 0)
+			if (ir_node_has_own_buffer(g->nodes[i]) && g->nodes[i]->offset < 0)
 				mode = RT_EXEC_TRACK;
 	}
 	x->mode = mode;
@@ -323,7 +317,7 @@ static void track_run_done(rt_exec *x, int first, int last)
 {
 	for (int j = first; j <= last; j++) {
 		const ir_node *n = x->g->nodes[j];
-		if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE || n->op == IR_OP_OUTPUT)
+		if (n->op == IR_OP_INPUT || ir_op_is_persistent(n->op) || n->op == IR_OP_OUTPUT)
 			continue;
 		for (int k = 0; k < n->nin; k++) {
 			int b = x->buf_of[n->in[k]->id];
@@ -338,11 +332,6 @@ static void track_run_done(rt_exec *x, int first, int last)
 }
 
 /* ---- numerics -------------------------------------------------------------- */
-
-static bool persistent(const ir_node *n)
-{
-	return n->op == IR_OP_PARAM || n->op == IR_OP_STATE;
-}
 
 /* Records n as the fault and says where it is: "the first non-finite value
  * came from %12 (conv2d_dx in s1.u0.f) at models/x.rev:20:9". */
@@ -404,7 +393,7 @@ static const char *first_nonfinite(const rt_exec *x)
 		const ir_node *n = g->nodes[i];
 		if (n->op == IR_OP_OUTPUT && !rt_all_finite(x->val[n->in[0]->id], &n->type))
 			return ir_node_str(n, IR_ATTR_NAME);
-		if (persistent(n) && !rt_all_finite(x->val[i], &n->type))
+		if (ir_op_is_persistent(n->op) && !rt_all_finite(x->val[i], &n->type))
 			return n->name;
 	}
 	return NULL;
@@ -424,7 +413,7 @@ static bool save_persistent(rt_exec *x, bool restore, rt_err *e)
 	if (!x->saved && !(x->saved = calloc((size_t)g->n + 1, sizeof *x->saved)))
 		return rt_error_oom(e, "the copy of the parameters and state", ((int64_t)g->n + 1) * (int64_t)sizeof *x->saved);
 	for (int i = 0; i < g->n; i++) {
-		if (!persistent(g->nodes[i]))
+		if (!ir_op_is_persistent(g->nodes[i]->op))
 			continue;
 		size_t bytes = (size_t)ir_type_bytes(&g->nodes[i]->type);
 		if (!x->saved[i] && !(x->saved[i] = malloc(bytes + 1))) {
@@ -493,7 +482,7 @@ rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, rt_step_abi step
 	int np = 0, ni = 0;
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
-		if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE)
+		if (ir_op_is_persistent(n->op))
 			x->persist[np++] = x->val[i];
 		else if (n->op == IR_OP_INPUT)
 			x->inputs[ni++] = x->staging[i];
@@ -524,7 +513,7 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 		for (int i = 0; i < g->n; i++) {
 			const ir_node *n = g->nodes[i];
 			if ((n->op == IR_OP_INPUT && !rt_all_finite(x->staging[i], &n->type)) ||
-			    (persistent(n) && !rt_all_finite(x->val[i], &n->type)))
+			    (ir_op_is_persistent(n->op) && !rt_all_finite(x->val[i], &n->type)))
 				return nonfinite(x, n, e);
 		}
 	if (track) {
