@@ -223,6 +223,9 @@ int ps_dce(ir_graph *g, ps_ctx *ctx);
 /* The list position of the first node ps_dce would remove, or -1. */
 int ps_dce_first_dead(ir_graph *g);
 int ps_schedule(ir_graph *g, ps_ctx *ctx);
+/* The ordering edges of the reversible backward pass (edges.c), which
+ * ps_schedule inserts under strategy revnet. */
+void ps_order_edges(ir_graph *g);
 int ps_fuse(ir_graph *g, ps_ctx *ctx);
 int ps_liveness(ir_graph *g, ps_ctx *ctx);
 int ps_plan(ir_graph *g, ps_ctx *ctx);
