@@ -12,9 +12,9 @@
  * dispatcher.
  *
  * LLVM ownership: a cg_module owns its LLVMContext (through an ORC
- * thread-safe context), its LLVMModule until cg_module_take hands the module
- * over (to the JIT, which consumes it even on failure, or to the object
- * emitter), and its builder; cg_module_free disposes of what it still owns. */
+ * thread-safe context), its LLVMModule and its builder; the JIT and the
+ * object emitter compile the modules to object code in memory and leave
+ * them to it, and cg_module_free disposes of all three. */
 #ifndef REVC_CG_INTERNAL_H
 #define REVC_CG_INTERNAL_H
 
@@ -83,8 +83,6 @@ void cg_module_init(cg_module *m, const char *name, const char *cpu, int threads
 /* Spreads kernels over n more modules (n <= CG_MAX_PARTS). */
 void cg_module_add_parts(cg_module *m, int n);
 void cg_module_free(cg_module *m);
-/* Hands over the module (the caller now owns it). */
-LLVMModuleRef cg_module_take(cg_module *m);
 /* An external function declared in the module (e.g. cblas_sgemm). */
 LLVMValueRef cg_extern(cg_module *m, const char *name, LLVMTypeRef ty);
 
@@ -271,15 +269,17 @@ const cg_op_impl *cg_op_impl_get(const ir_node *n);
 /* "conv2d f32[100,16,28,28] f32[16,16,3,3] -> f32[...] stride=1 pad=[...]" */
 void cg_node_signature(const ir_node *n, char *buf, size_t len);
 
-/* Families (codegen/k_*.c). */
-extern const cg_op_impl cg_impl_conv2d, cg_impl_conv2d_dx, cg_impl_conv2d_dw;
-extern const cg_op_impl cg_impl_matmul;
-extern const cg_op_impl cg_impl_bn_stats, cg_impl_bn_dgamma, cg_impl_reduce_sum;
-extern const cg_op_impl cg_impl_bn_running_mean, cg_impl_bn_running_var;
-extern const cg_op_impl cg_impl_avgpool, cg_impl_avgpool_grad, cg_impl_maxpool, cg_impl_maxpool_grad;
-extern const cg_op_impl cg_impl_global_avgpool;
-extern const cg_op_impl cg_impl_split, cg_impl_concat, cg_impl_channel_pad, cg_impl_channel_slice;
-extern const cg_op_impl cg_impl_softmax_xent, cg_impl_softmax_xent_grad;
+/* Families (codegen/k_*.c): cg_impl_<op> for every op whose native column
+ * in ops.def is IMPL. */
+#define CG_IMPL_DECL_IMPL(op) extern const cg_op_impl cg_impl_##op;
+#define CG_IMPL_DECL_FUSED(op)
+#define CG_IMPL_DECL_BOUND(op)
+#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags, interp, native) CG_IMPL_DECL_##native(name)
+#include "ops.def"
+#undef IR_OP
+#undef CG_IMPL_DECL_IMPL
+#undef CG_IMPL_DECL_FUSED
+#undef CG_IMPL_DECL_BOUND
 
 /* ---- elementwise groups (codegen/k_elementwise.c) --------------------------- */
 

@@ -3,8 +3,7 @@
  *
  * Ownership (LLVM C API): the module's context belongs to an ORC
  * thread-safe context, which cg_module holds one reference to and disposes
- * of in cg_module_free (a JIT that took the module holds its own).  The
- * module itself is cg_module's until cg_module_take; the builder always is.
+ * of in cg_module_free.  The module and the builder are cg_module's.
  * Target machines made by cg_target_machine belong to the caller. */
 #include <stdlib.h>
 #include <string.h>
@@ -70,13 +69,6 @@ void cg_module_free(cg_module *m)
 	if (m->tsctx)
 		LLVMOrcDisposeThreadSafeContext(m->tsctx);
 	memset(m, 0, sizeof *m);
-}
-
-LLVMModuleRef cg_module_take(cg_module *m)
-{
-	LLVMModuleRef mod = m->mod;
-	m->mod = NULL;
-	return mod;
 }
 
 LLVMValueRef cg_extern(cg_module *m, const char *name, LLVMTypeRef ty)

@@ -5,28 +5,18 @@
 
 #include "internal.h"
 
-static const cg_op_impl *const impls[IR_OP_COUNT] = {
-	[IR_OP_CONV2D] = &cg_impl_conv2d,
-	[IR_OP_CONV2D_DX] = &cg_impl_conv2d_dx,
-	[IR_OP_CONV2D_DW] = &cg_impl_conv2d_dw,
-	[IR_OP_MATMUL] = &cg_impl_matmul,
-	[IR_OP_BN_STATS] = &cg_impl_bn_stats,
-	[IR_OP_BN_DGAMMA] = &cg_impl_bn_dgamma,
-	[IR_OP_REDUCE_SUM] = &cg_impl_reduce_sum,
-	[IR_OP_BN_RUNNING_MEAN] = &cg_impl_bn_running_mean,
-	[IR_OP_BN_RUNNING_VAR] = &cg_impl_bn_running_var,
-	[IR_OP_AVGPOOL] = &cg_impl_avgpool,
-	[IR_OP_AVGPOOL_GRAD] = &cg_impl_avgpool_grad,
-	[IR_OP_MAXPOOL] = &cg_impl_maxpool,
-	[IR_OP_MAXPOOL_GRAD] = &cg_impl_maxpool_grad,
-	[IR_OP_GLOBAL_AVGPOOL] = &cg_impl_global_avgpool,
-	[IR_OP_SPLIT] = &cg_impl_split,
-	[IR_OP_CONCAT] = &cg_impl_concat,
-	[IR_OP_CHANNEL_PAD] = &cg_impl_channel_pad,
-	[IR_OP_CHANNEL_SLICE] = &cg_impl_channel_slice,
-	[IR_OP_SOFTMAX_XENT] = &cg_impl_softmax_xent,
-	[IR_OP_SOFTMAX_XENT_GRAD] = &cg_impl_softmax_xent_grad,
+/* Generated from ops.def's native column: FUSED ops are compiled by the
+ * group emitter (k_elementwise.c), BOUND ones not at all. */
+#define IMPL_IMPL(op) &cg_impl_##op
+#define IMPL_FUSED(op) NULL
+#define IMPL_BOUND(op) NULL
+static const cg_op_impl *const impls[] = {
+#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags, interp, native) \
+	[IR_OP_##ENUM] = IMPL_##native(name),
+#include "ops.def"
+#undef IR_OP
 };
+_Static_assert(sizeof impls / sizeof impls[0] == IR_OP_COUNT, "emitter table");
 
 const cg_op_impl *cg_op_impl_get(const ir_node *n)
 {

@@ -34,7 +34,7 @@ static LLVMValueRef value_ptr(stepper *s, const ir_node *v)
 	while (v->op == IR_OP_OUTPUT || ir_op_has(v->op, IR_OPF_UPD))
 		v = v->in[0];
 	LLVMValueRef idx;
-	if (v->op == IR_OP_PARAM || v->op == IR_OP_STATE) {
+	if (ir_op_is_persistent(v->op)) {
 		idx = LLVMConstInt(s->m->i64, (unsigned)s->persist_index[v->id], 0);
 		LLVMValueRef slot = LLVMBuildGEP2(s->b, s->m->ptr, s->persist, &idx, 1, "");
 		return LLVMBuildLoad2(s->b, s->m->ptr, slot, v->name);
@@ -158,7 +158,7 @@ static void emit_input(stepper *s, const ir_node *n)
 LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_diags *d)
 {
 	stepper s = {.m = m, .g = g, .b = m->b};
-	ir_users_build((ir_graph *)g, &s.users); /* renumbers: ids are list positions */
+	ir_users_build(g, &s.users);
 	s.persist_index = calloc((size_t)g->n + 1, sizeof(int));
 	s.input_index = calloc((size_t)g->n + 1, sizeof(int));
 	if (!s.persist_index || !s.input_index)
@@ -167,7 +167,7 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 	s.nargs = 8;
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
-		if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE)
+		if (ir_op_is_persistent(n->op))
 			s.persist_index[i] = np++;
 		if (n->op == IR_OP_INPUT)
 			s.input_index[i] = ni++;

@@ -23,7 +23,7 @@ static void dot_escape(FILE *out, const char *s)
 void ir_dot(FILE *out, const ir_graph *g)
 {
 	char ref[80], type[256];
-	ir_graph_renumber((ir_graph *)g);
+	IR_ASSERT(ir_graph_ids_current(g));
 	fputs("digraph \"", out);
 	dot_escape(out, g->name);
 	fputs("\" {\n  node [shape=box, style=filled, fontname=\"monospace\", fontsize=10];\n", out);

@@ -51,7 +51,8 @@ ir_node *ir_node_insert(ir_graph *g, int at, ir_op op, ir_node *const *in, int n
 	memmove(g->nodes + at + 1, g->nodes + at, (size_t)(g->n - at) * sizeof *g->nodes);
 	g->nodes[at] = n;
 	g->n++;
-	n->id = at;
+	for (int i = at; i < g->n; i++)
+		g->nodes[i]->id = i;
 	return n;
 }
 
@@ -169,13 +170,9 @@ void ir_node_add_after(ir_graph *g, ir_node *n, ir_node *dep)
 	n->after[n->nafter++] = dep;
 }
 
-void ir_node_remove_after(ir_node *n, ir_node *dep)
+bool ir_node_has_own_buffer(const ir_node *n)
 {
-	int j = 0;
-	for (int i = 0; i < n->nafter; i++)
-		if (n->after[i] != dep)
-			n->after[j++] = n->after[i];
-	n->nafter = j;
+	return !ir_op_is_persistent(n->op) && n->op != IR_OP_OUTPUT && !ir_op_has(n->op, IR_OPF_UPD);
 }
 
 const char *ir_node_ref(const ir_node *n, char *buf, size_t len)
@@ -191,6 +188,14 @@ void ir_graph_renumber(ir_graph *g)
 {
 	for (int i = 0; i < g->n; i++)
 		g->nodes[i]->id = i;
+}
+
+bool ir_graph_ids_current(const ir_graph *g)
+{
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->id != i)
+			return false;
+	return true;
 }
 
 void ir_graph_remove(ir_graph *g, const bool *dead)

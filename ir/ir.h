@@ -150,7 +150,7 @@ bool ir_attr_lookup(const char *s, size_t n, ir_attr_kind *out);
 /* ---- ops (ir/ops.def, ir/op.c) ---------------------------------------- */
 
 typedef enum {
-#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags) IR_OP_##ENUM,
+#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags, interp, native) IR_OP_##ENUM,
 #include "ops.def"
 #undef IR_OP
 	IR_OP_COUNT
@@ -160,11 +160,8 @@ enum {
 	IR_OPF_SRC = 1u << 0,  /* no operands; the value comes from outside */
 	IR_OPF_FX = 1u << 1,   /* effect beyond its result: a root for DCE */
 	IR_OPF_UPD = 1u << 2,  /* writes its result into operand 0's storage */
-	IR_OPF_EW = 1u << 3,   /* elementwise over same-shaped operands */
-	IR_OPF_INPL = 1u << 4, /* result may reuse operand 0's buffer */
-	IR_OPF_DIFF = 1u << 5, /* autodiff knows its gradient */
-	IR_OPF_RED = 1u << 6,  /* a reduction */
-	IR_OPF_FUSE = 1u << 7, /* computable element by element in a fusion group */
+	IR_OPF_INPL = 1u << 3, /* result may reuse operand 0's buffer */
+	IR_OPF_FUSE = 1u << 4, /* computable element by element in a fusion group */
 };
 
 typedef struct ir_node ir_node;
@@ -188,6 +185,9 @@ const ir_op_info *ir_op_get(ir_op op);
 const char *ir_op_name(ir_op op);
 bool ir_op_lookup(const char *s, size_t n, ir_op *out);
 static inline bool ir_op_has(ir_op op, uint32_t flag) { return (ir_op_get(op)->flags & flag) != 0; }
+/* param and state: the persistent tensors, named, living in the store
+ * across steps rather than in the step's memory. */
+static inline bool ir_op_is_persistent(ir_op op) { return op == IR_OP_PARAM || op == IR_OP_STATE; }
 
 /* ---- roles ------------------------------------------------------------ */
 
@@ -222,10 +222,13 @@ struct ir_node {
 	int live_begin, live_end; /* schedule interval of the value (liveness) */
 	int label;         /* N of the %N the node was parsed as, or -1: the
 	                      verifier names values as their source did */
-	/* Scratch for passes: index in the graph's node list, valid after
-	 * ir_graph_renumber; mark bits for traversals. */
+	/* The index in the graph's node list (kept current: see
+	 * ir_graph_ids_current).  Scratch for passes: a stamp for traversals
+	 * (the verifier); the id the node had when a pass that moves nodes
+	 * began (fuse and optim key their reader indexes by it). */
 	int id;
 	int mark;
+	int start_id;
 };
 
 /* A fusion group is a run of consecutive nodes with one group number, at
@@ -269,12 +272,21 @@ const char *ir_node_str(const ir_node *n, ir_attr_kind k);
 
 /* Adds an ordering edge "n runs after dep" unless it is already there. */
 void ir_node_add_after(ir_graph *g, ir_node *n, ir_node *dep);
-void ir_node_remove_after(ir_node *n, ir_node *dep);
+
+/* Whether n's value needs a buffer of its own in the step's memory: not a
+ * persistent tensor, an output (its operand's value) or an update (written
+ * into operand 0's storage). */
+bool ir_node_has_own_buffer(const ir_node *n);
 
 /* "%12" (the parsed label, else the list index) or "$name", for messages. */
 const char *ir_node_ref(const ir_node *n, char *buf, size_t len);
 /* Sets node->id to the list index for every node. */
 void ir_graph_renumber(ir_graph *g);
+/* Whether every node's id is its list index.  The functions that change
+ * the list keep it so (ir_node_insert, ir_graph_remove, ir_graph_reorder),
+ * as must a pass that moves nodes itself; so functions that only read a
+ * graph rely on it (and assert it) instead of renumbering. */
+bool ir_graph_ids_current(const ir_graph *g);
 /* Removes the nodes for which dead[node->id] is true (ids must be current),
  * dropping ordering edges to them, then renumbers. */
 void ir_graph_remove(ir_graph *g, const bool *dead);
@@ -298,8 +310,8 @@ typedef struct {
 	ir_node **user;
 } ir_users;
 
-/* Renumbers g and indexes it; dies on out of memory as the graph does. */
-void ir_users_build(ir_graph *g, ir_users *u);
+/* Indexes g (its ids current); dies on out of memory as the graph does. */
+void ir_users_build(const ir_graph *g, ir_users *u);
 void ir_users_free(ir_users *u);
 
 /* ---- text format (ir/print.c, ir/parse.c); grammar in docs/ir.md ------- */

@@ -9,23 +9,33 @@
 #define SRC IR_OPF_SRC
 #define FX IR_OPF_FX
 #define UPD IR_OPF_UPD
-#define EW IR_OPF_EW
 #define INPL IR_OPF_INPL
-#define DIFF IR_OPF_DIFF
-#define RED IR_OPF_RED
 #define FUSE IR_OPF_FUSE
 
 static const ir_op_info ops[] = {
-#define IR_OP(nm, ENUM, mn, mx, req, opt, rl, fl) \
-	[IR_OP_##ENUM] = {nm, mn, mx, (req), (opt), ir_rule_##rl, (fl)},
+#define IR_OP(nm, ENUM, mn, mx, req, opt, rl, fl, interp, native) \
+	[IR_OP_##ENUM] = {#nm, mn, mx, (req), (opt), ir_rule_##rl, (fl)},
 #include "ops.def"
 #undef IR_OP
 };
 _Static_assert(sizeof ops / sizeof ops[0] == IR_OP_COUNT, "op table");
-#define IR_OP(nm, ENUM, mn, mx, req, opt, rl, fl) \
-	_Static_assert(!((fl) & IR_OPF_FUSE) || (mx) <= IR_MAX_FUSE_ARITY, nm ": more operands than IR_MAX_FUSE_ARITY");
+/* The interp and native columns, checked here where the flags are known;
+ * runtime/kernels.c and codegen/ops.c build their tables from them. */
+#define KERN 1
+#define IMPL 2
+#define FUSED 3
+#define BOUND 4
+#define IR_OP(nm, ENUM, mn, mx, req, opt, rl, fl, interp, native) \
+	_Static_assert(!((fl) & IR_OPF_FUSE) || (mx) <= IR_MAX_FUSE_ARITY, #nm ": more operands than IR_MAX_FUSE_ARITY"); \
+	_Static_assert((native) != FUSED || ((fl) & IR_OPF_FUSE), #nm ": native FUSED needs the FUSE flag"); \
+	_Static_assert(((native) == BOUND) == ((interp) == BOUND), #nm ": bound in one engine only"); \
+	_Static_assert((interp) != BOUND || ((fl) & (IR_OPF_SRC | IR_OPF_FX)), #nm ": bound but neither source nor sink");
 #include "ops.def"
 #undef IR_OP
+#undef KERN
+#undef IMPL
+#undef FUSED
+#undef BOUND
 
 static const struct {
 	const char *name;

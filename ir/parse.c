@@ -351,7 +351,7 @@ static bool parse_node(parser *p)
 	if (!ir_op_lookup(p->tok.text, p->tok.len, &op))
 		return error_at(p, p->tok.pos, "unknown op '%.*s'", (int)(p->tok.len > 40 ? 40 : p->tok.len),
 			p->tok.text);
-	bool is_param = op == IR_OP_PARAM || op == IR_OP_STATE;
+	bool is_param = ir_op_is_persistent(op);
 	if (is_param != (result.kind == TK_PARAM))
 		return error_at(p, result.pos, is_param ? "%s defines a $name, not a %%value"
 			: "%s defines a %%value, not a $name", ir_op_name(op));

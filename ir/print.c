@@ -135,9 +135,7 @@ static void print_node(FILE *out, const ir_node *n)
 
 void ir_print(FILE *out, const ir_graph *g)
 {
-	/* Number values by list position without touching the graph. */
-	for (int i = 0; i < g->n; i++)
-		g->nodes[i]->id = i;
+	IR_ASSERT(ir_graph_ids_current(g)); /* values are numbered by list position */
 	fprintf(out, "graph @%s", g->name);
 	if (g->npasses) {
 		fputs(" passes(", out);

@@ -118,7 +118,7 @@ bool ir_rule_source(const ir_node *n, ir_type *out, ir_diags *d)
 {
 	if (!declared(out))
 		return fail(n, d, "needs a declared result type");
-	if ((n->op == IR_OP_PARAM || n->op == IR_OP_STATE || n->op == IR_OP_CONST) &&
+	if ((ir_op_is_persistent(n->op) || n->op == IR_OP_CONST) &&
 	    !ir_dtype_is_float(out->dtype))
 		return fail(n, d, "must be f32 or f64, got %s", ir_dtype_name(out->dtype));
 	return true;

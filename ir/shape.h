@@ -4,7 +4,7 @@
 
 #include "ir.h"
 
-#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags) \
+#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags, interp, native) \
 	bool ir_rule_##rule(const ir_node *n, ir_type *out, ir_diags *d);
 #include "ops.def"
 #undef IR_OP

@@ -5,9 +5,9 @@
 
 #include "ir.h"
 
-void ir_users_build(ir_graph *g, ir_users *u)
+void ir_users_build(const ir_graph *g, ir_users *u)
 {
-	ir_graph_renumber(g);
+	IR_ASSERT(ir_graph_ids_current(g));
 	size_t total = 0;
 	for (int i = 0; i < g->n; i++)
 		total += (size_t)g->nodes[i]->nin;

@@ -67,7 +67,7 @@ static void check_node(verifier *v, const ir_node *n)
 			report(v, n, "missing attribute '%s'", ir_attr_name((ir_attr_kind)k));
 			ok = false;
 		}
-	bool named = n->op == IR_OP_PARAM || n->op == IR_OP_STATE;
+	bool named = ir_op_is_persistent(n->op);
 	if (named != (n->name != NULL)) {
 		report(v, n, named ? "needs a $name" : "only param and state have a $name");
 		ok = false;
@@ -178,7 +178,7 @@ static int each_unordered(updates *s, verifier *report_to, unordered_fn visit, v
 		const ir_node *p = u->in[0];
 		if (report_to && u->role == IR_ROLE_RECOMPUTE)
 			report(report_to, u, "a recomputation must not update %s", ir_node_ref(p, r1, sizeof r1));
-		if (p->op != IR_OP_PARAM && p->op != IR_OP_STATE) {
+		if (!ir_op_is_persistent(p->op)) {
 			if (report_to)
 				report(report_to, u, "operand 0 must be a param or state to update, got %s",
 					ir_node_ref(p, r1, sizeof r1));
@@ -332,7 +332,7 @@ static void check_updates(verifier *v, const int *topo)
 	int *pos = malloc(((size_t)g->n + 1) * sizeof *pos);
 	if (!s.updater || !pos)
 		IR_DIE("out of memory");
-	ir_users_build((ir_graph *)g, &s.users);
+	ir_users_build(g, &s.users);
 	for (int i = 0; i < g->n; i++) {
 		g->nodes[i]->mark = 0;
 		pos[topo[i]] = i;
@@ -488,7 +488,7 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 {
 	verifier v = {g, d, 0};
 	char r1[80];
-	ir_graph_renumber((ir_graph *)g);
+	IR_ASSERT(ir_graph_ids_current(g));
 	/* Membership first: everything below follows pointers. */
 	bool linked = true;
 	for (int i = 0; i < g->n; i++) {

@@ -15,8 +15,7 @@
 
 static bool is_root(const ir_node *n)
 {
-	return ir_op_has(n->op, IR_OPF_FX) || n->op == IR_OP_INPUT || n->op == IR_OP_PARAM ||
-		n->op == IR_OP_STATE;
+	return ir_op_has(n->op, IR_OPF_FX) || n->op == IR_OP_INPUT || ir_op_is_persistent(n->op);
 }
 
 /* live[i]: node i is a root or something a live node needs. */

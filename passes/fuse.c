@@ -55,7 +55,7 @@ static int next_member(const ir_graph *g, const ir_users *u, int first, int last
 	const ir_type *shape = &g->nodes[first]->type;
 	int best = -1;
 	for (int m = first; m <= last; m++) {
-		int s = g->nodes[m]->mark;
+		int s = g->nodes[m]->start_id;
 		for (int k = u->start[s]; k < u->start[s + 1]; k++) {
 			const ir_node *c = u->user[k];
 			if (c->id <= last || (best >= 0 && c->id >= best))
@@ -72,11 +72,11 @@ static int next_member(const ir_graph *g, const ir_users *u, int first, int last
 int ps_fuse(ir_graph *g, ps_ctx *ctx)
 {
 	(void)ctx;
-	ir_users u; /* keyed by the ids before any move: kept in `mark` */
+	ir_users u; /* keyed by the ids before any move: kept in `start_id` */
 	ir_users_build(g, &u);
 	for (int i = 0; i < g->n; i++) {
 		g->nodes[i]->group = -1;
-		g->nodes[i]->mark = i;
+		g->nodes[i]->start_id = i;
 	}
 	int groups = 0;
 	for (int i = 0; i < g->n; i++) {

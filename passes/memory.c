@@ -75,7 +75,7 @@ void ps_memory_persistent(const ir_graph *g, int64_t persistent[PS_MEM_CAT_COUNT
 	persistent[PS_MEM_PARAMS] = persistent[PS_MEM_OPTSTATE] = 0;
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *v = g->nodes[i];
-		if (v->op == IR_OP_PARAM || v->op == IR_OP_STATE)
+		if (ir_op_is_persistent(v->op))
 			persistent[opt[v->id] ? PS_MEM_OPTSTATE : PS_MEM_PARAMS] += ir_type_bytes(&v->type);
 	}
 	free(opt);
@@ -112,7 +112,7 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 	if (!step || !last || !m->buf_of || !m->bytes || !m->begin || !m->end || !m->cat ||
 	    !m->first || !m->ws || !m->live)
 		IR_DIE("out of memory");
-	ir_graph_renumber((ir_graph *)g);
+	IR_ASSERT(ir_graph_ids_current(g));
 	for (int t = 0; t < n; t++)
 		step[order[t]->id] = t;
 	/* Last reader of each value (outputs pin theirs to the end). */
@@ -139,8 +139,7 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 		const ir_node *v = order[t];
 		int id = v->id;
 		m->buf_of[id] = -1;
-		if (v->op == IR_OP_PARAM || v->op == IR_OP_STATE || v->op == IR_OP_OUTPUT ||
-		    ir_op_has(v->op, IR_OPF_UPD))
+		if (!ir_node_has_own_buffer(v))
 			continue;
 		int64_t bytes = ir_type_bytes(&v->type);
 		int end = last[id] < t ? t : last[id];

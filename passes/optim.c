@@ -18,10 +18,10 @@
 #include "passes.h"
 
 /* Is p a conv filter or dense weight: operand 1 of a forward conv2d or
- * matmul?  u indexes readers by the ids the pass started with (`mark`). */
+ * matmul?  u indexes readers by the ids the pass started with (`start_id`). */
 static bool is_weight(const ir_users *u, const ir_node *p)
 {
-	for (int k = u->start[p->mark]; k < u->start[p->mark + 1]; k++) {
+	for (int k = u->start[p->start_id]; k < u->start[p->start_id + 1]; k++) {
 		const ir_node *n = u->user[k];
 		if ((n->op == IR_OP_CONV2D || n->op == IR_OP_MATMUL) && n->role == IR_ROLE_FWD &&
 		    n->nin > 1 && n->in[1] == p)
@@ -66,7 +66,7 @@ int ps_optim(ir_graph *g, ps_ctx *ctx)
 	if (!ctx->optimizer)
 		return 0;
 	/* Indexes of the graph as it is now: readers of each node, named nodes
-	 * sorted by name.  `mark` keeps each node's starting id. */
+	 * sorted by name.  `start_id` keeps each node's starting id. */
 	ir_users u;
 	ir_users_build(g, &u);
 	int n0 = g->n, nnamed = 0, ngrads = 0;
@@ -77,7 +77,7 @@ int ps_optim(ir_graph *g, ps_ctx *ctx)
 		IR_DIE("out of memory");
 	for (int i = 0; i < n0; i++) {
 		ir_node *n = g->nodes[i];
-		n->mark = i;
+		n->start_id = i;
 		if (n->name)
 			named[nnamed++] = n;
 		if (ps_grad_param_name(n))
@@ -116,7 +116,7 @@ int ps_optim(ir_graph *g, ps_ctx *ctx)
 		v->scope = p->scope;
 		v->pos = p->pos;
 		v->pos_printed = p->pos_printed;
-		state_of[p->mark] = v;
+		state_of[p->start_id] = v;
 
 		bool wd = ctx->weight_decay > 0 && is_weight(&u, p);
 		ir_node *in[3] = {v, out->in[0], p};
@@ -129,7 +129,7 @@ int ps_optim(ir_graph *g, ps_ctx *ctx)
 		ir_node *s = opt_node(g, IR_OP_SGD, in2, 3, out);
 		s->type = p->type;
 		/* The in-place update runs after every other reader of p. */
-		for (int k = u.start[p->mark]; k < u.start[p->mark + 1]; k++)
+		for (int k = u.start[p->start_id]; k < u.start[p->start_id + 1]; k++)
 			ir_node_add_after(g, s, u.user[k]);
 	}
 	if (status == 0) {

@@ -121,8 +121,6 @@ int ps_units_find(const ir_graph *g, ps_unit **units);
 bool ps_scope_is(const char *scope, const char *unit, const char *part);
 /* scope is unit or inside it. */
 bool ps_scope_within(const char *scope, const char *unit);
-/* The current list position of n. */
-int ps_index_of(const ir_graph *g, const ir_node *n);
 
 /* Where every node sits among the units, so passes visit a unit's nodes
  * without scanning the graph: for the node with id i (ids as when built),
@@ -225,6 +223,9 @@ int ps_dce(ir_graph *g, ps_ctx *ctx);
 /* The list position of the first node ps_dce would remove, or -1. */
 int ps_dce_first_dead(ir_graph *g);
 int ps_schedule(ir_graph *g, ps_ctx *ctx);
+/* The ordering edges of the reversible backward pass (edges.c), which
+ * ps_schedule inserts under strategy revnet. */
+void ps_order_edges(ir_graph *g);
 int ps_fuse(ir_graph *g, ps_ctx *ctx);
 int ps_liveness(ir_graph *g, ps_ctx *ctx);
 int ps_plan(ir_graph *g, ps_ctx *ctx);

@@ -1,19 +1,11 @@
-/* schedule.c: ordering edges for the reversible backward pass, and the
- * linear order the step runs in.
+/* schedule.c: the linear order the step runs in.
  *
  * requires: dce.
  * guarantees: the node list is the schedule; it honours every data and
  *   ordering edge.
  *
- * Edges (strategy revnet, unless ctx->no_order_edges): as the TensorFlow
- * RevNet example's control dependencies, for each invertible unit
- *     x2 = y2 - G(y1)  runs after G's weight gradients and dx1,
- *     x1 = y1 - F(x2)  runs after F's weight gradients and dx2,
- * so a unit's reconstruction waits until the unit after it is done, and at
- * most one unit's recomputed activations are live at a time.  Autodiff puts
- * G's whole backward, the accumulation into dx1 included, in scope
- * "sS.uU.g" (and F's, with dx2, in ".f"), so the edges go to the gradient
- * nodes of that scope that nothing else in it reads.
+ * First, under strategy revnet (unless ctx->no_order_edges), the ordering
+ * edges of the reversible backward pass (edges.c).
  *
  * Order: with no ordering edges, a naive as-soon-as-possible order (each
  * node at its dependency depth), to show what the edges buy.  Otherwise the
@@ -26,46 +18,6 @@
 #include <string.h>
 
 #include "passes.h"
-
-/* ---- ordering edges ----------------------------------------------------- */
-
-static void insert_edges(ir_graph *g)
-{
-	ps_unit *u;
-	int nu = ps_units_find(g, &u);
-	ps_unit_map m;
-	ps_unit_map_build(g, u, nu, &m);
-	ir_node **x = calloc(2 * (size_t)nu + 1, sizeof *x);
-	/* read_in_scope[id]: a gradient node of the same scope reads it. */
-	bool *read_in_scope = calloc((size_t)g->n + 1, sizeof *read_in_scope);
-	if (!x || !read_in_scope)
-		IR_DIE("out of memory");
-	ps_reconstructions(g, &m, nu, x);
-	for (int i = 0; i < g->n; i++) {
-		ir_node *r = g->nodes[i];
-		if (r->role == IR_ROLE_BWD && r->scope)
-			for (int k = 0; k < r->nin; k++) {
-				const ir_node *o = r->in[k];
-				if (o->role == IR_ROLE_BWD && o->scope && strcmp(o->scope, r->scope) == 0)
-					read_in_scope[o->id] = true;
-			}
-	}
-	/* Each reconstruction runs after every gradient node of its part that
-	 * no other gradient node of that part reads. */
-	for (int i = 0; i < g->n; i++) {
-		ir_node *n = g->nodes[i];
-		int k = m.unit[i];
-		if (k < 0 || n->role != IR_ROLE_BWD || read_in_scope[i] || (m.part[i] != 'g' && m.part[i] != 'f'))
-			continue;
-		ir_node *r = x[2 * k + (m.part[i] == 'f')];
-		if (r)
-			ir_node_add_after(g, r, n);
-	}
-	free(read_in_scope);
-	free(x);
-	ps_unit_map_free(&m);
-	free(u);
-}
 
 /* ---- dependency structure ----------------------------------------------- */
 
@@ -170,8 +122,7 @@ static void order_asap(const ir_graph *g, ir_node **out)
  * buffer of their own). */
 static int64_t own_bytes(const ir_node *n)
 {
-	if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE || n->op == IR_OP_OUTPUT ||
-	    ir_op_has(n->op, IR_OPF_UPD))
+	if (!ir_node_has_own_buffer(n))
 		return 0;
 	return ir_type_bytes(&n->type);
 }
@@ -386,7 +337,7 @@ int ps_schedule(ir_graph *g, ps_ctx *ctx)
 {
 	bool edges = ctx->strategy == PS_REVNET && !ctx->no_order_edges;
 	if (edges)
-		insert_edges(g);
+		ps_order_edges(g);
 	ir_graph_renumber(g);
 	int n = g->n;
 	ir_node **best = malloc(((size_t)n + 1) * sizeof *best);

@@ -259,14 +259,6 @@ void ps_recompute_redirect(const ps_recompute *r, ir_node *n)
 		n->in[k] = ps_recompute_of(r, n->in[k]);
 }
 
-int ps_index_of(const ir_graph *g, const ir_node *n)
-{
-	for (int i = 0; i < g->n; i++)
-		if (g->nodes[i] == n)
-			return i;
-	IR_DIE("node not in its graph");
-}
-
 ir_node *ps_recompute_clone(ps_recompute *r, ir_node *n, const ir_node *at)
 {
 	ir_node *in[16];

@@ -1,8 +1,9 @@
 /* kernels.c: picks the reference kernel for a node (by op and dtype) and
  * says how much workspace it needs.
  *
- * The table is indexed by op; sources (input, param, state) and output have
- * no kernel, since the executor binds their values to outside storage.
+ * The table is indexed by op and generated from ops.def; sources (input,
+ * param, state) and output have no kernel (interp BOUND), since the
+ * executor binds their values to outside storage.
  * Preconditions: the node verified. */
 #include <inttypes.h>
 
@@ -12,50 +13,17 @@ typedef struct {
 	rt_kernel_fn f32, f64;
 } kernel_pair;
 
-#define PAIR(op) {rt_k_##op##_f32, rt_k_##op##_f64}
+/* Generated from ops.def's interp column. */
+#define PAIR_KERN(op) {rt_k_##op##_f32, rt_k_##op##_f64}
+#define PAIR_BOUND(op) {NULL, NULL}
 
 static const kernel_pair kernels[] = {
-	[IR_OP_INPUT] = {NULL, NULL},
-	[IR_OP_PARAM] = {NULL, NULL},
-	[IR_OP_STATE] = {NULL, NULL},
-	[IR_OP_CONST] = PAIR(const),
-	[IR_OP_OUTPUT] = {NULL, NULL},
-	[IR_OP_ADD] = PAIR(add),
-	[IR_OP_SUB] = PAIR(sub),
-	[IR_OP_SCALE] = PAIR(scale),
-	[IR_OP_RELU] = PAIR(relu),
-	[IR_OP_RELU_GRAD] = PAIR(relu_grad),
-	[IR_OP_SPLIT] = PAIR(split),
-	[IR_OP_CONCAT] = PAIR(concat),
-	[IR_OP_CHANNEL_PAD] = PAIR(channel_pad),
-	[IR_OP_CHANNEL_SLICE] = PAIR(channel_slice),
-	[IR_OP_CONV2D] = PAIR(conv2d),
-	[IR_OP_CONV2D_DX] = PAIR(conv2d_dx),
-	[IR_OP_CONV2D_DW] = PAIR(conv2d_dw),
-	[IR_OP_BN_STATS] = PAIR(bn_stats),
-	[IR_OP_BN_NORM] = PAIR(bn_norm),
-	[IR_OP_BN_INFER] = PAIR(bn_infer),
-	[IR_OP_BN_DGAMMA] = PAIR(bn_dgamma),
-	[IR_OP_BN_DX] = PAIR(bn_dx),
-	[IR_OP_BN_RUNNING_MEAN] = PAIR(bn_running_mean),
-	[IR_OP_BN_RUNNING_VAR] = PAIR(bn_running_var),
-	[IR_OP_AVGPOOL] = PAIR(avgpool),
-	[IR_OP_AVGPOOL_GRAD] = PAIR(avgpool_grad),
-	[IR_OP_MAXPOOL] = PAIR(maxpool),
-	[IR_OP_MAXPOOL_GRAD] = PAIR(maxpool_grad),
-	[IR_OP_GLOBAL_AVGPOOL] = PAIR(global_avgpool),
-	[IR_OP_GLOBAL_AVGPOOL_GRAD] = PAIR(global_avgpool_grad),
-	[IR_OP_MATMUL] = PAIR(matmul),
-	[IR_OP_BIAS_ADD] = PAIR(bias_add),
-	[IR_OP_REDUCE_SUM] = PAIR(reduce_sum),
-	[IR_OP_SOFTMAX_XENT] = PAIR(softmax_xent),
-	[IR_OP_SOFTMAX_XENT_GRAD] = PAIR(softmax_xent_grad),
-	[IR_OP_MOMENTUM] = PAIR(momentum),
-	[IR_OP_SGD] = PAIR(sgd),
+#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags, interp, native) \
+	[IR_OP_##ENUM] = PAIR_##interp(name),
+#include "ops.def"
+#undef IR_OP
 };
-
-_Static_assert(sizeof kernels / sizeof kernels[0] == IR_OP_COUNT,
-	"every op in ops.def needs an entry in the kernel table");
+_Static_assert(sizeof kernels / sizeof kernels[0] == IR_OP_COUNT, "kernel table");
 
 rt_kernel_fn rt_kernel_get(const ir_node *n)
 {

@@ -10,7 +10,7 @@
  * Scratch memory it needs (an im2col buffer, say) is declared by the op's
  * workspace function and handed in as `ws`, so that the memory planner can
  * count it.  For in-place updates (UPD ops) `out` is operand 0's storage;
- * elementwise kernels (EW|INPL) must also work when out aliases in[0]. */
+ * kernels of INPL ops must also work when out aliases in[0]. */
 #ifndef REVC_RT_KERNELS_H
 #define REVC_RT_KERNELS_H
 
@@ -43,52 +43,18 @@ typedef double real;
 #define K(name) name##_f64
 #endif
 
-/* Every kernel exists in both types: rt_k_<op>_f32 and rt_k_<op>_f64, where
- * <op> is the op's name in the text format (rt_k_conv2d_dx_f32). */
-#define RT_KERNEL_DECL(op) \
+/* Every op whose interp column in ops.def is KERN has a kernel in both
+ * types, rt_k_<op>_f32 and rt_k_<op>_f64, where <op> is the op's name in
+ * the text format (rt_k_conv2d_dx_f32), defined in the kern_*.c of its
+ * family. */
+#define RT_KERNEL_DECL_KERN(op) \
 	bool rt_k_##op##_f32(const rt_kargs *a, rt_err *e); \
 	bool rt_k_##op##_f64(const rt_kargs *a, rt_err *e);
-
-/* kern_elementwise.c */
-RT_KERNEL_DECL(const)
-RT_KERNEL_DECL(add)
-RT_KERNEL_DECL(sub)
-RT_KERNEL_DECL(scale)
-RT_KERNEL_DECL(relu)
-RT_KERNEL_DECL(relu_grad)
-/* kern_layout.c */
-RT_KERNEL_DECL(split)
-RT_KERNEL_DECL(concat)
-RT_KERNEL_DECL(channel_pad)
-RT_KERNEL_DECL(channel_slice)
-/* kern_conv.c */
-RT_KERNEL_DECL(conv2d)
-RT_KERNEL_DECL(conv2d_dx)
-RT_KERNEL_DECL(conv2d_dw)
-/* kern_bn.c */
-RT_KERNEL_DECL(bn_stats)
-RT_KERNEL_DECL(bn_norm)
-RT_KERNEL_DECL(bn_infer)
-RT_KERNEL_DECL(bn_dgamma)
-RT_KERNEL_DECL(bn_dx)
-RT_KERNEL_DECL(bn_running_mean)
-RT_KERNEL_DECL(bn_running_var)
-/* kern_pool.c */
-RT_KERNEL_DECL(avgpool)
-RT_KERNEL_DECL(avgpool_grad)
-RT_KERNEL_DECL(maxpool)
-RT_KERNEL_DECL(maxpool_grad)
-RT_KERNEL_DECL(global_avgpool)
-RT_KERNEL_DECL(global_avgpool_grad)
-/* kern_dense.c */
-RT_KERNEL_DECL(matmul)
-RT_KERNEL_DECL(bias_add)
-RT_KERNEL_DECL(reduce_sum)
-/* kern_loss.c */
-RT_KERNEL_DECL(softmax_xent)
-RT_KERNEL_DECL(softmax_xent_grad)
-/* kern_optim.c */
-RT_KERNEL_DECL(momentum)
-RT_KERNEL_DECL(sgd)
+#define RT_KERNEL_DECL_BOUND(op)
+#define IR_OP(name, ENUM, mn, mx, req, opt, rule, flags, interp, native) RT_KERNEL_DECL_##interp(name)
+#include "ops.def"
+#undef IR_OP
+#undef RT_KERNEL_DECL_KERN
+#undef RT_KERNEL_DECL_BOUND
 
 #endif

@@ -401,7 +401,7 @@ bool rt_store_save(const rt_store *s, rt_dir *d, rt_err *e);
  * (rt_dir_begin .. rt_dir_commit), so DIR is never half-written. */
 bool rt_store_save_dir(const rt_store *s, const char *dir, rt_dir_kind kind, const char *model, rt_err *e);
 
-/* ---- the interpreter (runtime/exec.c) ----------------------------------- */
+/* ---- the interpreter (runtime/exec*.c) ---------------------------------- */
 
 /* Bytes of workspace the reference kernel for n needs (0 for most): what
  * the memory planner reserves for it (runtime/kernels.c). */

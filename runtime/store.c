@@ -203,7 +203,7 @@ bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_
 {
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
-		if (n->op != IR_OP_PARAM && n->op != IR_OP_STATE)
+		if (!ir_op_is_persistent(n->op))
 			continue;
 		rt_tensor *t = rt_store_find(s, n->name);
 		if (t) {
@@ -296,7 +296,7 @@ bool rt_store_load_with(rt_store *s, const ir_graph *g, const char *dir, const r
 	bool ok = true;
 	for (int i = 0; ok && i < g->n; i++) {
 		const ir_node *nd = g->nodes[i];
-		if (nd->op != IR_OP_PARAM && nd->op != IR_OP_STATE)
+		if (!ir_op_is_persistent(nd->op))
 			continue;
 		rt_tensor *t = rt_store_find(s, nd->name);
 		if (t && !same_tensor(t, nd, e))

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Golden IR tests: for every tests/ir/PASS/CASE.ir, `revc dump --passes=PASS`
-# must print exactly CASE.expected; for every CASE.rev (a model spec),
-# `revc dump CASE.rev --after PASS`.  A line "# revc-args: ..." in the input
-# adds arguments.  With REVC_REGEN=1 the expected files are rewritten
-# instead (the only way they change).
+# must print exactly CASE.expected: IR text in, that one pass, IR text out.
+# Each pass's input is small and hand-made, or the previous pass's output
+# on the micro RevNet of shape/micro.ir (its passes(...) list says which).
+# For a CASE.rev (a model spec: shape/tiny.rev tests the lowering), `revc
+# dump CASE.rev --after PASS`.  A line "# revc-args: ..." in the input adds
+# arguments.  With REVC_REGEN=1 the expected files are rewritten instead
+# (the only way they change): review the new ones by eye, they are the
+# oracle.
 # Usage: run-golden.sh REVC DIR
 set -u
 revc=$(realpath "$1") dir=$2 fail=0 n=0

@@ -26,6 +26,7 @@
 #include "cg.h"
 #include "codegen_suites.h"
 #include "fe.h"
+#include "internal.h" /* codegen's: cg_op_impl_get, cg_elementwise */
 #include "passes.h"
 #include "rt.h"
 #include "test_cpu.h"
@@ -634,6 +635,30 @@ START_TEST(test_cpu_vector_width)
 }
 END_TEST
 
+/* Every op the interpreter runs has a native path: an emitter (with a body
+ * and an extent), or the elementwise group emitter, in both float types;
+ * only the sources and output, whose values are bound to outside storage,
+ * have neither. */
+START_TEST(test_every_op_has_a_native_path)
+{
+	ir_graph *g = ir_graph_new("paths");
+	for (int o = 0; o < IR_OP_COUNT; o++)
+		for (int f64 = 0; f64 < 2; f64++) {
+			ir_node *n = ir_node_new(g, (ir_op)o, NULL, 0);
+			n->type = ir_type_scalar(f64 ? IR_F64 : IR_F32);
+			bool bound = o == IR_OP_OUTPUT || (ir_op_has((ir_op)o, IR_OPF_SRC) && o != IR_OP_CONST);
+			const cg_op_impl *impl = cg_op_impl_get(n);
+			bool emitted = impl && impl->emit && impl->extent;
+			if (bound)
+				ck_assert_msg(!impl && !cg_elementwise(n), "%s is bound", ir_op_name((ir_op)o));
+			else
+				ck_assert_msg(emitted != cg_elementwise(n), "%s: %s", ir_op_name((ir_op)o),
+					emitted ? "two native paths" : "no native path");
+		}
+	ir_graph_free(g);
+}
+END_TEST
+
 static Suite *codegen_suite(void)
 {
 	Suite *s = suite_create("codegen");
@@ -641,6 +666,7 @@ static Suite *codegen_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_conv, 0, 4 * NCONV);
 	tcase_add_loop_test(tc, test_fusion_chain, 0, 4);
+	tcase_add_test(tc, test_every_op_has_a_native_path);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("steps");
 	tcase_set_timeout(tc, 300);

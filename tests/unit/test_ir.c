@@ -297,6 +297,26 @@ START_TEST(test_parse_renumbers)
 }
 END_TEST
 
+/* Inserting in the middle keeps every id its list position, so that the
+ * functions reading a const graph (print, verify, users) need not
+ * renumber it; printing then numbers by position. */
+START_TEST(test_insert_keeps_ids)
+{
+	ir_graph *g = parse_ok("graph @g {\n  %0 = input {name=\"x\"} : f32[3]\n"
+	                       "  %1 = relu(%0) : f32[3]\n  %2 = output(%1) {name=\"y\"} : f32[3]\n}\n");
+	ir_node *x = g->nodes[0];
+	ir_node *r = ir_node_insert(g, 1, IR_OP_RELU, &x, 1);
+	r->type = x->type;
+	ck_assert(ir_graph_ids_current(g));
+	ck_assert_int_eq(g->nodes[3]->id, 3);
+	ir_users u;
+	ir_users_build(g, &u);
+	ck_assert_int_eq(u.start[1] - u.start[0], 2); /* x: read by both relus */
+	ir_users_free(&u);
+	ir_graph_free(g);
+}
+END_TEST
+
 typedef struct {
 	const char *text;
 	int line, col;
@@ -687,6 +707,7 @@ static Suite *ir_suite(void)
 	tcase_add_test(tc, test_float_roundtrip);
 	tcase_add_test(tc, test_print_parse_identity);
 	tcase_add_test(tc, test_parse_renumbers);
+	tcase_add_test(tc, test_insert_keeps_ids);
 	tcase_add_loop_test(tc, test_parse_errors, 0, (int)(sizeof parse_errors / sizeof parse_errors[0]));
 	tcase_add_test(tc, test_random_roundtrip);
 	tcase_add_test(tc, test_verify_cycle_through_ordering_edge);
