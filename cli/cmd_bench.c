@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "rt.h"
+#include "tools.h"
 
 static const char usage[] =
 	"revc bench SPEC [--set KEY=VALUE ...] [--steps K] [--engine interp|jit] [--cpu NAME] [--strategy NAME]\n"
@@ -231,15 +232,7 @@ int cmd_bench(int argc, char **argv)
 		goto done;
 	double compile = cli_now() - t0;
 	/* Random data; a tiny learning rate keeps the parameters sane. */
-	const ir_type *t;
-	float *in = rt_exec_input(x, "x", &t);
-	rt_rng r;
-	rt_rng_seed(&r, 1);
-	for (int64_t i = 0; i < ir_type_elems(t); i++)
-		in[i] = (float)rt_rng_uniform(&r);
-	int32_t *labels = rt_exec_input(x, "labels", &t);
-	for (int64_t i = 0; i < ir_type_elems(t); i++)
-		labels[i] = (int32_t)rt_rng_below(&r, (uint64_t)m.spec.classes);
+	drv_check_batch(x, (uint64_t)m.spec.seed, m.spec.classes);
 	*(float *)rt_exec_input(x, "lr", NULL) = 1e-4f;
 	times = calloc((size_t)steps + 1, sizeof *times);
 	if (!times)

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "rt.h"
+#include "tools.h"
 
 bool cli_is_spec(const char *path)
 {
@@ -75,18 +76,7 @@ void cli_model_free(cli_model *m)
 ir_graph *cli_model_plan(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
 	const ps_options *opts)
 {
-	ctx->momentum = m->spec.momentum;
-	ctx->weight_decay = m->spec.weight_decay;
-	if (!ctx->workspace)
-		ctx->workspace = rt_workspace_fn;
-	if (!fe_spec_check_sizes(&m->spec, dt, &ctx->diags))
-		return NULL;
-	ir_graph *g = fe_lower(&m->spec, dt, mode);
-	if (ps_run(g, ctx, opts) != 0) {
-		ir_graph_free(g);
-		return NULL;
-	}
-	return g;
+	return drv_plan(&m->spec, dt, mode, ctx, opts);
 }
 
 ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
