@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cg.h"
 #include "fe.h"
@@ -23,6 +24,8 @@
 ir_graph *drv_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *opts);
 /* Adds e's message to d as a diagnostic without a position. */
 void drv_diag_rt(ir_diags *d, const rt_err *e);
+/* Adds from's diagnostics (and its count of those not kept) to to. */
+void drv_diags_append(ir_diags *to, const ir_diags *from);
 
 /* ---- the gradient check (check.c) ----------------------------------------- */
 
@@ -64,6 +67,58 @@ typedef struct {
 bool drv_check_gradients(rt_exec *gx, rt_exec *fx, rt_store *store, int64_t classes, const drv_check_options *o,
 	drv_check_report *r, ir_diags *d);
 void drv_check_report_free(drv_check_report *r);
+
+/* ---- drift (drift.c) ------------------------------------------------------ */
+
+#define DRV_DRIFT_NDT 2
+/* The dtypes of the report's columns: f32, f64. */
+extern const ir_dtype drv_drift_dtypes[DRV_DRIFT_NDT];
+
+/* An invertible unit's reconstruction errors. */
+typedef struct {
+	char unit[64];                             /* its scope, "s0.u1" */
+	double abs[DRV_DRIFT_NDT][2], rel[DRV_DRIFT_NDT][2]; /* [dtype][x1, x2] */
+} drv_drift_unit;
+
+/* A parameter's revnet-vs-store gradient angle. */
+typedef struct {
+	char *name;
+	double deg[DRV_DRIFT_NDT];
+} drv_drift_grad;
+
+/* Per dtype. */
+typedef struct {
+	double worst_degrees, median_degrees;
+	int worst_grad;          /* index of the worst angle's tensor (0 when none) */
+	double worst_rel;        /* the largest relative reconstruction error (0 when no unit) */
+	int worst_unit, worst_x; /* of unit worst_unit's input x(worst_x + 1) */
+} drv_drift_summary;
+
+typedef struct {
+	char *model;             /* the spec's name */
+	int64_t batch;
+	uint64_t seed;
+	drv_drift_unit *units;   /* the invertible units, in schedule order */
+	int nunits;
+	drv_drift_grad *grads;   /* the trainable tensors, in store order */
+	int ngrads;
+	drv_drift_summary sum[DRV_DRIFT_NDT];
+} drv_drift_report;
+
+/* Builds the revnet step (with every reconstruction made an output) and
+ * the store step of s in f32 and f64, runs each on the check batch from
+ * seed with the parameters from seed, and fills *r (free it with
+ * drv_drift_report_free); false with the errors in d. */
+bool drv_drift(const fe_spec *s, uint64_t seed, drv_drift_report *r, ir_diags *d);
+/* The report as one JSON object and a newline (revc check --drift --json);
+ * the caller frees it. */
+char *drv_drift_json(const drv_drift_report *r);
+void drv_drift_report_free(drv_drift_report *r);
+
+/* ---- JSON (json.c) ------------------------------------------------------- */
+
+/* Writes s escaped for the inside of a JSON string. */
+void drv_json_string(FILE *out, const char *s);
 
 /* max(a, b) that keeps a NaN (fmax drops it), for error figures: a NaN
  * gradient must fail a check, not pass it. */
