@@ -91,7 +91,7 @@ rt_exec *cli_engine_exec(cli_engine *e, const ir_graph *g, rt_store *store)
 	e->jit[e->njit++] = j;
 	if (!e->pool)
 		e->pool = rt_pool_new(e->threads);
-	rt_exec *x = rt_exec_new_native(g, store, (rt_step_abi)cg_jit_step(j), e->pool, &err);
+	rt_exec *x = rt_exec_new_native(g, store, cg_jit_step(j), e->pool, &err);
 	if (!x)
 		cli_error("%s", err.msg);
 	return x;

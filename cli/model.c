@@ -88,7 +88,7 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 	return g;
 }
 
-const ps_options cli_eval_passes = {.only = "shape,dce,schedule,fuse,liveness,plan"};
+const ps_options cli_eval_passes = {.only = DRV_EVAL_PASSES};
 
 const ps_options *cli_eval_options(const ps_options *user, ps_options *out, char *only, size_t n)
 {

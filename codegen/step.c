@@ -1,7 +1,7 @@
 /* step.c: the step function, generated over the schedule.
  *
  *     void NAME_step(uint8_t *arena, void **persist, void **inputs,
- *                    cg_parallel_fn par, void *par_ctx)
+ *                    revc_abi_parallel *par, void *par_ctx)
  *
  * runs the graph's nodes in list order: an input is copied into its arena
  * slot; a fusion group (nodes sharing a group number, contiguous in the
@@ -163,17 +163,12 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 	s.input_index = calloc((size_t)g->n + 1, sizeof(int));
 	if (!s.persist_index || !s.input_index)
 		IR_DIE("out of memory");
-	int np = 0, ni = 0;
+	ir_persist_slots(g, s.persist_index);
+	ir_input_slots(g, s.input_index);
 	s.nargs = 8;
-	for (int i = 0; i < g->n; i++) {
-		const ir_node *n = g->nodes[i];
-		if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE)
-			s.persist_index[i] = np++;
-		if (n->op == IR_OP_INPUT)
-			s.input_index[i] = ni++;
-		if (n->nin + 2 > s.nargs)
-			s.nargs = n->nin + 2;
-	}
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->nin + 2 > s.nargs)
+			s.nargs = g->nodes[i]->nin + 2;
 	s.nargs = s.nargs < CG_MAX_GROUP_ARGS ? CG_MAX_GROUP_ARGS : s.nargs;
 
 	LLVMTypeRef pt[5] = {m->ptr, m->ptr, m->ptr, m->ptr, m->ptr};

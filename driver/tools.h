@@ -22,6 +22,9 @@
  * optimiser settings in ctx and the interpreter's workspace unless ctx has
  * one; NULL with the errors in ctx->diags. */
 ir_graph *drv_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *opts);
+/* The passes an evaluation graph goes through: no autodiff, no optimiser. */
+#define DRV_EVAL_PASSES "shape,dce,schedule,fuse,liveness,plan"
+
 /* Adds e's message to d as a diagnostic without a position. */
 void drv_diag_rt(ir_diags *d, const rt_err *e);
 /* Adds from's diagnostics (and its count of those not kept) to to. */
@@ -114,6 +117,44 @@ bool drv_drift(const fe_spec *s, uint64_t seed, drv_drift_report *r, ir_diags *d
  * the caller frees it. */
 char *drv_drift_json(const drv_drift_report *r);
 void drv_drift_report_free(drv_drift_report *r);
+
+/* ---- ahead of time (aot.c) ------------------------------------------------- */
+
+typedef struct {
+	const char *out;       /* libNAME.so or NAME.o (drv_aot_default_name accepts it) */
+	const char *header;    /* the C header to write too, or NULL */
+	const char *prefix;    /* of the API's symbols: a C identifier */
+	ps_strategy strategy;
+	const char *cpu;       /* NULL or "native", or an LLVM CPU name */
+	const char *dump_llvm; /* a directory for the module's .ll, or NULL */
+	const char *source;    /* the spec's path, named in the header */
+} drv_aot_options;
+
+/* The prefix from "dir/libfoo.so" or "dir/foo.o" ("foo"), and whether the
+ * output is a shared library; false for other names. */
+bool drv_aot_default_name(const char *out, char *name, size_t n, bool *shared);
+bool drv_aot_valid_prefix(const char *s);
+
+/* An emission under way: what it made, to be removed unless it succeeds. */
+typedef struct {
+	drv_aot_options o;
+	bool shared, made;
+	cg_options cg;
+	rt_atomic hdr;
+	char dir[64], obj[256], api[256], api_o[256], map[256], tmp_out[4200];
+	int64_t arena_bytes;   /* out: the training step's arena */
+} drv_aot;
+
+/* Fails early on outputs that cannot be written: probes the output's
+ * directory and opens the header (atomically).  Call drv_aot_end whatever
+ * it returns. */
+bool drv_aot_begin(drv_aot *a, const drv_aot_options *o, ir_diags *d);
+/* Plans s's training step (f32, a->o.strategy) and forward pass for the
+ * code generator, emits them, links the output and writes the header;
+ * errors in d (planning errors point into the spec). */
+bool drv_aot_emit(drv_aot *a, const fe_spec *s, ir_diags *d);
+/* Removes the temporary files, and the output's when it did not succeed. */
+void drv_aot_end(drv_aot *a);
 
 /* ---- JSON (json.c) ------------------------------------------------------- */
 

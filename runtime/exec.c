@@ -58,7 +58,7 @@ struct rt_exec {
 	unsigned char *arena;
 	int64_t arena_bytes;
 	/* native mode */
-	rt_step_abi step;
+	revc_abi_step *step;
 	rt_pool *pool;
 	void **persist;      /* param and state data, in list order */
 	void **inputs;       /* staging buffers, in list order */
@@ -480,7 +480,7 @@ static bool check_labels(const rt_exec *x, rt_err *e)
 	return true;
 }
 
-rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, rt_step_abi step, rt_pool *pool,
+rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, revc_abi_step *step, rt_pool *pool,
 	rt_err *e)
 {
 	rt_exec *x = rt_exec_new(g, store, RT_EXEC_NATIVE, e);
@@ -490,14 +490,17 @@ rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, rt_step_abi step
 	x->pool = pool;
 	x->persist = xcalloc((size_t)g->n + 1, sizeof *x->persist);
 	x->inputs = xcalloc((size_t)g->n + 1, sizeof *x->inputs);
-	int np = 0, ni = 0;
+	int *ps = xcalloc((size_t)g->n + 1, sizeof *ps), *is = xcalloc((size_t)g->n + 1, sizeof *is);
+	ir_persist_slots(g, ps);
+	ir_input_slots(g, is);
 	for (int i = 0; i < g->n; i++) {
-		const ir_node *n = g->nodes[i];
-		if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE)
-			x->persist[np++] = x->val[i];
-		else if (n->op == IR_OP_INPUT)
-			x->inputs[ni++] = x->staging[i];
+		if (ps[i] >= 0)
+			x->persist[ps[i]] = x->val[i];
+		if (is[i] >= 0)
+			x->inputs[is[i]] = x->staging[i];
 	}
+	free(ps);
+	free(is);
 	return x;
 }
 
