@@ -10,6 +10,7 @@
 #include <cblas.h>
 
 #include "cli.h"
+#include "conv_geom.h"
 #include "rt.h"
 #include "tools.h"
 
@@ -64,16 +65,14 @@ static int gemm_shapes(const ir_graph *g, gemm_shape *out, int max)
 		const ir_node *v = g->nodes[i];
 		gemm_shape s;
 		if (v->op == IR_OP_CONV2D || v->op == IR_OP_CONV2D_DX || v->op == IR_OP_CONV2D_DW) {
-			const ir_type *x = v->op == IR_OP_CONV2D ? &v->in[0]->type : v->op == IR_OP_CONV2D_DX ? &v->type : &v->in[1]->type;
-			const ir_type *w = v->op == IR_OP_CONV2D_DW ? &v->type : &v->in[1]->type;
-			const ir_type *y = v->op == IR_OP_CONV2D ? &v->type : &v->in[0]->type;
-			int64_t kk = w->dim[1] * w->dim[2] * w->dim[3], hw = y->dim[2] * y->dim[3];
+			ir_conv_geom c = ir_conv_geom_of(v);
+			int64_t kk = c.c * c.kh * c.kw, hw = c.ho * c.wo;
 			if (v->op == IR_OP_CONV2D)
-				s = (gemm_shape){w->dim[0], hw, kk, x->dim[0]};
+				s = (gemm_shape){c.o, hw, kk, c.n};
 			else if (v->op == IR_OP_CONV2D_DX)
-				s = (gemm_shape){kk, hw, w->dim[0], x->dim[0]};
+				s = (gemm_shape){kk, hw, c.o, c.n};
 			else
-				s = (gemm_shape){w->dim[0], kk, hw, x->dim[0]};
+				s = (gemm_shape){c.o, kk, hw, c.n};
 		} else if (v->op == IR_OP_MATMUL) {
 			const ir_attr *ta = ir_node_attr(v, IR_ATTR_TRANS_A);
 			s = (gemm_shape){v->type.dim[0], v->type.dim[1],
