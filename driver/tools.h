@@ -156,6 +156,21 @@ bool drv_aot_emit(drv_aot *a, const fe_spec *s, ir_diags *d);
 /* Removes the temporary files, and the output's when it did not succeed. */
 void drv_aot_end(drv_aot *a);
 
+/* ---- revc bench's GEMM figures (bench.c) ----------------------------------- */
+
+/* One GEMM shape of a step and how many times a step runs it. */
+typedef struct {
+	int64_t m, n, k, count;
+} drv_gemm_shape;
+
+/* The GEMMs of g's convolutions (one per image) and dense layers, each
+ * distinct shape once (up to max). */
+int drv_gemm_shapes(const ir_graph *g, drv_gemm_shape *out, int max);
+double drv_gemm_flops(const drv_gemm_shape *s, int n);
+/* Seconds cblas_sgemm (threads BLAS threads) takes for all of them: each
+ * shape timed on its own, best of a few runs. */
+double drv_gemm_seconds(const drv_gemm_shape *s, int n, int threads);
+
 /* ---- JSON (json.c) ------------------------------------------------------- */
 
 /* Writes s escaped for the inside of a JSON string. */
