@@ -96,15 +96,6 @@ int cli_revc_error(revc_error *err);
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 bool cli_write_output(const char *path, const char *text, size_t len);
 
-/* ---- error figures (check, drift) --------------------------------------- */
-
-/* max(a, b) that keeps a NaN (fmax drops it), for error figures: a NaN
- * gradient must fail a check, not pass it. */
-static inline double cli_max_nan(double a, double b)
-{
-	return b > a || b != b ? b : a;
-}
-
 /* ---- models from specs (cli/model.c) ---------------------------------- */
 
 #define CLI_MAX_SETS 64
@@ -263,9 +254,8 @@ bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out);
 bool cli_check_max_memory(int64_t limit, ir_graph *const *graphs, int n);
 /* The budget for data that limit leaves once those graphs are planned. */
 cli_budget cli_data_budget(int64_t limit, ir_graph *const *graphs, int n);
-/* revc check --drift (drift.c): reconstruction errors per reversible unit
- * and revnet-vs-store gradient angles, f32 and f64; prints the report and
- * returns the exit status. */
+/* revc check --drift (drift.c): computes the drift report (driver/drift.c),
+ * prints it and returns the exit status. */
 int cli_check_drift(const cli_model *m, uint64_t seed, bool json);
 /* The memory timeline of g (scheduled, with its memory model m) as SVG
  * (timeline.c). */

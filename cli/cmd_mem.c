@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "rt.h"
+#include "tools.h"
 
 static const char usage[] =
 	"revc mem SPEC [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|all]\n"
@@ -135,20 +136,7 @@ static bool measure(report *r, const cli_model *m)
 	bool ok = rt_store_init_from_graph(&store, r->g, (uint64_t)m->spec.seed, &e) &&
 		(x = rt_exec_new(r->g, &store, RT_EXEC_TRACK, &e));
 	if (ok) {
-		const ir_type *t;
-		void *in = rt_exec_input(x, "x", &t);
-		rt_rng rng;
-		rt_rng_derive(&rng, (uint64_t)m->spec.seed, RT_RNG_CHECK_BATCH, 0);
-		for (int64_t i = 0; in && i < ir_type_elems(t); i++) {
-			double v = rt_rng_uniform(&rng);
-			if (t->dtype == IR_F32)
-				((float *)in)[i] = (float)v;
-			else
-				((double *)in)[i] = v;
-		}
-		int32_t *labels = rt_exec_input(x, "labels", &t);
-		for (int64_t i = 0; labels && i < ir_type_elems(t); i++)
-			labels[i] = (int32_t)rt_rng_below(&rng, (uint64_t)m->spec.classes);
+		drv_check_batch(x, (uint64_t)m->spec.seed, m->spec.classes);
 		ok = rt_exec_run(x, &e);
 		r->measured = rt_exec_peak_bytes(x);
 	}

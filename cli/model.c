@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "rt.h"
+#include "tools.h"
 
 bool cli_is_spec(const char *path)
 {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tools.h"
 
 double cli_now(void)
 {
@@ -123,14 +124,7 @@ void cli_progress_save(void *user, int64_t step, const char *dir)
 
 void cli_json_string(FILE *out, const char *s)
 {
-	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-		if (*c == '"' || *c == '\\')
-			fprintf(out, "\\%c", *c);
-		else if (*c < 0x20)
-			fprintf(out, "\\u%04x", *c);
-		else
-			fputc(*c, out);
-	}
+	drv_json_string(out, s);
 }
 
 double cli_rss_mib(void)

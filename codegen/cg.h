@@ -13,6 +13,7 @@
 
 #include "cpu.h"
 #include "ir.h"
+#include "revc_abi.h"
 
 /* "19.1.7": the LLVM revc is linked against. */
 const char *cg_llvm_version(void);
@@ -33,16 +34,7 @@ typedef struct {
 	double seconds_emit, seconds_optimize, seconds_jit;
 } cg_stats;
 
-/* The kernel ABI and the parallel dispatcher the step hands kernels to
- * (runtime/pool.c provides one; a serial one runs fn(args, 0, n, 0)). */
-typedef void (*cg_kernel_fn)(void **args, int64_t lo, int64_t hi, int64_t tid);
-typedef void (*cg_parallel_fn)(void *ctx, cg_kernel_fn fn, void **args, int64_t n);
-
-/* The step: persist[i] is the data of the graph's i-th param or state node
- * (in list order), inputs[i] that of its i-th input node; outputs are left
- * in the arena at their planned offsets. */
-typedef void (*cg_step_fn)(uint8_t *arena, void **persist, void **inputs, cg_parallel_fn par,
-	void *par_ctx);
+/* The code generated follows the step ABI of runtime/revc_abi.h. */
 
 /* Workspace bytes the generated kernel for n needs, for all threads: the
  * memory planner reserves it.  user is a cg_options. */
@@ -56,7 +48,7 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 /* Whether cg_jit_compile can make code for cpu here (LLVM knows it and
  * this host runs it); else a diagnostic saying why. */
 bool cg_jit_cpu_ok(const char *cpu, ir_diags *d);
-cg_step_fn cg_jit_step(const cg_jit *j);
+revc_abi_step *cg_jit_step(const cg_jit *j);
 void cg_jit_free(cg_jit *j);
 
 /* Ahead of time: writes g's step (and the evaluation graph's forward, when

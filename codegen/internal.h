@@ -23,6 +23,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "cg.h"
+#include "conv_geom.h"
 
 /* ---- the target, optimisation, the step (module.c, jit.c, step.c) -------- */
 
@@ -224,27 +225,17 @@ void cg_gemm_abt(cg_kb *k, const cg_abt *g, LLVMValueRef count);
 
 /* ---- convolutions (k_conv.c, k_conv_implicit.c) ----------------------------- */
 
-typedef struct {
-	int64_t n, c, h, w;          /* input */
-	int64_t o, kh, kw;           /* filter */
-	int64_t ho, wo;              /* output */
-	int64_t s, pt, pb, pl, pr;   /* stride; padding top, bottom, left, right */
-	ir_op op;
-} cg_conv_geom;
-
-/* The geometry of a conv2d, conv2d_dx or conv2d_dw node. */
-cg_conv_geom cg_conv_geom_of(const ir_node *n);
 /* REVC_CONV_BLAS=1: every convolution unfolded and multiplied by
  * cblas_sgemm/dgemm, the lowering revc had first (for comparison). */
 bool cg_conv_on_blas(void);
 /* Stride-1 convolutions lowered without unfolding (k_conv_implicit.c):
  * whether g is one, its images per parallel index, workspace elements per
  * thread, where conv2d_dw's partial sum starts in it, and the body. */
-bool cg_conv_implicit(const cg_conv_geom *g);
-int64_t cg_conv_implicit_tile(const cg_conv_geom *g);
-int64_t cg_conv_implicit_workspace(const cg_conv_geom *g);
-int64_t cg_conv_implicit_partial(const cg_conv_geom *g);
-void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const cg_conv_geom *g, LLVMValueRef ws);
+bool cg_conv_implicit(const ir_conv_geom *g);
+int64_t cg_conv_implicit_tile(const ir_conv_geom *g);
+int64_t cg_conv_implicit_workspace(const ir_conv_geom *g);
+int64_t cg_conv_implicit_partial(const ir_conv_geom *g);
+void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws);
 
 /* ---- op emitters ------------------------------------------------------------ */
 

@@ -28,7 +28,7 @@
 
 struct cg_jit {
 	LLVMOrcLLJITRef jit;
-	cg_step_fn step;
+	revc_abi_step *step;
 };
 
 static double now(void)
@@ -285,13 +285,13 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 		cg_jit_free(j);
 		return NULL;
 	}
-	j->step = (cg_step_fn)(uintptr_t)addr;
+	j->step = (revc_abi_step *)(uintptr_t)addr;
 	if (stats)
 		stats->seconds_jit += now() - t2;
 	return j;
 }
 
-cg_step_fn cg_jit_step(const cg_jit *j)
+revc_abi_step *cg_jit_step(const cg_jit *j)
 {
 	return j->step;
 }

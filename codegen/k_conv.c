@@ -35,34 +35,11 @@ static bool on_blas(void)
 	return cg_conv_on_blas();
 }
 
-/* The geometry of a conv node; x is the data input's type, w the filter's,
- * y the output's, whichever operand or result they are for this op. */
-cg_conv_geom cg_conv_geom_of(const ir_node *n)
-{
-	const ir_type *x, *w, *y;
-	switch (n->op) {
-	case IR_OP_CONV2D:
-		x = &n->in[0]->type, w = &n->in[1]->type, y = &n->type;
-		break;
-	case IR_OP_CONV2D_DX:
-		x = &n->type, w = &n->in[1]->type, y = &n->in[0]->type;
-		break;
-	default: /* conv2d_dw(dy, x) */
-		x = &n->in[1]->type, w = &n->type, y = &n->in[0]->type;
-		break;
-	}
-	const ir_attr *pad = ir_node_attr(n, IR_ATTR_PAD);
-	const int64_t *pv = pad->u.ints.v;
-	cg_conv_geom g = {x->dim[0], x->dim[1], x->dim[2], x->dim[3], w->dim[0], w->dim[2], w->dim[3],
-		y->dim[2], y->dim[3], ir_node_int(n, IR_ATTR_STRIDE), pv[0], pv[1], pv[2], pv[3], n->op};
-	return g;
-}
-
 /* Images per product.  BLAS wants wide ones (T·Ho·Wo >= 512 columns);
  * the generated loops one image (conv2d, conv2d_dx) or long reductions
  * (conv2d_dw); the unfolded columns stay within 512 KiB, so in L2; at most
  * half the batch, so both threads get tiles. */
-static int64_t tile(const cg_conv_geom *g)
+static int64_t tile(const ir_conv_geom *g)
 {
 	int64_t howo = g->ho * g->wo, k = g->c * g->kh * g->kw;
 	if (cg_conv_implicit(g))
@@ -79,12 +56,12 @@ static int64_t tile(const cg_conv_geom *g)
 }
 
 /* Workspace elements per thread: col, Y, and conv2d_dw's partial dW. */
-static int64_t col_elems(const cg_conv_geom *g)
+static int64_t col_elems(const ir_conv_geom *g)
 {
 	return g->c * g->kh * g->kw * g->ho * g->wo * tile(g);
 }
 
-static int64_t y_elems(const cg_conv_geom *g)
+static int64_t y_elems(const ir_conv_geom *g)
 {
 	return on_blas() ? g->o * g->ho * g->wo * tile(g) : 0;
 }
@@ -96,11 +73,11 @@ static int64_t real_size(const ir_node *n)
 
 static int64_t conv_extent(const ir_node *n)
 {
-	cg_conv_geom g = cg_conv_geom_of(n);
+	ir_conv_geom g = ir_conv_geom_of(n);
 	return (g.n + tile(&g) - 1) / tile(&g);
 }
 
-static int64_t per_thread(const cg_conv_geom *g, const ir_node *n)
+static int64_t per_thread(const ir_conv_geom *g, const ir_node *n)
 {
 	if (cg_conv_implicit(g))
 		return cg_conv_implicit_workspace(g);
@@ -112,7 +89,7 @@ static int64_t per_thread(const cg_conv_geom *g, const ir_node *n)
 
 static int64_t conv_workspace(const ir_node *n)
 {
-	cg_conv_geom g = cg_conv_geom_of(n);
+	ir_conv_geom g = ir_conv_geom_of(n);
 	return per_thread(&g, n) * real_size(n);
 }
 
@@ -172,7 +149,7 @@ static void valid_range(cg_kb *k, LLVMValueRef off, int64_t s, int64_t in, int64
  * loop is a plain (for stride 1, contiguous) copy that vectorises; outside
  * it im2col writes zeros and col2im adds nothing.  The outer loops are kept
  * rolled: unrolling them buys nothing and costs compile time. */
-static void fold(cg_kb *k, const cg_conv_geom *g, LLVMValueRef img, LLVMValueRef col, int64_t ld, bool unfold)
+static void fold(cg_kb *k, const ir_conv_geom *g, LLVMValueRef img, LLVMValueRef col, int64_t ld, bool unfold)
 {
 	cg_loop lr, lo, li;
 	if (!unfold)
@@ -219,14 +196,14 @@ static void fold(cg_kb *k, const cg_conv_geom *g, LLVMValueRef img, LLVMValueRef
 
 /* Unfolds image x (C x H x W) into columns of col ((C·KH·KW) rows of ld
  * elements; this image's Ho·Wo columns start at col). */
-static void im2col(cg_kb *k, const cg_conv_geom *g, LLVMValueRef x, LLVMValueRef col, int64_t ld)
+static void im2col(cg_kb *k, const ir_conv_geom *g, LLVMValueRef x, LLVMValueRef col, int64_t ld)
 {
 	fold(k, g, x, col, ld, true);
 }
 
 /* Folds this image's columns of col (rows of ld elements) back, adding into
  * image dx (zeroed first). */
-static void col2im(cg_kb *k, const cg_conv_geom *g, LLVMValueRef col, int64_t ld, LLVMValueRef dx)
+static void col2im(cg_kb *k, const ir_conv_geom *g, LLVMValueRef col, int64_t ld, LLVMValueRef dx)
 {
 	fold(k, g, dx, col, ld, false);
 }
@@ -250,7 +227,7 @@ static void shuffle(cg_kb *k, LLVMValueRef img, LLVMValueRef tilebuf, LLVMValueR
 }
 
 /* The images of tile `t`: first and count (the last tile may be short). */
-static void tile_span(cg_kb *k, const cg_conv_geom *g, LLVMValueRef t, LLVMValueRef *first, LLVMValueRef *count)
+static void tile_span(cg_kb *k, const ir_conv_geom *g, LLVMValueRef t, LLVMValueRef *first, LLVMValueRef *count)
 {
 	int64_t T = tile(g);
 	*first = cg_imul(k, t, cg_i64(k, T));
@@ -258,7 +235,7 @@ static void tile_span(cg_kb *k, const cg_conv_geom *g, LLVMValueRef t, LLVMValue
 }
 
 /* Unfolds images first .. first+count-1 of x into col (rows of ld). */
-static void unfold(cg_kb *k, const cg_conv_geom *g, LLVMValueRef x, LLVMValueRef first, LLVMValueRef count,
+static void unfold(cg_kb *k, const ir_conv_geom *g, LLVMValueRef x, LLVMValueRef first, LLVMValueRef count,
 	LLVMValueRef col, int64_t ld)
 {
 	int64_t howo = g->ho * g->wo;
@@ -271,7 +248,7 @@ static void unfold(cg_kb *k, const cg_conv_geom *g, LLVMValueRef x, LLVMValueRef
 
 static void emit_conv2d(cg_kb *k, const ir_node *n)
 {
-	cg_conv_geom g = cg_conv_geom_of(n);
+	ir_conv_geom g = ir_conv_geom_of(n);
 	if (cg_conv_implicit(&g)) {
 		cg_conv_implicit_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
 		return;
@@ -302,7 +279,7 @@ static void emit_conv2d(cg_kb *k, const ir_node *n)
 
 static void emit_conv2d_dx(cg_kb *k, const ir_node *n)
 {
-	cg_conv_geom g = cg_conv_geom_of(n);
+	ir_conv_geom g = ir_conv_geom_of(n);
 	if (cg_conv_implicit(&g)) {
 		cg_conv_implicit_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
 		return;
@@ -336,7 +313,7 @@ static void emit_conv2d_dx(cg_kb *k, const ir_node *n)
 
 static void emit_conv2d_dw(cg_kb *k, const ir_node *n)
 {
-	cg_conv_geom g = cg_conv_geom_of(n);
+	ir_conv_geom g = ir_conv_geom_of(n);
 	if (cg_conv_implicit(&g)) {
 		cg_conv_implicit_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
 		return;
@@ -369,7 +346,7 @@ static void emit_conv2d_dw(cg_kb *k, const ir_node *n)
 /* dW = the sum of the threads' partials, in thread order. */
 static void finish_conv2d_dw(cg_kb *k, const ir_node *n, int threads)
 {
-	cg_conv_geom g = cg_conv_geom_of(n);
+	ir_conv_geom g = ir_conv_geom_of(n);
 	int64_t K = g.c * g.kh * g.kw, per = per_thread(&g, n);
 	int64_t at = cg_conv_implicit(&g) ? cg_conv_implicit_partial(&g) : col_elems(&g) + y_elems(&g);
 	LLVMValueRef dw = cg_arg(k, 0), ws = cg_arg(k, n->nin + 1);

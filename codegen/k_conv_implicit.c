@@ -21,7 +21,7 @@
  * (k_conv.c). */
 #include "internal.h"
 
-bool cg_conv_implicit(const cg_conv_geom *g)
+bool cg_conv_implicit(const ir_conv_geom *g)
 {
 	return g->s == 1 && g->pt < g->kh && g->pb < g->kh && g->pl < g->kw && g->pr < g->kw &&
 	       g->kh * g->kw <= CG_MAX_TAPS && !cg_conv_on_blas();
@@ -45,18 +45,18 @@ static int64_t padded_elems(const padding *p)
 
 /* The input of the forward product, the output gradient of dX's (padded
  * by the window less the padding), and dY in padded rows for dW's. */
-static padding x_padding(const cg_conv_geom *g)
+static padding x_padding(const ir_conv_geom *g)
 {
 	return (padding){g->c, g->h, g->w, g->pt, g->pl, g->h + g->pt + g->pb, g->w + g->pl + g->pr};
 }
 
-static padding dy_padding(const cg_conv_geom *g)
+static padding dy_padding(const ir_conv_geom *g)
 {
 	int64_t t = g->kh - 1 - g->pt, b = g->kh - 1 - g->pb, l = g->kw - 1 - g->pl, r = g->kw - 1 - g->pr;
 	return (padding){g->o, g->ho, g->wo, t, l, g->ho + t + b, g->wo + l + r};
 }
 
-static padding dy_rows(const cg_conv_geom *g)
+static padding dy_rows(const ir_conv_geom *g)
 {
 	return (padding){g->o, g->ho, g->wo, 0, 0, g->ho, x_padding(g).wp};
 }
@@ -109,7 +109,7 @@ static void drop_columns(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t
 
 /* Window offsets: in the padded planes (row width wp), and in the filter
  * (turned half a turn when flip). */
-static int taps(const cg_conv_geom *g, int64_t wp, bool flip, int64_t *a_tap, int64_t *b_tap)
+static int taps(const ir_conv_geom *g, int64_t wp, bool flip, int64_t *a_tap, int64_t *b_tap)
 {
 	int t = 0;
 	for (int64_t i = 0; i < g->kh; i++)
@@ -122,7 +122,7 @@ static int taps(const cg_conv_geom *g, int64_t wp, bool flip, int64_t *a_tap, in
 
 /* ---- tiles and workspace -------------------------------------------------- */
 
-static int64_t dw_image_elems(const cg_conv_geom *g)
+static int64_t dw_image_elems(const ir_conv_geom *g)
 {
 	padding x = x_padding(g), dy = dy_rows(g);
 	return padded_elems(&x) + padded_elems(&dy);
@@ -130,7 +130,7 @@ static int64_t dw_image_elems(const cg_conv_geom *g)
 
 /* conv2d_dw's images per product: 1024 columns or more, the padded copies
  * within 512 KiB (L2), at most half the batch; one image for the others. */
-int64_t cg_conv_implicit_tile(const cg_conv_geom *g)
+int64_t cg_conv_implicit_tile(const ir_conv_geom *g)
 {
 	if (g->op != IR_OP_CONV2D_DW)
 		return 1;
@@ -143,7 +143,7 @@ int64_t cg_conv_implicit_tile(const cg_conv_geom *g)
 	return t < 1 ? 1 : t;
 }
 
-int64_t cg_conv_implicit_partial(const cg_conv_geom *g)
+int64_t cg_conv_implicit_partial(const ir_conv_geom *g)
 {
 	return cg_conv_implicit_tile(g) * dw_image_elems(g);
 }
@@ -153,7 +153,7 @@ static int64_t out_rows_elems(int64_t planes, int64_t h, int64_t w, int64_t wp)
 	return wp != w ? planes * h * wp : 0;
 }
 
-int64_t cg_conv_implicit_workspace(const cg_conv_geom *g)
+int64_t cg_conv_implicit_workspace(const ir_conv_geom *g)
 {
 	padding x = x_padding(g), dy = dy_padding(g);
 	switch (g->op) {
@@ -171,7 +171,7 @@ int64_t cg_conv_implicit_workspace(const cg_conv_geom *g)
 
 /* out = W · in for one image: `in` is p's source, out has `oplanes` planes
  * of ho x wo; ws the thread's workspace (padded copy, then output rows). */
-static void product(cg_kb *k, const cg_conv_geom *g, const padding *p, bool flip, int64_t oplanes, int64_t ho,
+static void product(cg_kb *k, const ir_conv_geom *g, const padding *p, bool flip, int64_t oplanes, int64_t ho,
 	int64_t wo, LLVMValueRef w, LLVMValueRef in, LLVMValueRef out, LLVMValueRef ws)
 {
 	LLVMValueRef b = in;
@@ -195,7 +195,7 @@ static void product(cg_kb *k, const cg_conv_geom *g, const padding *p, bool flip
 		drop_columns(k, oplanes, ho, wo, p->wp, rows, out);
 }
 
-void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const cg_conv_geom *g, LLVMValueRef ws)
+void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws)
 {
 	LLVMValueRef out = cg_arg(k, 0), a = cg_arg(k, 1), b = cg_arg(k, 2);
 	cg_loop l;

@@ -1,6 +1,6 @@
 /* object.c: ahead-of-time compilation: one object file holding a model's
  * training step NAME_step, its evaluation forward NAME_forward_step (both
- * with the step ABI of cg.h) and NAME_serial, a dispatcher that runs a
+ * with the step ABI of runtime/revc_abi.h) and NAME_serial, a dispatcher that runs a
  * kernel on the calling thread (a library has no thread pool of its own;
  * BLAS still uses every core).  The kernels are shared between the two steps
  * through the cache.  cli/cmd_compile.c adds the C API around it.

@@ -1,7 +1,7 @@
 /* step.c: the step function, generated over the schedule.
  *
  *     void NAME_step(uint8_t *arena, void **persist, void **inputs,
- *                    cg_parallel_fn par, void *par_ctx)
+ *                    revc_abi_parallel *par, void *par_ctx)
  *
  * runs the graph's nodes in list order: an input is copied into its arena
  * slot; a fusion group (nodes sharing a group number, contiguous in the
@@ -34,7 +34,7 @@ static LLVMValueRef value_ptr(stepper *s, const ir_node *v)
 	while (v->op == IR_OP_OUTPUT || ir_op_has(v->op, IR_OPF_UPD))
 		v = v->in[0];
 	LLVMValueRef idx;
-	if (ir_op_is_persistent(v->op)) {
+	if (v->op == IR_OP_PARAM || v->op == IR_OP_STATE) {
 		idx = LLVMConstInt(s->m->i64, (unsigned)s->persist_index[v->id], 0);
 		LLVMValueRef slot = LLVMBuildGEP2(s->b, s->m->ptr, s->persist, &idx, 1, "");
 		return LLVMBuildLoad2(s->b, s->m->ptr, slot, v->name);
@@ -158,22 +158,17 @@ static void emit_input(stepper *s, const ir_node *n)
 LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_diags *d)
 {
 	stepper s = {.m = m, .g = g, .b = m->b};
-	ir_users_build(g, &s.users);
+	ir_users_build((ir_graph *)g, &s.users); /* renumbers: ids are list positions */
 	s.persist_index = calloc((size_t)g->n + 1, sizeof(int));
 	s.input_index = calloc((size_t)g->n + 1, sizeof(int));
 	if (!s.persist_index || !s.input_index)
 		IR_DIE("out of memory");
-	int np = 0, ni = 0;
+	ir_persist_slots(g, s.persist_index);
+	ir_input_slots(g, s.input_index);
 	s.nargs = 8;
-	for (int i = 0; i < g->n; i++) {
-		const ir_node *n = g->nodes[i];
-		if (ir_op_is_persistent(n->op))
-			s.persist_index[i] = np++;
-		if (n->op == IR_OP_INPUT)
-			s.input_index[i] = ni++;
-		if (n->nin + 2 > s.nargs)
-			s.nargs = n->nin + 2;
-	}
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->nin + 2 > s.nargs)
+			s.nargs = g->nodes[i]->nin + 2;
 	s.nargs = s.nargs < CG_MAX_GROUP_ARGS ? CG_MAX_GROUP_ARGS : s.nargs;
 
 	LLVMTypeRef pt[5] = {m->ptr, m->ptr, m->ptr, m->ptr, m->ptr};

@@ -65,7 +65,7 @@ rt_exec *drv_engine_exec(drv_engine *e, const ir_graph *g, rt_store *store, revc
 	e->jit[e->njit++] = j;
 	if (!e->pool)
 		e->pool = rt_pool_new(e->threads);
-	rt_exec *x = rt_exec_new_native(g, store, (rt_step_abi)cg_jit_step(j), e->pool, &re);
+	rt_exec *x = rt_exec_new_native(g, store, cg_jit_step(j), e->pool, &re);
 	if (!x)
 		drv_error_rt(err, &re);
 	return x;

@@ -346,4 +346,12 @@ bool ir_verify_plan(const ir_graph *g, ir_diags *d);
 
 void ir_dot(FILE *out, const ir_graph *g);
 
+/* ---- the step ABI's argument order (ir/slots.c) ------------------------ */
+
+/* slot[i] (g->n of them) is node i's index in the step's persist[] (its
+ * param and state nodes) or inputs[] (its input nodes), in list order, and
+ * -1 for other nodes (runtime/revc_abi.h).  Return how many there are. */
+int ir_persist_slots(const ir_graph *g, int *slot);
+int ir_input_slots(const ir_graph *g, int *slot);
+
 #endif

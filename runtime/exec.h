@@ -34,7 +34,7 @@ struct rt_exec {
 	unsigned char *arena;
 	int64_t arena_bytes;
 	/* native mode */
-	rt_step_abi step;
+	revc_abi_step *step;
 	rt_pool *pool;
 	void **persist;      /* param and state data, in list order */
 	void **inputs;       /* staging buffers, in list order */

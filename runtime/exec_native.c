@@ -1,6 +1,8 @@
 /* exec_native.c: running a compiled step (codegen) over the planned arena,
  * with the params and state where the store keeps them and the inputs in
- * their staging buffers, in list order, as the step ABI (rt.h) takes them. */
+ * their staging buffers, in list order, as the step ABI (revc_abi.h) takes them. */
+#include <stdlib.h>
+
 #include "exec.h"
 
 /* Every label input read by a softmax op is within its classes. */
@@ -20,7 +22,7 @@ static bool check_labels(const rt_exec *x, rt_err *e)
 	return true;
 }
 
-rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, rt_step_abi step, rt_pool *pool,
+rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, revc_abi_step *step, rt_pool *pool,
 	rt_err *e)
 {
 	rt_exec *x = rt_exec_new(g, store, RT_EXEC_NATIVE, e);
@@ -30,14 +32,17 @@ rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, rt_step_abi step
 	x->pool = pool;
 	x->persist = rt_exec_calloc((size_t)g->n + 1, sizeof *x->persist);
 	x->inputs = rt_exec_calloc((size_t)g->n + 1, sizeof *x->inputs);
-	int np = 0, ni = 0;
+	int *ps = rt_exec_calloc((size_t)g->n + 1, sizeof *ps), *is = rt_exec_calloc((size_t)g->n + 1, sizeof *is);
+	ir_persist_slots(g, ps);
+	ir_input_slots(g, is);
 	for (int i = 0; i < g->n; i++) {
-		const ir_node *n = g->nodes[i];
-		if (ir_op_is_persistent(n->op))
-			x->persist[np++] = x->val[i];
-		else if (n->op == IR_OP_INPUT)
-			x->inputs[ni++] = x->staging[i];
+		if (ps[i] >= 0)
+			x->persist[ps[i]] = x->val[i];
+		if (is[i] >= 0)
+			x->inputs[is[i]] = x->staging[i];
 	}
+	free(ps);
+	free(is);
 	return x;
 }
 

@@ -18,6 +18,7 @@
 
 #include <cblas.h>
 
+#include "conv_geom.h"
 #include "kernels.h"
 
 #if defined(RT_REAL_F32)
@@ -25,35 +26,6 @@
 #else
 #define GEMM cblas_dgemm
 #endif
-
-typedef struct {
-	int64_t n, c, h, w;  /* input x */
-	int64_t o, kh, kw;   /* filter */
-	int64_t ho, wo;      /* output */
-	int64_t s, top, left;
-} geom;
-
-/* The geometry of node nd, given the types of its x, w and y (whichever of
- * them are operands and which the result depends on the op). */
-static geom geometry(const ir_node *nd, const ir_type *x, const ir_type *w, const ir_type *y)
-{
-	const ir_attr *pad = ir_node_attr(nd, IR_ATTR_PAD);
-	geom g = {
-		.n = x->dim[0], .c = x->dim[1], .h = x->dim[2], .w = x->dim[3],
-		.o = w->dim[0], .kh = w->dim[2], .kw = w->dim[3],
-		.ho = y->dim[2], .wo = y->dim[3],
-		.s = ir_node_int(nd, IR_ATTR_STRIDE), .top = pad->u.ints.v[0], .left = pad->u.ints.v[2],
-	};
-	return g;
-}
-
-/* The condition under which rt_kernel_workspace declares no workspace. */
-static bool direct(const ir_node *nd, const geom *g)
-{
-	const ir_attr *pad = ir_node_attr(nd, IR_ATTR_PAD);
-	return g->kh == 1 && g->kw == 1 && g->s == 1 && pad->u.ints.v[0] == 0 &&
-	       pad->u.ints.v[1] == 0 && pad->u.ints.v[2] == 0 && pad->u.ints.v[3] == 0;
-}
 
 static blasint bi(int64_t v)
 {
@@ -77,14 +49,14 @@ static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const real *
 }
 
 /* Fills col [C·KH·KW, Ho·Wo] from one image x [C,H,W]. */
-static void im2col(const geom *g, const real *x, real *col)
+static void im2col(const ir_conv_geom *g, const real *x, real *col)
 {
 	for (int64_t c = 0; c < g->c; c++)
 		for (int64_t p = 0; p < g->kh; p++)
 			for (int64_t q = 0; q < g->kw; q++) {
 				real *row = col + ((c * g->kh + p) * g->kw + q) * g->ho * g->wo;
 				for (int64_t i = 0; i < g->ho; i++) {
-					int64_t r = i * g->s + p - g->top;
+					int64_t r = i * g->s + p - g->pt;
 					real *dst = row + i * g->wo;
 					if (r < 0 || r >= g->h) {
 						for (int64_t j = 0; j < g->wo; j++)
@@ -93,7 +65,7 @@ static void im2col(const geom *g, const real *x, real *col)
 					}
 					const real *src = x + (c * g->h + r) * g->w;
 					for (int64_t j = 0; j < g->wo; j++) {
-						int64_t k = j * g->s + q - g->left;
+						int64_t k = j * g->s + q - g->pl;
 						dst[j] = k >= 0 && k < g->w ? src[k] : 0;
 					}
 				}
@@ -102,7 +74,7 @@ static void im2col(const geom *g, const real *x, real *col)
 
 /* The adjoint of im2col: x [C,H,W] = Σ of the col entries that read each
  * element.  Overwrites x. */
-static void col2im(const geom *g, const real *col, real *x)
+static void col2im(const ir_conv_geom *g, const real *col, real *x)
 {
 	for (int64_t i = 0; i < g->c * g->h * g->w; i++)
 		x[i] = 0;
@@ -111,12 +83,12 @@ static void col2im(const geom *g, const real *col, real *x)
 			for (int64_t q = 0; q < g->kw; q++) {
 				const real *row = col + ((c * g->kh + p) * g->kw + q) * g->ho * g->wo;
 				for (int64_t i = 0; i < g->ho; i++) {
-					int64_t r = i * g->s + p - g->top;
+					int64_t r = i * g->s + p - g->pt;
 					if (r < 0 || r >= g->h)
 						continue;
 					real *dst = x + (c * g->h + r) * g->w;
 					for (int64_t j = 0; j < g->wo; j++) {
-						int64_t k = j * g->s + q - g->left;
+						int64_t k = j * g->s + q - g->pl;
 						if (k >= 0 && k < g->w)
 							dst[k] += row[i * g->wo + j];
 					}
@@ -128,11 +100,11 @@ static void col2im(const geom *g, const real *col, real *x)
 bool K(rt_k_conv2d)(const rt_kargs *a, rt_err *e)
 {
 	const ir_node *nd = a->n;
-	geom g = geometry(nd, &nd->in[0]->type, &nd->in[1]->type, &nd->type);
+	ir_conv_geom g = ir_conv_geom_of(nd);
 	int64_t ckk = g.c * g.kh * g.kw, hw = g.ho * g.wo;
 	const real *x = a->in[0], *w = a->in[1];
 	real *y = a->out, *col = a->ws;
-	bool dir = direct(nd, &g);
+	bool dir = ir_conv_direct(&g);
 	for (int64_t n = 0; n < g.n; n++) {
 		const real *xn = x + n * g.c * g.h * g.w;
 		if (!dir)
@@ -146,11 +118,11 @@ bool K(rt_k_conv2d)(const rt_kargs *a, rt_err *e)
 bool K(rt_k_conv2d_dx)(const rt_kargs *a, rt_err *e)
 {
 	const ir_node *nd = a->n;
-	geom g = geometry(nd, &nd->type, &nd->in[1]->type, &nd->in[0]->type);
+	ir_conv_geom g = ir_conv_geom_of(nd);
 	int64_t ckk = g.c * g.kh * g.kw, hw = g.ho * g.wo;
 	const real *dy = a->in[0], *w = a->in[1];
 	real *dx = a->out, *col = a->ws;
-	bool dir = direct(nd, &g);
+	bool dir = ir_conv_direct(&g);
 	for (int64_t n = 0; n < g.n; n++) {
 		real *dxn = dx + n * g.c * g.h * g.w;
 		gemm(true, false, ckk, hw, g.o, w, ckk, dy + n * g.o * hw, hw, 0, dir ? dxn : col, hw);
@@ -164,11 +136,11 @@ bool K(rt_k_conv2d_dx)(const rt_kargs *a, rt_err *e)
 bool K(rt_k_conv2d_dw)(const rt_kargs *a, rt_err *e)
 {
 	const ir_node *nd = a->n;
-	geom g = geometry(nd, &nd->in[1]->type, &nd->type, &nd->in[0]->type);
+	ir_conv_geom g = ir_conv_geom_of(nd);
 	int64_t ckk = g.c * g.kh * g.kw, hw = g.ho * g.wo;
 	const real *dy = a->in[0], *x = a->in[1];
 	real *dw = a->out, *col = a->ws;
-	bool dir = direct(nd, &g);
+	bool dir = ir_conv_direct(&g);
 	for (int64_t i = 0; i < g.o * ckk; i++)
 		dw[i] = 0;
 	for (int64_t n = 0; n < g.n; n++) {

@@ -7,6 +7,7 @@
  * Preconditions: the node verified. */
 #include <inttypes.h>
 
+#include "conv_geom.h"
 #include "kernels.h"
 
 typedef struct {
@@ -42,21 +43,16 @@ rt_kernel_fn rt_kernel_get(const ir_node *n)
 }
 
 /* The im2col column matrix of one image, C·KH·KW·Ho·Wo reals, except for a
- * 1x1, stride-1, unpadded convolution, which kern_conv.c runs on the image
- * itself.  x, w and y are the forward convolution's types. */
-static int64_t conv_workspace(const ir_node *n, const ir_type *x, const ir_type *w,
-	const ir_type *y)
+ * direct convolution, which kern_conv.c runs on the image itself. */
+static int64_t conv_workspace(const ir_node *n)
 {
-	const ir_attr *pad = ir_node_attr(n, IR_ATTR_PAD);
-	bool unpadded = true;
-	for (int i = 0; i < pad->u.ints.n; i++)
-		unpadded = unpadded && pad->u.ints.v[i] == 0;
-	if (w->dim[2] == 1 && w->dim[3] == 1 && ir_node_int(n, IR_ATTR_STRIDE) == 1 && unpadded)
+	ir_conv_geom g = ir_conv_geom_of(n);
+	if (ir_conv_direct(&g))
 		return 0;
 	/* Checked: a verified graph can still ask for an absurd workspace, which
 	 * the planner refuses; saturate past IR_MAX_BYTES instead of wrapping. */
-	int64_t f[5] = {w->dim[2], w->dim[3], y->dim[2], y->dim[3], ir_dtype_size(n->type.dtype)};
-	int64_t bytes = x->dim[1];
+	int64_t f[5] = {g.kh, g.kw, g.ho, g.wo, ir_dtype_size(n->type.dtype)};
+	int64_t bytes = g.c;
 	for (int i = 0; i < 5; i++)
 		if (!ir_size_mul(bytes, f[i], &bytes) || bytes > IR_MAX_BYTES)
 			return IR_MAX_BYTES + 1;
@@ -67,11 +63,9 @@ int64_t rt_kernel_workspace(const ir_node *n)
 {
 	switch (n->op) {
 	case IR_OP_CONV2D:
-		return conv_workspace(n, &n->in[0]->type, &n->in[1]->type, &n->type);
 	case IR_OP_CONV2D_DX:
-		return conv_workspace(n, &n->type, &n->in[1]->type, &n->in[0]->type);
 	case IR_OP_CONV2D_DW:
-		return conv_workspace(n, &n->in[1]->type, &n->type, &n->in[0]->type);
+		return conv_workspace(n);
 	default:
 		return 0;
 	}

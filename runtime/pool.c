@@ -35,7 +35,7 @@ struct rt_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t go;
 	/* the current job, written before generation is bumped */
-	rt_kernel_abi fn;
+	revc_abi_kernel *fn;
 	void **args;
 	int64_t n;
 	atomic_ulong generation;
@@ -157,7 +157,7 @@ int rt_pool_threads(const rt_pool *p)
 	return p->threads;
 }
 
-void rt_parallel(void *ctx, rt_kernel_abi fn, void **args, int64_t n)
+void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n)
 {
 	rt_pool *p = ctx;
 	if (p->threads == 1) {

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "revc_abi.h"
+
 /* A persistent tensor of the model (parameter, running statistic or
  * momentum buffer), named per docs/model.md. */
 typedef struct {
@@ -17,18 +19,14 @@ typedef struct {
 	int trainable;
 } revc_aot_tensor;
 
-typedef void (*revc_aot_kernel)(void **args, int64_t lo, int64_t hi, int64_t tid);
-typedef void (*revc_aot_parallel)(void *ctx, revc_aot_kernel fn, void **args, int64_t n);
-typedef void (*revc_aot_step)(uint8_t *arena, void **persist, void **inputs, revc_aot_parallel par,
-	void *par_ctx);
 
 typedef struct {
 	const char *name;
 	int dtype_f64;                 /* 0: float */
 	int ntensors;
 	const revc_aot_tensor *tensors; /* in the training step's persist order */
-	revc_aot_step step, forward;
-	revc_aot_parallel serial;
+	revc_abi_step *step, *forward;
+	revc_abi_parallel *serial;
 	int64_t arena_bytes, forward_arena_bytes;
 	int nforward;
 	const int *forward_persist;    /* tensor indices in the forward's persist order */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "ir.h"
+#include "revc_abi.h"
 
 typedef struct {
 	char msg[512];
@@ -421,13 +422,7 @@ typedef enum {
 	RT_EXEC_NATIVE, /* the arena, run by a compiled step (rt_exec_new_native) */
 } rt_exec_mode;
 
-/* The ABI of compiled code (the same as codegen's cg_kernel_fn and
- * cg_step_fn, cg.h): a kernel computes [lo, hi) of its extent as thread
- * tid; the step runs the schedule over the arena. */
-typedef void (*rt_kernel_abi)(void **args, int64_t lo, int64_t hi, int64_t tid);
-typedef void (*rt_parallel_abi)(void *ctx, rt_kernel_abi fn, void **args, int64_t n);
-typedef void (*rt_step_abi)(uint8_t *arena, void **persist, void **inputs, rt_parallel_abi par,
-	void *par_ctx);
+/* Compiled code follows the step ABI of revc_abi.h. */
 
 /* ---- threads (runtime/pool.c) ----------------------------------------- */
 
@@ -437,14 +432,14 @@ void rt_pool_free(rt_pool *p);
 int rt_pool_threads(const rt_pool *p);
 /* Runs fn over [0, n) split into one chunk per thread (every thread called,
  * chunks fixed by n and the thread count); ctx is the pool. */
-void rt_parallel(void *ctx, rt_kernel_abi fn, void **args, int64_t n);
+void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n);
 
 /* Prepares to run g (verified, scheduled) with the tensors of store, which
  * must hold every param and state of g. */
 rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_exec_mode mode, rt_err *e);
 rt_exec_mode rt_exec_mode_of(const rt_exec *x);
 /* Runs planned g with a compiled step on the pool's threads. */
-rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, rt_step_abi step, rt_pool *pool,
+rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, revc_abi_step *step, rt_pool *pool,
 	rt_err *e);
 void rt_exec_free(rt_exec *x);
 /* The buffer of the input named name, to fill before a run, or NULL. */

@@ -172,7 +172,7 @@ double cgt_compare_poked(ir_graph *g, int threads, uint64_t seed, int steps, con
 	ck_assert_msg(j, "compile: %s", d.n ? d.items[0].msg : "");
 	ir_diags_free(&d);
 	rt_pool *pool = rt_pool_new(threads);
-	rt_exec *xj = rt_exec_new_native(g, &sj, (rt_step_abi)cg_jit_step(j), pool, &e);
+	rt_exec *xj = rt_exec_new_native(g, &sj, cg_jit_step(j), pool, &e);
 	ck_assert_msg(xj, "%s", e.msg);
 	rt_exec *xi = rt_exec_new(g, &si, RT_EXEC_TRACK, &e);
 	ck_assert_msg(xi, "%s", e.msg);
@@ -467,7 +467,7 @@ static rt_exec *small_run(ir_graph *g, bool jit, rt_store *store, cg_jit **j, rt
 		*j = cg_jit_compile(g, &o, &stats, &d);
 		ck_assert_msg(*j, "compile: %s", d.n ? d.items[0].msg : "");
 		ir_diags_free(&d);
-		x = rt_exec_new_native(g, store, (rt_step_abi)cg_jit_step(*j), pool, &e);
+		x = rt_exec_new_native(g, store, cg_jit_step(*j), pool, &e);
 	} else {
 		x = rt_exec_new(g, store, RT_EXEC_AUTO, &e);
 	}

@@ -1,0 +1,93 @@
+/* bench.c: what revc bench measures besides the step itself: the GEMMs a
+ * training step runs (convolutions as one product per image, dense layers),
+ * their floating-point operations, and how fast cblas_sgemm alone runs them
+ * (the machine's ceiling for the step's products). */
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "conv_geom.h"
+#include "tools.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The GEMMs of convolutions (one per image) and dense layers of g. */
+int drv_gemm_shapes(const ir_graph *g, drv_gemm_shape *out, int max)
+{
+	int n = 0;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *v = g->nodes[i];
+		drv_gemm_shape s;
+		if (v->op == IR_OP_CONV2D || v->op == IR_OP_CONV2D_DX || v->op == IR_OP_CONV2D_DW) {
+			ir_conv_geom c = ir_conv_geom_of(v);
+			int64_t kk = c.c * c.kh * c.kw, hw = c.ho * c.wo;
+			if (v->op == IR_OP_CONV2D)
+				s = (drv_gemm_shape){c.o, hw, kk, c.n};
+			else if (v->op == IR_OP_CONV2D_DX)
+				s = (drv_gemm_shape){kk, hw, c.o, c.n};
+			else
+				s = (drv_gemm_shape){c.o, kk, hw, c.n};
+		} else if (v->op == IR_OP_MATMUL) {
+			const ir_attr *ta = ir_node_attr(v, IR_ATTR_TRANS_A);
+			s = (drv_gemm_shape){v->type.dim[0], v->type.dim[1],
+				ta && ta->u.i ? v->in[0]->type.dim[0] : v->in[0]->type.dim[1], 1};
+		} else {
+			continue;
+		}
+		int j = 0;
+		while (j < n && (out[j].m != s.m || out[j].n != s.n || out[j].k != s.k))
+			j++;
+		if (j == n && n < max)
+			out[n++] = (drv_gemm_shape){s.m, s.n, s.k, 0};
+		if (j < max)
+			out[j].count += s.count;
+	}
+	return n;
+}
+
+double drv_gemm_flops(const drv_gemm_shape *s, int n)
+{
+	double f = 0;
+	for (int i = 0; i < n; i++)
+		f += 2.0 * (double)s[i].m * (double)s[i].n * (double)s[i].k * (double)s[i].count;
+	return f;
+}
+
+/* Seconds cblas_sgemm (threads BLAS threads) takes for all of the step's
+ * GEMMs: each shape timed on its own, best of a few runs. */
+double drv_gemm_seconds(const drv_gemm_shape *s, int n, int threads)
+{
+	rt_set_threads(threads);
+	double total = 0;
+	for (int i = 0; i < n; i++) {
+		size_t a = (size_t)(s[i].m * s[i].k), b = (size_t)(s[i].k * s[i].n), c = (size_t)(s[i].m * s[i].n);
+		float *A = calloc(a + 1, sizeof *A), *B = calloc(b + 1, sizeof *B), *C = calloc(c + 1, sizeof *C);
+		if (!A || !B || !C)
+			IR_DIE("out of memory");
+		for (size_t j = 0; j < a; j++)
+			A[j] = (float)(j % 7) * 0.1f;
+		for (size_t j = 0; j < b; j++)
+			B[j] = (float)(j % 5) * 0.1f;
+		int reps = (int)fmin(200, fmax(3, 2e8 / (2.0 * (double)a * (double)s[i].n + 1)));
+		double best = INFINITY;
+		for (int trial = 0; trial < 3; trial++) {
+			double t0 = now();
+			for (int r = 0; r < reps; r++)
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)s[i].m, (blasint)s[i].n,
+					(blasint)s[i].k, 1, A, (blasint)s[i].k, B, (blasint)s[i].n, 0, C, (blasint)s[i].n);
+			best = fmin(best, (now() - t0) / reps);
+		}
+		total += best * (double)s[i].count;
+		free(A);
+		free(B);
+		free(C);
+	}
+	return total;
+}

@@ -1,0 +1,180 @@
+/* check.c: the gradient check, which compares the gradients revc computes
+ * with central finite differences of the loss, in f64, on sampled
+ * coordinates of every parameter; and the random batch it runs on.
+ *
+ * The step is a compromise: rounding noise grows as the step shrinks, and a
+ * ReLU whose input crosses zero inside the step puts a kink in the loss that
+ * spoils the estimate (early layers move many activations, so large steps
+ * cross kinks almost surely).  So each coordinate tries steps h, h/2,
+ * h/4, ... down to h/1000 and takes the first at which D(step) and D(step/2) agree
+ * within a quarter of the tolerance and the losses' rounding cannot move
+ * D(step/2) by half the tolerance: a smooth stretch, measured as finely as
+ * needed and no finer.  The rounding test stops steps so small that the
+ * two differences are a few ulps each and agree by chance.  Among usable
+ * steps, the first that changes the sign of no ReLU input (the
+ * interpreter's kink digest) is preferred: a kink very near the coordinate
+ * spoils D(step) and D(step/2) alike and so passes the agreement test.  A
+ * coordinate where no step is usable is counted as on a kink and replaced
+ * by another.  A wrong gradient gives differences that
+ * agree with each other and not with it, so it is never excused.
+ *
+ * Requires: gx and fx made over one store, fx by the interpreter (the kink
+ * digest is the interpreter's). */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "tools.h"
+
+void drv_check_batch(rt_exec *x, uint64_t seed, int64_t classes)
+{
+	const ir_type *tx, *ty;
+	void *xs = rt_exec_input(x, "x", &tx);
+	int32_t *ys = rt_exec_input(x, "labels", &ty);
+	rt_rng r;
+	rt_rng_derive(&r, seed, RT_RNG_CHECK_BATCH, 0);
+	for (int64_t i = 0; xs && i < ir_type_elems(tx); i++) {
+		double v = rt_rng_uniform(&r);
+		if (tx->dtype == IR_F32)
+			((float *)xs)[i] = (float)v;
+		else
+			((double *)xs)[i] = v;
+	}
+	for (int64_t i = 0; ys && i < ir_type_elems(ty); i++)
+		ys[i] = (int32_t)rt_rng_below(&r, (uint64_t)classes);
+}
+
+typedef struct {
+	rt_exec *fwd;   /* the loss alone */
+	double h, tol;
+} fd_ctx;
+
+static bool loss_at(fd_ctx *c, double *loss, rt_err *e)
+{
+	if (!rt_exec_run(c->fwd, e))
+		return false;
+	*loss = *(const double *)rt_exec_output(c->fwd, "loss", NULL);
+	return true;
+}
+
+/* One central difference of the loss. */
+typedef struct {
+	double d;     /* (L(w + h) - L(w - h)) / 2h */
+	double noise; /* what rounding of the two losses can do to d: 4 ulps of each */
+	bool kink;    /* some ReLU input changed sign between w - h and w + h */
+} difference;
+
+static bool central(fd_ctx *c, double *w, double h, difference *out, rt_err *e)
+{
+	double w0 = *w, lp = 0, lm = 0;
+	*w = w0 + h;
+	bool ok = loss_at(c, &lp, e);
+	uint64_t sides = rt_exec_kinks(c->fwd);
+	*w = w0 - h;
+	ok = ok && loss_at(c, &lm, e);
+	out->kink = rt_exec_kinks(c->fwd) != sides;
+	*w = w0;
+	out->d = (lp - lm) / (2 * h);
+	out->noise = 4 * DBL_EPSILON * fmax(fabs(lp), fabs(lm)) / h;
+	return ok;
+}
+
+/* The finite difference at coordinate w: the first usable step that
+ * crosses no kink, else the first usable one (in a deep net nearly every
+ * step flips some ReLU somewhere, mostly to no visible effect).  *usable is
+ * false when no step is. */
+static bool estimate(fd_ctx *c, double *w, double scale, double *fd, bool *usable, rt_err *e)
+{
+	bool smooth = false;
+	difference d1, d2;
+	*usable = false;
+	if (!central(c, w, c->h, &d1, e))
+		return false;
+	for (double h = c->h; h / 2 >= c->h / 1000 && !smooth; h /= 2, d1 = d2) {
+		if (!central(c, w, h / 2, &d2, e))
+			return false;
+		if (fabs(d1.d - d2.d) > c->tol * scale / 4 || d2.noise > c->tol * scale / 2)
+			continue;
+		smooth = !d1.kink && !d2.kink;
+		if (smooth || !*usable)
+			*fd = d2.d;
+		*usable = true;
+	}
+	return true;
+}
+
+/* Checks tensor t (store index index) against its gradient. */
+static bool check_tensor(fd_ctx *c, rt_tensor *t, const double *grad, int samples, uint64_t seed, int index,
+	drv_check_tensor *out, rt_err *e)
+{
+	int64_t n = ir_type_elems(&t->type);
+	double *w = t->data, max_err = 0, scale = 0;
+	int done = 0, kinks = 0;
+	for (int64_t i = 0; i < n; i++)
+		scale = drv_max_nan(scale, fabs(grad[i]));
+	rt_rng r;
+	rt_rng_derive(&r, seed, RT_RNG_CHECK_PICK, (uint64_t)index);
+	for (int tries = 0; done < samples && done < n && tries < 4 * samples; tries++) {
+		int64_t i = (int64_t)rt_rng_below(&r, (uint64_t)n);
+		double fd = 0;
+		bool usable;
+		if (!estimate(c, &w[i], scale, &fd, &usable, e))
+			return false;
+		if (!usable) {
+			kinks++;
+			continue;
+		}
+		max_err = drv_max_nan(max_err, fabs(grad[i] - fd));
+		done++;
+	}
+	double rel = scale > 0 ? max_err / scale : max_err;
+	*out = (drv_check_tensor){t->name, done, kinks, scale, rel, done > 0 && rel <= c->tol};
+	return true;
+}
+
+bool drv_check_gradients(rt_exec *gx, rt_exec *fx, rt_store *store, int64_t classes, const drv_check_options *o,
+	drv_check_report *r, ir_diags *d)
+{
+	*r = (drv_check_report){.worst_at = -1};
+	r->t = calloc((size_t)store->n + 1, sizeof *r->t);
+	if (!r->t)
+		IR_DIE("out of memory");
+	drv_check_batch(gx, o->seed, classes);
+	drv_check_batch(fx, o->seed, classes);
+	rt_exec_kink_digest(fx, true);
+	rt_err e;
+	if (!rt_exec_run(gx, &e)) {
+		drv_diag_rt(d, &e);
+		return false;
+	}
+	fd_ctx c = {fx, o->step, o->tolerance};
+	for (int i = 0; i < store->n; i++) {
+		rt_tensor *t = &store->t[i];
+		if (!t->trainable)
+			continue;
+		char name[512];
+		const double *grad = rt_exec_output(gx, ps_grad_output_name(name, sizeof name, t->name), NULL);
+		if (!grad) {
+			ir_diag_add(d, (ir_pos){0}, "no gradient output");
+			return false;
+		}
+		drv_check_tensor *ct = &r->t[r->n];
+		if (!check_tensor(&c, t, grad, o->samples, o->seed, i, ct, &e)) {
+			drv_diag_rt(d, &e);
+			return false;
+		}
+		r->failed += !ct->ok;
+		if (r->worst_at < 0 || !(ct->error <= r->worst)) {
+			r->worst = ct->error;
+			r->worst_at = r->n;
+		}
+		r->n++;
+	}
+	return true;
+}
+
+void drv_check_report_free(drv_check_report *r)
+{
+	free(r->t);
+	*r = (drv_check_report){.worst_at = -1};
+}
