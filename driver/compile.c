@@ -13,7 +13,8 @@
 
 void drv_pass_options(const revc_options *o, ps_options *out)
 {
-	*out = (ps_options){.dump_after = o->dump_after, .dump_dir = o->dump_dir, .verify_each = o->verify_each,
+	*out = (ps_options){.dump_after = o->dump_after, .dump_dir = o->dump_dir, .dump_tag = o->dump_tag,
+		.verify_each = o->verify_each,
 		.stop_after = o->stop_after, .only = o->passes};
 }
 
@@ -130,6 +131,8 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	drv_engine_init(&m->engine, m->opts.engine, m->opts.threads, cpu);
 	m->engine_on = true;
 	drv_engine_label(&m->engine, m->label, sizeof m->label);
+	bool native;
+	drv_engine_cpu(&m->engine, m->cpu, sizeof m->cpu, &native);
 
 	FILE *dumps = NULL;
 	char *text = NULL;
@@ -184,4 +187,14 @@ const char *revc_model_dump(const revc_model *m, const char *pass)
 const char *revc_model_engine_label(const revc_model *m)
 {
 	return m->label;
+}
+
+const char *revc_model_engine(const revc_model *m)
+{
+	return drv_engine_name(&m->engine);
+}
+
+const char *revc_model_cpu(const revc_model *m)
+{
+	return m->engine.kind == REVC_JIT ? m->cpu : NULL;
 }

@@ -164,3 +164,11 @@ bool revc_grad_at(const revc_model *m, int i, revc_tensor *out)
 	drv_tensor_of(m->store.t[i].name, t, (void *)g, true, out);
 	return true;
 }
+
+bool revc_model_faulted(const revc_model *m)
+{
+	for (int k = 0; k < DRV_GRAPHS; k++)
+		if (m->x[k] && rt_exec_fault(m->x[k]))
+			return true;
+	return false;
+}
