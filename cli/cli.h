@@ -9,7 +9,7 @@
 #include "cg.h"
 #include "fe.h"
 #include "ir.h"
-#include "internal.h"
+#include "driver/internal.h" /* (codegen has an internal.h too) */
 #include "passes.h"
 #include "rt.h"
 

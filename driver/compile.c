@@ -151,12 +151,12 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	}
 	if (!ok)
 		return false;
-	m->cut = popts.stop_after || popts.only;
+	m->cut = popts.stop_after || popts.only || m->opts.no_run;
 	if (!m->cut && !prepare(m, err))
 		return false;
 	/* Cut short after shape, the parameters still have their types. */
 	rt_err e;
-	if (m->cut && ir_graph_has_pass(drv_model_first(m), "shape") &&
+	if (m->cut && m->is_spec && ir_graph_has_pass(drv_model_first(m), "shape") &&
 	    !rt_store_init_from_graph(&m->store, drv_model_first(m), m->is_spec ? (uint64_t)m->spec.spec.seed : 0, &e))
 		return drv_error_rt(err, &e);
 	m->compiled = true;
@@ -197,4 +197,25 @@ const char *revc_model_engine(const revc_model *m)
 const char *revc_model_cpu(const revc_model *m)
 {
 	return m->engine.kind == REVC_JIT ? m->cpu : NULL;
+}
+
+char *revc_model_print(const revc_model *m, revc_graph which, bool dot, revc_error **err)
+{
+	int k = which == REVC_GRAPH_EVAL ? DRV_EVAL : which == REVC_GRAPH_GRAD ? DRV_GRAD : DRV_STEP;
+	if (!m->g[k]) {
+		drv_errorf(err, REVC_ERR_USAGE, "%s has no such graph compiled", m->name);
+		return NULL;
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		IR_DIE("out of memory");
+	if (dot)
+		ir_dot(f, m->g[k]);
+	else
+		ir_print(f, m->g[k]);
+	if (fclose(f) != 0)
+		IR_DIE("out of memory");
+	return buf;
 }

@@ -83,6 +83,7 @@ typedef struct {
 	bool check_numerics;    /* stop at the first NaN or Inf, naming the node */
 	bool no_order_edges;    /* no ordering edges: a naive as-soon-as-possible order */
 	bool measure;           /* revc_memory_plan: also run one step in tracking mode (REVC_INTERP) */
+	bool no_run;            /* build and plan the graphs but prepare none to run, as a cut does */
 } revc_options;
 
 /* The defaults above. */
@@ -130,6 +131,10 @@ bool revc_model_cut(const revc_model *m);
  * order made, else from the first dump after pass on; NULL when there is
  * none.  Kept when compiling fails too.  Owned by m. */
 const char *revc_model_dump(const revc_model *m, const char *pass);
+/* A graph of the model (REVC_GRAPH_STEP also names an IR model's graph) as
+ * IR text, or as Graphviz with dot, for the caller to free; NULL with an
+ * error when the model did not build it. */
+char *revc_model_print(const revc_model *m, revc_graph which, bool dot, revc_error **err);
 /* The engine and CPU code is for: "jit (znver4)", "jit (x86-64-v3)", "interp". */
 const char *revc_model_engine_label(const revc_model *m);
 /* The same apart: "jit" or "interp"; the CPU name ("znver4") or NULL for
