@@ -108,6 +108,7 @@ static int parse(int argc, char **argv, eval_args *e)
 	if (ready != EXIT_OK)
 		return ready;
 	e->o.graphs = REVC_GRAPH_EVAL;
+	e->o.no_run = true; /* (prepared once the parameters and data are in) */
 	cli_revc_pass_options(&e->popts, &e->o);
 	return -1;
 }

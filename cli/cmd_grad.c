@@ -221,6 +221,7 @@ static int check(const char *cmd, grad_args *g)
 	if (ready != EXIT_OK)
 		return ready;
 	g->o.graphs = g->steps ? REVC_GRAPH_STEP : REVC_GRAPH_GRAD;
+	g->o.no_run = true; /* (prepared once the parameters are in) */
 	cli_revc_pass_options(&g->popts, &g->o);
 	return -1;
 }

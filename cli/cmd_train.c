@@ -203,7 +203,8 @@ static int train(const char *spec, const cli_model *sets, const revc_options *o,
 		goto done;
 	}
 	if (!ok || interrupted_early(json, &status) || !(u.train = revc_dataset_load(m, data, true, &err)) ||
-	    !(u.test = revc_dataset_load(m, data, false, &err)) || interrupted_early(json, &status))
+	    !(u.test = revc_dataset_load(m, data, false, &err)) || interrupted_early(json, &status) ||
+	    !revc_model_prepare(m, &err) || interrupted_early(json, &status))
 		goto done;
 	u.model = m;
 	cli_progress_init(&u.progress, json, revc_model_batch(m));
@@ -290,6 +291,7 @@ static int parse(int argc, char **argv, const char **spec, const char **data, bo
 	if (ready != EXIT_OK)
 		return ready;
 	cli_revc_pass_options(popts, o);
+	o->no_run = true; /* (prepared once the data is in) */
 	return -1;
 }
 

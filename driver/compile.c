@@ -83,21 +83,22 @@ bool drv_model_exec(revc_model *m, int k, revc_error **err)
 	return true;
 }
 
-static bool prepare(revc_model *m, revc_error **err)
+static bool init_store(revc_model *m, revc_error **err)
 {
-	ir_graph *graphs[DRV_GRAPHS];
-	int n = 0;
-	for (int k = 0; k < DRV_GRAPHS; k++)
-		if (m->g[k])
-			graphs[n++] = m->g[k];
-	if (!drv_check_max_memory(m->opts.max_memory, graphs, n, err))
-		return false;
 	rt_err e;
 	uint64_t seed = m->is_spec ? (uint64_t)m->spec.spec.seed : 0;
-	if (!rt_store_init_from_graph(&m->store, graphs[0], seed, &e))
-		return drv_error_rt(err, &e);
+	return rt_store_init_from_graph(&m->store, drv_model_first(m), seed, &e) ? true : drv_error_rt(err, &e);
+}
+
+bool revc_model_prepare(revc_model *m, revc_error **err)
+{
+	if (!m->compiled || m->cut)
+		return drv_errorf(err, REVC_ERR_USAGE, "%s is not compiled (or its pipeline was cut short): nothing to run",
+			m->name);
+	if (m->store.n == 0 && !init_store(m, err))
+		return false;
 	for (int k = 0; k < DRV_GRAPHS; k++)
-		if (m->g[k] && !drv_model_exec(m, k, err))
+		if (m->g[k] && !m->x[k] && !drv_model_exec(m, k, err))
 			return false;
 	return true;
 }
@@ -151,16 +152,20 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	}
 	if (!ok)
 		return false;
-	m->cut = popts.stop_after || popts.only || m->opts.no_run;
-	if (!m->cut && !prepare(m, err))
+	m->cut = popts.stop_after || popts.only;
+	ir_graph *graphs[DRV_GRAPHS];
+	int n = 0;
+	for (int k = 0; k < DRV_GRAPHS; k++)
+		if (m->g[k])
+			graphs[n++] = m->g[k];
+	if (!m->cut && !drv_check_max_memory(m->opts.max_memory, graphs, n, err))
 		return false;
-	/* Cut short after shape, the parameters still have their types. */
-	rt_err e;
-	if (m->cut && m->is_spec && ir_graph_has_pass(drv_model_first(m), "shape") &&
-	    !rt_store_init_from_graph(&m->store, drv_model_first(m), m->is_spec ? (uint64_t)m->spec.spec.seed : 0, &e))
-		return drv_error_rt(err, &e);
+	/* A spec's parameters have their types once shape has run, cut short
+	 * or not; an IR model's are made when it is prepared. */
+	if (m->is_spec && ir_graph_has_pass(graphs[0], "shape") && !init_store(m, err))
+		return false;
 	m->compiled = true;
-	return true;
+	return m->cut || m->opts.no_run || revc_model_prepare(m, err);
 }
 
 bool revc_model_cut(const revc_model *m)

@@ -110,7 +110,9 @@ void revc_dataset_free(revc_dataset *d)
 
 bool revc_evaluate(revc_model *m, const revc_dataset *d, double *loss, double *accuracy, revc_error **err)
 {
-	if (!m->compiled || m->cut || !m->x[DRV_EVAL])
+	if (!revc_model_prepare(m, err))
+		return false;
+	if (!m->x[DRV_EVAL])
 		return drv_errorf(err, REVC_ERR_USAGE, "%s has no compiled evaluation graph", m->name);
 	rt_err e;
 	int64_t bad;

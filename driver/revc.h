@@ -83,7 +83,7 @@ typedef struct {
 	bool check_numerics;    /* stop at the first NaN or Inf, naming the node */
 	bool no_order_edges;    /* no ordering edges: a naive as-soon-as-possible order */
 	bool measure;           /* revc_memory_plan: also run one step in tracking mode (REVC_INTERP) */
-	bool no_run;            /* build and plan the graphs but prepare none to run, as a cut does */
+	bool no_run;            /* plan the graphs (and check max_memory) but leave revc_model_prepare for later */
 } revc_options;
 
 /* The defaults above. */
@@ -126,6 +126,10 @@ bool revc_model_set_batch(revc_model *m, int64_t batch, revc_error **err);
  * (revc_param, revc_save). */
 bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err);
 bool revc_model_cut(const revc_model *m);
+/* Allocates the arenas and (for the JIT) compiles the graphs: what
+ * revc_model_compile does last unless o->no_run, and what running a model
+ * does first when it has not been done. */
+bool revc_model_prepare(revc_model *m, revc_error **err);
 /* The dumps o->dump_after asked for (without o->dump_dir) as IR text, each
  * headed "# ---- [TAG: ]after PASS ----": with pass NULL all of them in the
  * order made, else from the first dump after pass on; NULL when there is

@@ -56,7 +56,9 @@ static int64_t total_steps(const fe_spec *s, const revc_train_config *c, int64_t
 bool revc_train_run(revc_model *m, const revc_train_config *c, revc_train_result *r, revc_error **err)
 {
 	memset(r, 0, sizeof *r);
-	if (!m->is_spec || !m->compiled || m->cut || !m->x[DRV_STEP])
+	if (!revc_model_prepare(m, err))
+		return false;
+	if (!m->is_spec || !m->x[DRV_STEP])
 		return drv_errorf(err, REVC_ERR_USAGE, "%s has no compiled training step from a spec", m->name);
 	const fe_spec *s = &m->spec.spec;
 	int64_t spe = c->train->d.n / s->batch;
