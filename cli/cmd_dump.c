@@ -32,8 +32,11 @@ static const cli_opt opts[] = {
 enum { OPT_FORMAT, OPT_AFTER, OPT_OUTPUT, OPT_DTYPE, OPT_STRATEGY, OPT_EVAL, OPT_SET, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
-/* 256 MiB: far above any graph revc produces. */
-#define MAX_INPUT ((size_t)256 << 20)
+/* The model of FILE: a spec (.rev) with its overrides, or IR. */
+static revc_model *open_model(const char *file, bool spec, const cli_model *sets, revc_error **err)
+{
+	return spec ? revc_model_from_file(file, sets->sets, sets->nsets, err) : revc_model_from_ir(file, err);
+}
 
 int cmd_dump(int argc, char **argv)
 {
@@ -41,10 +44,9 @@ int cmd_dump(int argc, char **argv)
 	cli_args_init(&a, "revc dump", argc, argv);
 	const char *file = NULL, *out = NULL, *val;
 	bool dot = false, eval = false;
-	ir_dtype dt = IR_F32;
+	revc_options o;
+	revc_options_init(&o);
 	ps_options popts = {0};
-	ps_ctx ctx;
-	ps_ctx_init(&ctx);
 	cli_model m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
@@ -60,23 +62,9 @@ int cmd_dump(int argc, char **argv)
 				return cli_usage_error(a.cmd, "--format must be ir or dot, not '%s'", val);
 			dot = strcmp(val, "dot") == 0;
 			break;
-		case OPT_AFTER:
-			popts.stop_after = val;
-			break;
-		case OPT_OUTPUT:
-			out = val;
-			break;
-		case OPT_DTYPE:
-			if (!cli_parse_dtype(a.cmd, val, &dt))
-				return EXIT_USAGE;
-			break;
-		case OPT_STRATEGY:
-			if (!cli_parse_strategy(a.cmd, val, &ctx.strategy))
-				return EXIT_USAGE;
-			break;
-		case OPT_EVAL:
-			eval = true;
-			break;
+		case OPT_AFTER: popts.stop_after = val; break;
+		case OPT_OUTPUT: out = val; break;
+		case OPT_EVAL: eval = true; break;
 		case OPT_SET:
 			if (!cli_model_add_set(&m, a.cmd, val))
 				return EXIT_USAGE;
@@ -85,7 +73,9 @@ int cmd_dump(int argc, char **argv)
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
 		default:
-			if (!cli_pass_option(k - OPT_PASS0, val, &popts))
+			if (k < OPT_PASS0 && cli_revc_option(a.cmd, opts[k].name, val, &o) < 0)
+				return EXIT_USAGE;
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &popts))
 				return EXIT_OK;
 		}
 	}
@@ -97,58 +87,26 @@ int cmd_dump(int argc, char **argv)
 	int ready = cli_pass_options_ready(a.cmd, &popts);
 	if (ready != EXIT_OK)
 		return ready;
-
+	/* A spec goes through --after (default shape); IR, verified with what
+	 * its passes(...) list claims, through the passes asked for, if any.
+	 * Either plans for the interpreter and runs nothing. */
+	if (spec && !popts.stop_after && !popts.only)
+		popts.stop_after = "shape";
+	if (!spec && !popts.stop_after && !popts.only && !popts.dump_after)
+		popts.only = "";
+	cli_revc_pass_options(&popts, &o);
+	o.graphs = eval ? REVC_GRAPH_EVAL : REVC_GRAPH_STEP;
+	o.engine = REVC_INTERP;
+	o.no_run = true;
+	revc_error *err = NULL;
 	char *text = NULL;
-	int status = EXIT_USER;
-	ir_diags d;
-	ir_diags_init(&d);
-	ir_graph *g = NULL;
-	if (spec) {
-		if (!popts.stop_after && !popts.only)
-			popts.stop_after = "shape";
-		if (eval)
-			ctx.optimizer = false;
-		if (!cli_model_load(&m, file) ||
-		    !(g = cli_model_graph(&m, dt, eval ? FE_LOWER_EVAL : FE_LOWER_TRAIN, &ctx, &popts)))
-			goto done;
-	} else {
-		size_t len;
-		rt_err e;
-		if (!rt_file_read(file, MAX_INPUT, &text, &len, &e)) {
-			cli_error("%s", e.msg);
-			goto done;
-		}
-		cli_source src = {file, text, len};
-		g = ir_parse(file, text, len, &d);
-		/* ps_run checks the claims of passes(...) itself. */
-		bool run = popts.stop_after || popts.only || popts.dump_after;
-		if (!g || !ir_verify(g, &d) || (!run && !ps_claims_check(g, &d))) {
-			cli_report(&d, &src, 1);
-			goto done;
-		}
-		if (run && ps_run(g, &ctx, &popts) != 0) {
-			cli_report(&ctx.diags, &src, 1);
-			goto done;
-		}
-	}
-	char *buf = NULL;
-	size_t blen = 0;
-	FILE *f = open_memstream(&buf, &blen);
-	if (!f)
-		IR_DIE("open_memstream failed");
-	if (dot)
-		ir_dot(f, g);
-	else
-		ir_print(f, g);
-	fclose(f);
-	if (cli_write_output(out, buf, blen))
-		status = EXIT_OK;
-	free(buf);
-done:
-	ir_graph_free(g);
-	ps_ctx_free(&ctx);
-	ir_diags_free(&d);
-	cli_model_free(&m);
+	revc_model *model = open_model(file, spec, &m, &err);
+	bool ok = model && revc_model_compile(model, &o, &err);
+	if (model)
+		cli_print_dumps(model);
+	ok = ok && (text = revc_model_print(model, o.graphs, dot, &err));
+	int status = !ok ? cli_revc_error(err) : cli_write_output(out, text, strlen(text)) ? EXIT_OK : EXIT_USER;
 	free(text);
+	revc_model_free(model);
 	return status;
 }

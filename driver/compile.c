@@ -13,7 +13,8 @@
 
 void drv_pass_options(const revc_options *o, ps_options *out)
 {
-	*out = (ps_options){.dump_after = o->dump_after, .dump_dir = o->dump_dir, .verify_each = o->verify_each,
+	*out = (ps_options){.dump_after = o->dump_after, .dump_dir = o->dump_dir, .dump_tag = o->dump_tag,
+		.verify_each = o->verify_each,
 		.stop_after = o->stop_after, .only = o->passes};
 }
 
@@ -82,21 +83,22 @@ bool drv_model_exec(revc_model *m, int k, revc_error **err)
 	return true;
 }
 
-static bool prepare(revc_model *m, revc_error **err)
+static bool init_store(revc_model *m, revc_error **err)
 {
-	ir_graph *graphs[DRV_GRAPHS];
-	int n = 0;
-	for (int k = 0; k < DRV_GRAPHS; k++)
-		if (m->g[k])
-			graphs[n++] = m->g[k];
-	if (!drv_check_max_memory(m->opts.max_memory, graphs, n, err))
-		return false;
 	rt_err e;
 	uint64_t seed = m->is_spec ? (uint64_t)m->spec.spec.seed : 0;
-	if (!rt_store_init_from_graph(&m->store, graphs[0], seed, &e))
-		return drv_error_rt(err, &e);
+	return rt_store_init_from_graph(&m->store, drv_model_first(m), seed, &e) ? true : drv_error_rt(err, &e);
+}
+
+bool revc_model_prepare(revc_model *m, revc_error **err)
+{
+	if (!m->compiled || m->cut)
+		return drv_errorf(err, REVC_ERR_USAGE, "%s is not compiled (or its pipeline was cut short): nothing to run",
+			m->name);
+	if (m->store.n == 0 && !init_store(m, err))
+		return false;
 	for (int k = 0; k < DRV_GRAPHS; k++)
-		if (m->g[k] && !drv_model_exec(m, k, err))
+		if (m->g[k] && !m->x[k] && !drv_model_exec(m, k, err))
 			return false;
 	return true;
 }
@@ -130,6 +132,8 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	drv_engine_init(&m->engine, m->opts.engine, m->opts.threads, cpu);
 	m->engine_on = true;
 	drv_engine_label(&m->engine, m->label, sizeof m->label);
+	bool native;
+	drv_engine_cpu(&m->engine, m->cpu, sizeof m->cpu, &native);
 
 	FILE *dumps = NULL;
 	char *text = NULL;
@@ -149,15 +153,19 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	if (!ok)
 		return false;
 	m->cut = popts.stop_after || popts.only;
-	if (!m->cut && !prepare(m, err))
+	ir_graph *graphs[DRV_GRAPHS];
+	int n = 0;
+	for (int k = 0; k < DRV_GRAPHS; k++)
+		if (m->g[k])
+			graphs[n++] = m->g[k];
+	if (!m->cut && !drv_check_max_memory(m->opts.max_memory, graphs, n, err))
 		return false;
-	/* Cut short after shape, the parameters still have their types. */
-	rt_err e;
-	if (m->cut && ir_graph_has_pass(drv_model_first(m), "shape") &&
-	    !rt_store_init_from_graph(&m->store, drv_model_first(m), m->is_spec ? (uint64_t)m->spec.spec.seed : 0, &e))
-		return drv_error_rt(err, &e);
+	/* A spec's parameters have their types once shape has run, cut short
+	 * or not; an IR model's are made when it is prepared. */
+	if (m->is_spec && ir_graph_has_pass(graphs[0], "shape") && !init_store(m, err))
+		return false;
 	m->compiled = true;
-	return true;
+	return m->cut || m->opts.no_run || revc_model_prepare(m, err);
 }
 
 bool revc_model_cut(const revc_model *m)
@@ -184,4 +192,35 @@ const char *revc_model_dump(const revc_model *m, const char *pass)
 const char *revc_model_engine_label(const revc_model *m)
 {
 	return m->label;
+}
+
+const char *revc_model_engine(const revc_model *m)
+{
+	return drv_engine_name(&m->engine);
+}
+
+const char *revc_model_cpu(const revc_model *m)
+{
+	return m->engine.kind == REVC_JIT ? m->cpu : NULL;
+}
+
+char *revc_model_print(const revc_model *m, revc_graph which, bool dot, revc_error **err)
+{
+	int k = which == REVC_GRAPH_EVAL ? DRV_EVAL : which == REVC_GRAPH_GRAD ? DRV_GRAD : DRV_STEP;
+	if (!m->g[k]) {
+		drv_errorf(err, REVC_ERR_USAGE, "%s has no such graph compiled", m->name);
+		return NULL;
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		IR_DIE("out of memory");
+	if (dot)
+		ir_dot(f, m->g[k]);
+	else
+		ir_print(f, m->g[k]);
+	if (fclose(f) != 0)
+		IR_DIE("out of memory");
+	return buf;
 }

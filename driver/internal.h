@@ -131,6 +131,16 @@ int64_t drv_plan_bytes(ir_graph *const *graphs, int n, int64_t *part);
  * an error (REVC_ERR_USER) naming the total and the limit. */
 bool drv_check_max_memory(int64_t limit, ir_graph *const *graphs, int n, revc_error **err);
 
+/* ---- datasets (driver/data.c) ------------------------------------------------ */
+
+struct revc_dataset {
+	rt_dataset d;
+	char name[RT_PATH_MAX]; /* as given: "fashion-mnist", "cifar10:DIR" */
+};
+
+/* The memory timeline of planned g as SVG text (driver/timeline.c). */
+char *drv_timeline_svg(const char *model, int64_t batch, ps_strategy s, const ir_graph *g, const ps_memory *m);
+
 /* ---- the model handle (driver/model.c, driver/compile.c) ------------------- */
 
 /* A model's graphs: the training step, the evaluation forward pass, the
@@ -160,7 +170,9 @@ struct revc_model {
 	rt_exec *x[DRV_GRAPHS];  /* g's, ready to run */
 	char *dumps;            /* every dump of the passes, in order */
 	size_t dumps_len;
-	char label[96];
+	char label[96], cpu[64];
+	int64_t data_bytes;     /* of the datasets loaded for it (max_memory) */
+	char loaded[RT_PATH_MAX]; /* the directory revc_load read last, or "" */
 	const char *schedule;   /* the heuristic the step's schedule chose */
 };
 

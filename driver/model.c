@@ -166,3 +166,24 @@ void drv_model_add_dumps(revc_model *m, const char *text, size_t len)
 	d[m->dumps_len] = 0;
 	m->dumps = d;
 }
+
+void revc_model_input(const revc_model *m, int64_t chw[3])
+{
+	for (int k = 0; k < 3; k++)
+		chw[k] = m->is_spec ? m->spec.spec.input[k] : 0;
+}
+
+double revc_model_lr(const revc_model *m)
+{
+	return m->is_spec ? m->spec.spec.lr_list[0] : 0;
+}
+
+bool revc_model_set_batch(revc_model *m, int64_t batch, revc_error **err)
+{
+	if (!m->is_spec || m->engine_on)
+		return drv_errorf(err, REVC_ERR_USAGE, "%s: the batch of a spec model is set before it compiles", m->name);
+	if (batch < 1 || batch > FE_INT_MAX)
+		return drv_errorf(err, REVC_ERR_USAGE, "batch size %lld out of range", (long long)batch);
+	m->spec.spec.batch = m->batch = batch;
+	return true;
+}

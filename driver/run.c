@@ -9,12 +9,12 @@
 
 #include "internal.h"
 
-static bool ready(const revc_model *m, const rt_exec *x, revc_error **err)
+/* Graph k of m is ready to run (prepared now if need be). */
+static bool ready(revc_model *m, int k, revc_error **err)
 {
-	if (!m->compiled || m->cut)
-		return drv_errorf(err, REVC_ERR_USAGE, "%s is not compiled (or its pipeline was cut short): nothing to run",
-			m->name);
-	if (!x)
+	if (!revc_model_prepare(m, err))
+		return false;
+	if (!m->x[k])
 		return drv_errorf(err, REVC_ERR_USAGE, "%s has no such graph (an IR model has only its step)", m->name);
 	return true;
 }
@@ -61,7 +61,7 @@ static bool whole_batch(const revc_model *m, const revc_batch *b, revc_error **e
 
 bool revc_train_step(revc_model *m, const revc_batch *b, double lr, double *loss, revc_error **err)
 {
-	if (!ready(m, m->x[DRV_STEP], err) || !whole_batch(m, b, err) || !fill(m->x[DRV_STEP], m, b, 0, b->n, err))
+	if (!ready(m, DRV_STEP, err) || !whole_batch(m, b, err) || !fill(m->x[DRV_STEP], m, b, 0, b->n, err))
 		return false;
 	const ir_type *t;
 	void *rate = rt_exec_input(m->x[DRV_STEP], "lr", &t);
@@ -102,7 +102,7 @@ static double row_loss(const void *logits, ir_dtype dt, int64_t r, int64_t k, in
 
 bool revc_eval(revc_model *m, const revc_batch *b, double *loss, double *accuracy, void *logits, revc_error **err)
 {
-	if (!ready(m, m->x[DRV_EVAL], err))
+	if (!ready(m, DRV_EVAL, err))
 		return false;
 	if (b->n < 1)
 		return drv_errorf(err, REVC_ERR_USAGE, "no examples to evaluate");
@@ -134,8 +134,8 @@ bool revc_eval(revc_model *m, const revc_batch *b, double *loss, double *accurac
 
 bool revc_grad(revc_model *m, const revc_batch *b, double *loss, revc_error **err)
 {
-	if (!m->compiled || m->cut || m->x[DRV_GRAD] || !m->is_spec) {
-		if (!ready(m, m->x[DRV_GRAD], err))
+	if (!m->compiled || m->cut || m->g[DRV_GRAD] || !m->is_spec) {
+		if (!ready(m, DRV_GRAD, err))
 			return false;
 	} else if (!drv_model_plan(m, DRV_GRAD, &(ps_options){0}, err) || !drv_model_exec(m, DRV_GRAD, err)) {
 		return false; /* (the graph is planned as the others were, without the pass options) */
@@ -163,4 +163,12 @@ bool revc_grad_at(const revc_model *m, int i, revc_tensor *out)
 		return false;
 	drv_tensor_of(m->store.t[i].name, t, (void *)g, true, out);
 	return true;
+}
+
+bool revc_model_faulted(const revc_model *m)
+{
+	for (int k = 0; k < DRV_GRAPHS; k++)
+		if (m->x[k] && rt_exec_fault(m->x[k]))
+			return true;
+	return false;
 }

@@ -37,9 +37,7 @@ static revc_model *fashion_b4(revc_dtype dt, revc_engine engine)
 	o.engine = engine;
 	ck_assert_msg(revc_model_compile(m, &o, &err), "%s", revc_error_message(err));
 	snprintf(path, sizeof path, "%s/tests/data/fashion-b4/params", root());
-	int64_t step = -1;
-	ck_assert_msg(revc_load(m, path, &step, &err), "%s", revc_error_message(err));
-	ck_assert_int_eq(step, 0);
+	ck_assert_msg(revc_load(m, path, NULL, &err), "%s", revc_error_message(err));
 	return m;
 }
 
@@ -265,6 +263,7 @@ START_TEST(test_errors_carry_positions)
 	o.max_memory = 1000;
 	err = NULL;
 	ck_assert(!revc_model_compile(m, &o, &err));
+	ck_assert_int_eq(revc_error_kind_of(err), REVC_ERR_USER); /* revc train exits 1 for it */
 	ck_assert_msg(strstr(revc_error_message(err), "more than --max-memory 1000 B (1000 bytes)"), "%s",
 		revc_error_message(err));
 	revc_error_free(err);
@@ -274,6 +273,46 @@ START_TEST(test_errors_carry_positions)
 	ck_assert_int_eq(revc_error_kind_of(err), REVC_ERR_USAGE);
 	revc_error_free(err);
 	revc_model_free(m);
+}
+END_TEST
+
+/* An IR model through one pass prints what the golden file of that pass
+ * says (tests/ir/dce), and its errors point into the IR file. */
+START_TEST(test_ir_model_golden)
+{
+	char path[1024], want[1024];
+	snprintf(path, sizeof path, "%s/tests/ir/dce/basic.ir", root());
+	snprintf(want, sizeof want, "%s/tests/ir/dce/basic.expected", root());
+	revc_error *err = NULL;
+	revc_model *m = revc_model_from_ir(path, &err);
+	ck_assert_msg(m, "%s", revc_error_message(err));
+	revc_options o;
+	revc_options_init(&o);
+	o.passes = "dce";
+	o.engine = REVC_INTERP;
+	o.no_run = true;
+	ck_assert_msg(revc_model_compile(m, &o, &err), "%s", revc_error_message(err));
+	ck_assert(revc_model_cut(m));
+	char *text = revc_model_print(m, REVC_GRAPH_STEP, false, &err);
+	ck_assert_msg(text, "%s", revc_error_message(err));
+	char *expected;
+	size_t len;
+	rt_err e;
+	ck_assert_msg(rt_file_read(want, 1 << 20, &expected, &len, &e), "%s", e.msg);
+	ck_assert_str_eq(text, expected);
+	free(text);
+	free(expected);
+	revc_model_free(m);
+
+	static const char bad[] = "graph @g {\n  %0 = frobnicate() : f32[2]\n}\n";
+	FILE *f = fopen("/tmp/revc-test-driver-bad.ir", "w");
+	ck_assert(f && fwrite(bad, 1, sizeof bad - 1, f) == sizeof bad - 1 && fclose(f) == 0);
+	err = NULL;
+	ck_assert_ptr_null(revc_model_from_ir("/tmp/revc-test-driver-bad.ir", &err));
+	ck_assert_str_eq(revc_error_message(err), "/tmp/revc-test-driver-bad.ir:2:8: error: unknown op 'frobnicate'\n"
+		"    %0 = frobnicate() : f32[2]\n         ^\n");
+	revc_error_free(err);
+	remove("/tmp/revc-test-driver-bad.ir");
 }
 END_TEST
 
@@ -296,6 +335,7 @@ int main(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_version);
 	tcase_add_test(tc, test_errors_carry_positions);
+	tcase_add_test(tc, test_ir_model_golden);
 	tcase_add_test(tc, test_memory_equals_revc_mem);
 	tcase_add_test(tc, test_fixture_grad_f64);
 	tcase_add_test(tc, test_eval_partial_batch);
