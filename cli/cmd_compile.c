@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "revc_config.h"
 #include "rt.h"
 
 extern char **environ;
@@ -329,19 +328,24 @@ int cmd_compile(int argc, char **argv)
 		prefix, prefix, prefix, prefix, prefix, prefix, prefix);
 	fclose(f);
 	fclose(mf);
-	char inc[4200];
-	snprintf(inc, sizeof inc, "-I%s", REVC_AOT_INCLUDE);
+	rt_aot_paths aot;
+	if (!rt_aot_find(&aot, &e)) {
+		cli_error("%s", e.msg);
+		goto done;
+	}
+	char inc[RT_PATH_MAX + 2];
+	snprintf(inc, sizeof inc, "-I%s", aot.include);
 	char *cc[] = {"cc", "-O2", "-fPIC", "-std=c11", inc, "-c", api, "-o", api_o, NULL};
 	if (!run(cc))
 		goto done;
 	if (shared) {
 		char vs[300];
 		snprintf(vs, sizeof vs, "-Wl,--version-script=%s", map);
-		char *ld[] = {"cc", "-shared", "-o", tmp_out, obj, api_o, REVC_AOT_LIB, "-lopenblas", "-lm", vs, NULL};
+		char *ld[] = {"cc", "-shared", "-o", tmp_out, obj, api_o, aot.lib, "-lopenblas", "-lm", vs, NULL};
 		if (!run(ld))
 			goto done;
 	} else {
-		char *ld[] = {"ld", "-r", "-o", tmp_out, obj, api_o, "--whole-archive", REVC_AOT_LIB, "--no-whole-archive", NULL};
+		char *ld[] = {"ld", "-r", "-o", tmp_out, obj, api_o, "--whole-archive", aot.lib, "--no-whole-archive", NULL};
 		if (!run(ld))
 			goto done;
 	}

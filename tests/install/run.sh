@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# An installed revc works from wherever its prefix lies, with no build or
+# source tree: `meson install --destdir` into a temporary directory, the
+# prefix moved elsewhere, then
+# - revc.pc (relocatable) builds examples/embed.c with pkg-config, and it runs;
+# - the installed `revc compile` makes a model library from the prefix's own
+#   AOT runtime (the C compiler it runs is logged: no path into the build or
+#   source tree), and a program linked against that library trains a step.
+# Usage: run.sh BUILDDIR ROOT
+set -u
+build=$(realpath "$1") root=$(realpath "$2")
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+meson install -C "$build" --destdir "$tmp/stage" --no-rebuild --quiet > "$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log"; fail "meson install --destdir"; }
+configured=$(meson introspect "$build" --buildoptions |
+  /usr/bin/python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+mv "$tmp/stage$configured" "$tmp/prefix" || fail "moving the prefix"
+rm -rf "$tmp/stage"
+prefix=$tmp/prefix
+libdir=$(dirname "$(find "$prefix" -name 'librevc.so' | head -1)")
+[ -n "$libdir" ] || fail "librevc.so not installed"
+for f in "$prefix/bin/revc" "$prefix/include/revc.h" "$libdir/pkgconfig/revc.pc" "$libdir/revc/librevc_aot.a" \
+  "$libdir/revc/revc_aot.h"; do
+  [ -f "$f" ] || fail "not installed: ${f#$prefix/}"
+done
+soname=$(readelf -d "$libdir/librevc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$soname" = librevc.so.0 ] && [ -e "$libdir/$soname" ] || fail "librevc.so's soname is '$soname'"
+bad=$(nm -D --defined-only "$libdir/librevc.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^revc_/ {print $3}' | head -3)
+[ -z "$bad" ] || fail "librevc.so exports more than revc_*: $bad"
+
+# Everything below runs outside the trees, with the build and source
+# directories out of the compiler's and loader's search paths.
+mkdir "$tmp/work" && cd "$tmp/work" || exit 1
+cp -r "$root/models" .
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+[ "$(pkg-config --variable=prefix revc | xargs realpath)" = "$(realpath "$prefix")" ] ||
+  fail "revc.pc does not follow its prefix: $(pkg-config --variable=prefix revc)"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Werror "$root/examples/embed.c" $(pkg-config --cflags --libs revc) -Wl,-rpath,"$libdir" -o embed ||
+  fail "building examples/embed.c with pkg-config"
+./embed > embed.txt || { cat embed.txt; fail "examples/embed.c"; }
+version=$("$prefix/bin/revc" --version | awk '{print $2}')
+grep -q "librevc $version" embed.txt || { cat embed.txt; fail "embed does not print librevc $version"; }
+
+# revc compile, with cc logged through a wrapper first in PATH.
+mkdir bin
+cat > bin/cc <<EOS
+#!/bin/sh
+echo "\$*" >> "$tmp/work/cc.log"
+exec /usr/bin/cc "\$@"
+EOS
+chmod +x bin/cc
+PATH=$tmp/work/bin:$PATH "$prefix/bin/revc" compile models/fashion.rev --set units=1,1,1 --set batch=4 \
+  -o libf.so --header f.h 2> compile.err || { cat compile.err; fail "installed revc compile"; }
+grep -q -- "-I$libdir/revc " cc.log && grep -q "$libdir/revc/librevc_aot.a" cc.log ||
+  { cat cc.log; fail "revc compile did not use the prefix's AOT runtime"; }
+! grep -q -e "$build" -e "$root" cc.log || { cat cc.log; fail "revc compile used the build or source tree"; }
+cat > use.c <<'EOS'
+#include <math.h>
+#include <stdio.h>
+#include "f.h"
+static float x[F_BATCH * F_C * F_H * F_W];
+int main(void)
+{
+	int32_t y[F_BATCH] = {0};
+	f_model *m = f_new(1);
+	if (!m)
+		return 1;
+	float loss = f_train_step(m, x, y, 0.1f);
+	printf("loss %g\n", loss);
+	f_free(m);
+	return isfinite(loss) && loss > 0 ? 0 : 1;
+}
+EOS
+/usr/bin/cc -std=c11 use.c -L. -lf -lopenblas -lm -Wl,-rpath,"$tmp/work" -o use || fail "building against libf.so"
+./use > use.txt || { cat use.txt; fail "the compiled library does not train"; }
+echo "install: $(cat embed.txt); revc compile from the prefix: $(cat use.txt)"
