@@ -97,6 +97,10 @@ void revc_model_free(revc_model *m);
 const char *revc_model_name(const revc_model *m);
 int64_t revc_model_batch(const revc_model *m);
 int64_t revc_model_classes(const revc_model *m);
+/* The shape of a batch's x into dim (REVC_MAX_RANK entries): [batch, C, H,
+ * W] for a spec model, the graph's input x for an IR model.  Its rank; 0
+ * when there is no input x. */
+int revc_model_input_shape(const revc_model *m, int64_t *dim);
 
 /* Lowers, schedules, plans and (for the JIT) compiles the training step and
  * the evaluation graph under o (NULL: defaults), and initialises the
