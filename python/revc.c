@@ -569,6 +569,26 @@ static PyObject *Model_eval(Model *self, PyObject *args, PyObject *kw)
 
 /* ---- checkpoints --------------------------------------------------------------------- */
 
+/* Saves into (save) or loads from dir, with the GIL released. */
+static bool dir_call(Model *self, PyObject *dir, bool save, int64_t *step)
+{
+	PyObject *p = fs_path(dir);
+	if (!p || !enter(self)) {
+		Py_XDECREF(p);
+		return false;
+	}
+	revc_error *e = NULL;
+	bool ok;
+	Py_BEGIN_ALLOW_THREADS
+	ok = save ? revc_save(self->m, PyBytes_AS_STRING(p), *step, &e) : revc_load(self->m, PyBytes_AS_STRING(p), step, &e);
+	Py_END_ALLOW_THREADS
+	self->busy = false;
+	Py_DECREF(p);
+	if (!ok)
+		raise_error(e);
+	return ok;
+}
+
 static PyObject *Model_save(Model *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"dir", "step", NULL};
@@ -576,20 +596,9 @@ static PyObject *Model_save(Model *self, PyObject *args, PyObject *kw)
 	long long step = 0;
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|L:save", names, &dir, &step))
 		return NULL;
-	PyObject *p = fs_path(dir);
-	if (!p || !enter(self)) {
-		Py_XDECREF(p);
+	int64_t s = step;
+	if (!dir_call(self, dir, true, &s))
 		return NULL;
-	}
-	revc_error *e = NULL;
-	bool ok;
-	Py_BEGIN_ALLOW_THREADS
-	ok = revc_save(self->m, PyBytes_AS_STRING(p), step, &e);
-	Py_END_ALLOW_THREADS
-	self->busy = false;
-	Py_DECREF(p);
-	if (!ok)
-		return raise_error(e);
 	Py_RETURN_NONE;
 }
 
@@ -597,22 +606,10 @@ static PyObject *Model_load(Model *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"dir", NULL};
 	PyObject *dir;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:load", names, &dir))
-		return NULL;
-	PyObject *p = fs_path(dir);
-	if (!p || !enter(self)) {
-		Py_XDECREF(p);
-		return NULL;
-	}
-	revc_error *e = NULL;
 	int64_t step = 0;
-	bool ok;
-	Py_BEGIN_ALLOW_THREADS
-	ok = revc_load(self->m, PyBytes_AS_STRING(p), &step, &e);
-	Py_END_ALLOW_THREADS
-	self->busy = false;
-	Py_DECREF(p);
-	return ok ? PyLong_FromLongLong(step) : raise_error(e);
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:load", names, &dir) || !dir_call(self, dir, false, &step))
+		return NULL;
+	return PyLong_FromLongLong(step);
 }
 
 /* ---- attributes ------------------------------------------------------------------------ */
@@ -751,8 +748,35 @@ done:
 	return ret;
 }
 
+/* What revc mem does: the plan of a spec under a strategy, without
+ * compiling or allocating the model. */
+static PyObject *revc_py_memory(PyObject *mod, PyObject *args, PyObject *kw)
+{
+	static char *names[] = {"spec", "set", "strategy", "dtype", "engine", "threads", NULL};
+	PyObject *spec, *set = NULL, *strategy = NULL, *dtype = NULL, *engine = NULL, *cpu_keep;
+	int threads = 2;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOi:memory", names, &spec, &set, &strategy, &dtype, &engine,
+		&threads))
+		return NULL;
+	revc_options o;
+	revc_model *m = NULL;
+	if (!options_of(strategy, dtype, engine, NULL, threads, NULL, 0, &o, &cpu_keep) || !(m = model_open(spec, set)))
+		return NULL;
+	revc_memory r;
+	revc_error *e = NULL;
+	bool ok;
+	Py_BEGIN_ALLOW_THREADS
+	ok = revc_memory_plan(m, o.strategy, &o, &r, &e);
+	Py_END_ALLOW_THREADS
+	revc_model_free(m);
+	return ok ? memory_object(&r) : raise_error(e);
+}
+
 static PyMethodDef module_methods[] = {
 	{"version", revc_py_version, METH_NOARGS, "version(): librevc's version, \"0.2.0\""},
+	{"memory", (PyCFunction)(void (*)(void))revc_py_memory, METH_VARARGS | METH_KEYWORDS,
+		"memory(spec, *, set=None, strategy=None, dtype=None, engine=None, threads=2): the planned memory of a\n"
+		"spec's training step (revc mem --json's figures), without compiling it"},
 	{"compile", (PyCFunction)(void (*)(void))revc_py_compile, METH_VARARGS | METH_KEYWORDS,
 		"compile(spec, out, *, header=None, name=None, set=None, strategy=None, cpu=None): writes the model as\n"
 		"native code ahead of time, a shared library (out ends in .so) or an object (.o), as revc compile does"},
