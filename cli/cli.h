@@ -9,6 +9,7 @@
 #include "cg.h"
 #include "fe.h"
 #include "ir.h"
+#include "internal.h"
 #include "passes.h"
 #include "rt.h"
 
@@ -79,15 +80,11 @@ bool cli_make_dir(const char *path);
 /* ---- reporting (cli/report.c) ----------------------------------------- */
 
 /* A loaded source file, kept so diagnostics can show the offending line. */
-typedef struct {
-	const char *path;
-	const char *text;
-	size_t len;
-} cli_source;
+typedef drv_source cli_source;
 
 /* Diagnostics cli_report prints at most (the library keeps IR_MAX_DIAGS
  * and counts the rest). */
-#define CLI_MAX_DIAGS 20
+#define CLI_MAX_DIAGS DRV_MAX_DIAGS
 
 /* Prints d's diagnostics on stderr, each with its source line where srcs
  * holds the file: the first CLI_MAX_DIAGS, then "... and N more errors". */
@@ -142,7 +139,7 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 	const ps_options *opts);
 
 /* The passes an evaluation graph goes through: no autodiff, no optimiser. */
-extern const ps_options cli_eval_passes;
+#define cli_eval_passes drv_eval_passes
 /* The eval pipeline under the command's pass options: *out is user with the
  * dump tag "eval" and, of cli_eval_passes, only the passes user->only names
  * (all without it), written into only[n].  Returns out. */
@@ -204,22 +201,16 @@ const char *cli_signal_name(int sig);
 
 /* ---- engines (cli/engine.c) ----------------------------------------------- */
 
-typedef enum { CLI_ENGINE_INTERP, CLI_ENGINE_JIT } cli_engine_kind;
+typedef revc_engine cli_engine_kind;
+#define CLI_ENGINE_INTERP REVC_INTERP
+#define CLI_ENGINE_JIT REVC_JIT
 
-#define CLI_MAX_JITS 4
 #define CLI_ENGINE_OPT {"engine", 0, "interp|jit", "run with the reference interpreter or native code (default jit)"}
 /* Every command that generates code takes --cpu (docs/codegen.md). */
 #define CLI_CPU_OPT {"cpu", 0, "NAME", "code for CPU NAME: native (default) or LLVM's name, e.g. x86-64-v3 (AVX2), znver3; OPENBLAS_CORETYPE=Haswell makes BLAS AVX2 too"}
 
-typedef struct {
-	cli_engine_kind kind;
-	int threads;
-	cg_options cg;
-	cg_stats stats;
-	rt_pool *pool;
-	cg_jit *jit[CLI_MAX_JITS];
-	int njit;
-} cli_engine;
+/* The driver's engine (driver/engine.c); these report its errors. */
+typedef drv_engine cli_engine;
 
 bool cli_engine_parse(const char *cmd, const char *val, cli_engine_kind *out);
 /* --cpu: "native" or a CPU LLVM knows (not necessarily one this host can
@@ -229,20 +220,14 @@ bool cli_cpu_parse(const char *cmd, const char *val, const char **out);
  * NULL) with the interpreter is a usage error (EXIT_USAGE), code for a
  * CPU this host cannot run a user error (EXIT_USER); else EXIT_OK. */
 int cli_engine_check(const char *cmd, cli_engine_kind kind, const char *cpu);
-/* Sets BLAS threads; native code is for cpu (NULL or "native": this host),
- * run by a thread pool started with the first compiled graph. */
-void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads, const char *cpu);
-/* The workspace the engine's kernels need, for the planner. */
-void cli_engine_plan(cli_engine *e, ps_ctx *ctx);
+#define cli_engine_init drv_engine_init
+#define cli_engine_plan drv_engine_plan
 /* Prepares to run planned g (compiling it for the JIT); reports errors. */
 rt_exec *cli_engine_exec(cli_engine *e, const ir_graph *g, rt_store *store);
-void cli_engine_free(cli_engine *e);
-const char *cli_engine_name(const cli_engine *e);
-/* The CPU native code is for ("x86-64-v3", or the host's name when native,
- * with *native set). */
-const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native);
-/* "jit (znver4)", "jit (x86-64-v3)" or "interp", for summaries. */
-const char *cli_engine_label(const cli_engine *e, char *buf, size_t len);
+#define cli_engine_free drv_engine_free
+#define cli_engine_name drv_engine_name
+#define cli_engine_cpu drv_engine_cpu
+#define cli_engine_label drv_engine_label
 /* The same as JSON members on stdout: "engine":"jit","cpu":"znver4", (cpu
  * null for the interpreter), each with its comma. */
 void cli_engine_json(const cli_engine *e);

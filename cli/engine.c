@@ -1,7 +1,6 @@
-/* engine.c: how the spec-reading commands run a graph: the reference
- * interpreter, or native code from the LLVM JIT (the default) for the CPU
- * --cpu names.  The engine decides how many threads work and what
- * workspace the planner reserves. */
+/* engine.c: the engine options of the commands that run graphs (--engine,
+ * --cpu) and the driver's engine (driver/engine.c) with its errors
+ * printed, for the commands not yet moved onto revc.h. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,94 +30,31 @@ bool cli_cpu_parse(const char *cmd, const char *val, const char **out)
 	return true;
 }
 
+/* Prints err's message and frees it; returns status. */
+static int print_error(revc_error *err, int status)
+{
+	fputs(revc_error_message(err), stderr);
+	revc_error_free(err);
+	return status;
+}
+
 int cli_engine_check(const char *cmd, cli_engine_kind kind, const char *cpu)
 {
 	if (!cpu)
 		return EXIT_OK;
 	if (kind != CLI_ENGINE_JIT)
 		return cli_usage_error(cmd, "--cpu applies to --engine jit (the interpreter is plain C)");
-	ir_diags d;
-	ir_diags_init(&d);
-	bool ok = cg_jit_cpu_ok(cpu, &d);
-	if (!ok)
-		cli_report(&d, NULL, 0);
-	ir_diags_free(&d);
-	return ok ? EXIT_OK : EXIT_USER;
-}
-
-void cli_engine_init(cli_engine *e, cli_engine_kind kind, int threads, const char *cpu)
-{
-	memset(e, 0, sizeof *e);
-	e->kind = kind;
-	e->threads = threads < 1 ? 1 : threads;
-	e->cg = (cg_options){.threads = e->threads, .optimize = true, .cpu = cpu};
-	/* The interpreter lets BLAS use the threads; native code divides
-	 * kernels among its own pool and keeps BLAS to one thread each. */
-	rt_set_threads(kind == CLI_ENGINE_JIT ? 1 : e->threads);
-}
-
-void cli_engine_plan(cli_engine *e, ps_ctx *ctx)
-{
-	if (e->kind == CLI_ENGINE_JIT) {
-		ctx->workspace = cg_workspace;
-		ctx->workspace_user = &e->cg;
-	} else {
-		ctx->workspace = rt_workspace_fn;
-		ctx->workspace_user = NULL;
-	}
+	revc_error *err = NULL;
+	return drv_engine_check(kind, cpu, &err) ? EXIT_OK : print_error(err, EXIT_USER);
 }
 
 rt_exec *cli_engine_exec(cli_engine *e, const ir_graph *g, rt_store *store)
 {
-	rt_err err;
-	if (e->kind == CLI_ENGINE_INTERP) {
-		rt_exec *x = rt_exec_new(g, store, RT_EXEC_AUTO, &err);
-		if (!x)
-			cli_error("%s", err.msg);
-		return x;
-	}
-	if (e->njit == CLI_MAX_JITS)
-		IR_DIE("too many compiled graphs");
-	ir_diags d;
-	ir_diags_init(&d);
-	cg_jit *j = cg_jit_compile(g, &e->cg, &e->stats, &d);
-	if (!j) {
-		cli_report(&d, NULL, 0);
-		ir_diags_free(&d);
-		return NULL;
-	}
-	ir_diags_free(&d);
-	e->jit[e->njit++] = j;
-	if (!e->pool)
-		e->pool = rt_pool_new(e->threads);
-	rt_exec *x = rt_exec_new_native(g, store, (rt_step_abi)cg_jit_step(j), e->pool, &err);
+	revc_error *err = NULL;
+	rt_exec *x = drv_engine_exec(e, g, store, &err);
 	if (!x)
-		cli_error("%s", err.msg);
+		print_error(err, EXIT_USER);
 	return x;
-}
-
-void cli_engine_free(cli_engine *e)
-{
-	for (int i = 0; i < e->njit; i++)
-		cg_jit_free(e->jit[i]);
-	rt_pool_free(e->pool);
-	memset(e, 0, sizeof *e);
-}
-
-const char *cli_engine_name(const cli_engine *e)
-{
-	return e->kind == CLI_ENGINE_JIT ? "jit" : "interp";
-}
-
-const char *cli_engine_label(const cli_engine *e, char *buf, size_t len)
-{
-	char cpu[64];
-	bool native;
-	if (e->kind == CLI_ENGINE_JIT)
-		snprintf(buf, len, "jit (%s)", cli_engine_cpu(e, cpu, sizeof cpu, &native));
-	else
-		snprintf(buf, len, "%s", cli_engine_name(e));
-	return buf;
 }
 
 void cli_engine_json(const cli_engine *e)
@@ -130,14 +66,4 @@ void cli_engine_json(const cli_engine *e)
 		printf("\"cpu\":\"%s\",", cli_engine_cpu(e, cpu, sizeof cpu, &native));
 	else
 		printf("\"cpu\":null,");
-}
-
-const char *cli_engine_cpu(const cli_engine *e, char *buf, size_t len, bool *native)
-{
-	*native = cg_cpu_is_native(e->cg.cpu);
-	if (*native)
-		cg_host_cpu(buf, len);
-	else
-		snprintf(buf, len, "%s", e->cg.cpu);
-	return buf;
 }

@@ -75,18 +75,7 @@ void cli_model_free(cli_model *m)
 ir_graph *cli_model_plan(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
 	const ps_options *opts)
 {
-	ctx->momentum = m->spec.momentum;
-	ctx->weight_decay = m->spec.weight_decay;
-	if (!ctx->workspace)
-		ctx->workspace = rt_workspace_fn;
-	if (!fe_spec_check_sizes(&m->spec, dt, &ctx->diags))
-		return NULL;
-	ir_graph *g = fe_lower(&m->spec, dt, mode);
-	if (ps_run(g, ctx, opts) != 0) {
-		ir_graph_free(g);
-		return NULL;
-	}
-	return g;
+	return drv_spec_plan(&m->spec, dt, mode, ctx, opts);
 }
 
 ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
@@ -98,20 +87,9 @@ ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, p
 	return g;
 }
 
-const ps_options cli_eval_passes = {.only = "shape,dce,schedule,fuse,liveness,plan"};
-
 const ps_options *cli_eval_options(const ps_options *user, ps_options *out, char *only, size_t n)
 {
-	*out = *user;
-	out->dump_tag = "eval";
-	out->only = only;
-	size_t used = 0, len;
-	only[0] = 0;
-	const char *p = cli_eval_passes.only, *pass;
-	while (ps_list_next(&p, &pass, &len))
-		if ((!user->only || ps_list_has(user->only, pass, len)) && used + len + 2 <= n)
-			used += (size_t)snprintf(only + used, n - used, "%s%.*s", used ? "," : "", (int)len, pass);
-	return out;
+	return drv_eval_options(user, out, only, n);
 }
 
 bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out)

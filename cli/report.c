@@ -1,5 +1,6 @@
 /* report.c: how the command line shows errors and writes its outputs. */
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -7,17 +8,9 @@
 
 void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs)
 {
-	for (int i = 0; i < d->n && i < CLI_MAX_DIAGS; i++) {
-		const ir_diag_item *it = &d->items[i];
-		const cli_source *src = NULL;
-		for (int k = 0; k < nsrcs; k++)
-			if (it->pos.file && strcmp(it->pos.file, srcs[k].path) == 0)
-				src = &srcs[k];
-		ir_diag_print(stderr, it, src ? src->text : NULL, src ? src->len : 0);
-	}
-	if (d->total > CLI_MAX_DIAGS)
-		fprintf(stderr, "... and %lld more error%s\n", (long long)(d->total - CLI_MAX_DIAGS),
-			d->total - CLI_MAX_DIAGS == 1 ? "" : "s");
+	char *text = drv_diags_format(d, srcs, nsrcs);
+	fputs(text, stderr);
+	free(text);
 }
 
 int cli_error(const char *fmt, ...)

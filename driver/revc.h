@@ -41,7 +41,7 @@ const char *revc_version(void);
 typedef enum {
 	REVC_ERR_USER = 1,   /* bad input: a spec, IR, data or checkpoint file; a failed check */
 	REVC_ERR_USAGE = 2,  /* a bad argument: unknown option value, options that conflict */
-	REVC_ERR_BUDGET = 3, /* a plan over the memory budget or limit */
+	REVC_ERR_BUDGET = 3, /* a plan over a budget a caller set (revc mem --budget); over max_memory is a user error */
 } revc_error_kind;
 
 typedef struct revc_error revc_error;
@@ -71,6 +71,7 @@ typedef struct {
 	const char *passes;     /* "P1,P2": only these passes */
 	bool verify_each;
 	bool check_numerics;    /* stop at the first NaN or Inf, naming the node */
+	bool no_order_edges;    /* no ordering edges: a naive as-soon-as-possible order */
 } revc_options;
 
 /* The defaults above. */
@@ -109,8 +110,10 @@ int revc_model_input_shape(const revc_model *m, int64_t *dim);
  * and dumped but not compiled: revc_model_cut() says so, and running fails. */
 bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err);
 bool revc_model_cut(const revc_model *m);
-/* The IR text of the training step after pass (NULL: the last pass run),
- * kept when o->dump_after named it or "all"; NULL otherwise.  Owned by m. */
+/* The dumps o->dump_after asked for (without o->dump_dir) as IR text, each
+ * headed "# ---- [TAG: ]after PASS ----": with pass NULL all of them in the
+ * order made, else from the first dump after pass on; NULL when there is
+ * none.  Kept when compiling fails too.  Owned by m. */
 const char *revc_model_dump(const revc_model *m, const char *pass);
 /* The engine and CPU code is for: "jit (znver4)", "jit (x86-64-v3)", "interp". */
 const char *revc_model_engine_label(const revc_model *m);
@@ -121,6 +124,8 @@ const char *revc_model_engine_label(const revc_model *m);
  * (docs/mem.md), for one strategy. */
 typedef struct {
 	revc_strategy strategy;
+	bool cut;               /* the pass options stopped before plan: no figures */
+	const char *schedule;   /* the order heuristic the schedule pass chose, or "given" */
 	int64_t steps;          /* nodes in the schedule */
 	int64_t peak_step;      /* schedule step of the peak */
 	int64_t peak_bytes;     /* fragmentation-free peak of buffers and workspace */
@@ -134,9 +139,10 @@ typedef struct {
 
 /* Of the compiled model. */
 bool revc_model_memory(const revc_model *m, revc_memory *out, revc_error **err);
-/* Of a model planned under strategy s with the other options of o, without
- * compiling or allocating it (what revc mem does). */
-bool revc_memory_plan(const revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out,
+/* Of a spec model planned under strategy s with the other options of o
+ * (NULL: defaults), without compiling or allocating it (what revc mem does);
+ * dumps are added to revc_model_dump's. */
+bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out,
 	revc_error **err);
 
 /* ---- tensors --------------------------------------------------------------- */

@@ -28,6 +28,10 @@
 
 #include "revc.h"
 
+/* Until AOT emission moves into the driver, a librevc may lack it:
+ * compile() then raises. */
+#pragma weak revc_emit
+
 static PyObject *Error, *UserError, *UsageError, *BudgetError;
 
 /* ---- errors ------------------------------------------------------------------- */
@@ -730,6 +734,10 @@ static PyObject *revc_py_compile(PyObject *mod, PyObject *args, PyObject *kw)
 	if (!options_of(strategy, NULL, NULL, cpu, 1, NULL, 0, &o, &cpu_keep) || !(op = fs_path(out)) ||
 	    (header && header != Py_None && !(hp = fs_path(header))) || !(m = model_open(spec, set)))
 		goto done;
+	if (!revc_emit) {
+		PyErr_SetString(Error, "revc: error: this librevc has no revc_emit (ahead-of-time compilation)");
+		goto done;
+	}
 	revc_error *e = NULL;
 	bool ok;
 	Py_BEGIN_ALLOW_THREADS

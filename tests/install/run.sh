@@ -25,7 +25,7 @@ for f in "$prefix/bin/revc" "$prefix/include/revc.h" "$libdir/pkgconfig/revc.pc"
   [ -f "$f" ] || fail "not installed: ${f#$prefix/}"
 done
 soname=$(readelf -d "$libdir/librevc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-[ "$soname" = librevc.so.0 ] && [ -e "$libdir/$soname" ] || fail "librevc.so's soname is '$soname'"
+[ "$soname" = "librevc.so.$(echo "$version" | cut -d. -f1,2)" ] && [ -e "$libdir/$soname" ] || fail "librevc.so's soname is '$soname'"
 bad=$(nm -D --defined-only "$libdir/librevc.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^revc_/ {print $3}' | head -3)
 [ -z "$bad" ] || fail "librevc.so exports more than revc_*: $bad"
 

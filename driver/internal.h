@@ -1,0 +1,174 @@
+/* internal.h: what the driver's files share behind revc.h: the model
+ * handle, errors from the lower modules' diagnostics, the engine glue and
+ * the pipeline choices (workspace, evaluation pipeline, --max-memory).
+ * The CLI uses these too while its commands move onto revc.h; nothing
+ * below the driver includes this. */
+#ifndef REVC_DRV_INTERNAL_H
+#define REVC_DRV_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cg.h"
+#include "fe.h"
+#include "ir.h"
+#include "passes.h"
+#include "revc.h"
+#include "rt.h"
+
+/* ---- errors (driver/error.c) --------------------------------------------- */
+
+struct revc_error {
+	revc_error_kind kind;
+	char *msg; /* lines ending in '\n' */
+};
+
+/* A source text diagnostics may point into (a spec, the --set lines, an
+ * IR file). */
+typedef struct {
+	const char *path;
+	const char *text;
+	size_t len;
+} drv_source;
+
+/* Diagnostics a formatter writes at most (the lower modules keep
+ * IR_MAX_DIAGS and count the rest). */
+#define DRV_MAX_DIAGS 20
+
+/* d's diagnostics as the command prints them: each "file:line:col: error:
+ * ..." with its source line and caret where srcs holds the file; the first
+ * DRV_MAX_DIAGS, then "... and N more errors".  Malloc'd. */
+char *drv_diags_format(const ir_diags *d, const drv_source *srcs, int nsrcs);
+/* Set *err (when err is not NULL) and return false. */
+bool drv_error_diags(revc_error **err, revc_error_kind kind, const ir_diags *d, const drv_source *srcs,
+	int nsrcs);
+/* "revc: error: MSG\n", the form of errors without a source position. */
+bool drv_errorf(revc_error **err, revc_error_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+bool drv_error_rt(revc_error **err, const rt_err *e);
+
+/* ---- sizes (driver/size.c) ------------------------------------------------- */
+
+/* "512MiB", "1.5GB", "2e9": bytes. */
+bool drv_parse_size(const char *s, int64_t *out);
+/* 1536 -> "1.5 KiB", up to GiB with two decimals. */
+void drv_human_bytes(char *buf, size_t n, int64_t bytes);
+
+/* ---- engines (driver/engine.c) ----------------------------------------------- */
+
+#define DRV_MAX_JITS 4
+
+/* How graphs run: the reference interpreter, or native code from the LLVM
+ * JIT for a CPU.  The engine decides how many threads work and what
+ * workspace the planner reserves. */
+typedef struct {
+	revc_engine kind;
+	int threads;
+	cg_options cg;
+	cg_stats stats;
+	rt_pool *pool;
+	cg_jit *jit[DRV_MAX_JITS];
+	int njit;
+} drv_engine;
+
+/* Whether code for cpu (NULL: native) may run here with kind: --cpu with
+ * the interpreter is a usage error, a CPU this host cannot run a user
+ * error. */
+bool drv_engine_check(revc_engine kind, const char *cpu, revc_error **err);
+/* Sets BLAS threads; native code is for cpu (NULL or "native": this host),
+ * run by a thread pool started with the first compiled graph. */
+void drv_engine_init(drv_engine *e, revc_engine kind, int threads, const char *cpu);
+/* The workspace the engine's kernels need, for the planner. */
+void drv_engine_plan(drv_engine *e, ps_ctx *ctx);
+/* Prepares to run planned g (compiling it for the JIT). */
+rt_exec *drv_engine_exec(drv_engine *e, const ir_graph *g, rt_store *store, revc_error **err);
+void drv_engine_free(drv_engine *e);
+const char *drv_engine_name(const drv_engine *e);
+/* The CPU native code is for ("x86-64-v3", or the host's name when native,
+ * with *native set). */
+const char *drv_engine_cpu(const drv_engine *e, char *buf, size_t len, bool *native);
+/* "jit (znver4)", "jit (x86-64-v3)" or "interp". */
+const char *drv_engine_label(const drv_engine *e, char *buf, size_t len);
+
+/* ---- specs and the pipeline (driver/spec.c, driver/pipeline.c) ------------- */
+
+/* A spec read with its overrides, and the texts diagnostics point into. */
+typedef struct {
+	char *path;
+	char *text;
+	size_t len;
+	char *sets_text; /* the sets, one per line */
+	size_t sets_len;
+	fe_spec spec;
+} drv_spec;
+
+/* Parses text (len bytes; name is what diagnostics call it), applies the
+ * sets and checks the spec.  On failure s holds nothing. */
+bool drv_spec_parse(drv_spec *s, const char *name, const char *text, size_t len, const char *const *sets,
+	int nsets, revc_error **err);
+/* Reads the file first. */
+bool drv_spec_load(drv_spec *s, const char *path, const char *const *sets, int nsets, revc_error **err);
+void drv_spec_free(drv_spec *s);
+/* d as an error against s's sources. */
+bool drv_spec_error(const drv_spec *s, const ir_diags *d, revc_error **err);
+
+/* Lowers the spec and runs the pipeline as opts say (ctx: the spec's
+ * optimiser settings, and the interpreter's workspace unless one is set);
+ * NULL with the errors in ctx->diags. */
+ir_graph *drv_spec_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *opts);
+
+/* The passes an evaluation graph goes through: no autodiff, no optimiser. */
+extern const ps_options drv_eval_passes;
+/* The eval pipeline under the user's pass options: *out is user with the
+ * dump tag "eval" and, of drv_eval_passes, only the passes user->only names
+ * (all without it), written into only[n].  Returns out. */
+const ps_options *drv_eval_options(const ps_options *user, ps_options *out, char *only, size_t n);
+
+/* The plan's total: parameters + optimiser state of graphs[0] + the arenas
+ * of all n graphs; its parts in part[3] when not NULL. */
+int64_t drv_plan_bytes(ir_graph *const *graphs, int n, int64_t *part);
+/* With limit >= 0, the plan of the n graphs must fit in limit bytes, else
+ * an error (REVC_ERR_USER) naming the total and the limit. */
+bool drv_check_max_memory(int64_t limit, ir_graph *const *graphs, int n, revc_error **err);
+
+/* ---- the model handle (driver/model.c) ------------------------------------- */
+
+struct revc_model {
+	bool is_spec;
+	drv_spec spec;          /* is_spec */
+	char *ir_path;          /* !is_spec: the IR file and its text */
+	char *ir_text;
+	size_t ir_len;
+	ir_graph *ir;           /* !is_spec: the graph read, until compiled */
+	char name[FE_MAX_NAME];
+	int64_t batch, classes;
+
+	/* revc_model_compile */
+	bool compiled, cut;
+	revc_options opts;
+	ir_dtype dt;
+	drv_engine engine;
+	bool engine_on;
+	ir_graph *step, *eval;  /* planned; eval is NULL for an IR model */
+	rt_store store;
+	rt_exec *step_x, *eval_x;
+	ir_graph *grad;         /* the gradient graph, built by the first revc_grad */
+	rt_exec *grad_x;
+	char *dumps;            /* every dump of the passes, in order */
+	size_t dumps_len;
+	char label[96];
+	const char *schedule;   /* the heuristic the step's schedule chose */
+};
+
+/* The pass options of o as the manager takes them (dump_out left NULL). */
+void drv_pass_options(const revc_options *o, ps_options *out);
+ir_dtype drv_dtype(revc_dtype d);
+/* *out describing a tensor of type t at data. */
+void drv_tensor_of(const char *name, const ir_type *t, void *data, bool trainable, revc_tensor *out);
+/* Appends text to the model's dumps. */
+void drv_model_add_dumps(revc_model *m, const char *text, size_t len);
+/* The error of a failed compile or run: ctx's diagnostics against the
+ * model's sources. */
+bool drv_model_error(const revc_model *m, const ir_diags *d, revc_error **err);
+
+#endif

@@ -1,0 +1,170 @@
+/* model.c: the model handle: made from a spec file, spec text or an IR
+ * file, freed with everything it compiled; and the options it compiles
+ * under, with their defaults. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "revc_config.h"
+
+/* 256 MiB: far above any graph revc produces. */
+#define MAX_IR_FILE ((size_t)256 << 20)
+
+const char *revc_version(void)
+{
+	return REVC_VERSION;
+}
+
+void revc_options_init(revc_options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->strategy = REVC_REVNET;
+	o->dtype = REVC_F32;
+	o->engine = REVC_JIT;
+	o->threads = 2;
+	o->max_memory = -1;
+}
+
+_Static_assert((int)REVC_STORE == (int)PS_STORE && (int)REVC_REVNET == (int)PS_REVNET &&
+	(int)REVC_CHECKPOINT == (int)PS_CHECKPOINT && PS_STRATEGY_COUNT == 3, "revc_strategy is ps_strategy");
+_Static_assert(PS_STRATEGY_DEFAULT == PS_REVNET, "revc_options_init's default strategy is the passes'");
+
+const char *revc_strategy_name(revc_strategy s)
+{
+	return ps_strategy_name((ps_strategy)s);
+}
+
+bool revc_strategy_parse(const char *name, revc_strategy *out)
+{
+	ps_strategy s;
+	if (!ps_strategy_lookup(name, &s))
+		return false;
+	*out = (revc_strategy)s;
+	return true;
+}
+
+ir_dtype drv_dtype(revc_dtype d)
+{
+	return d == REVC_F64 ? IR_F64 : IR_F32;
+}
+
+static revc_model *model_new(void)
+{
+	revc_model *m = calloc(1, sizeof *m);
+	if (!m)
+		IR_DIE("out of memory");
+	rt_store_init(&m->store);
+	return m;
+}
+
+static revc_model *from_spec(revc_model *m, bool ok)
+{
+	if (!ok) {
+		free(m);
+		return NULL;
+	}
+	m->is_spec = true;
+	snprintf(m->name, sizeof m->name, "%s", m->spec.spec.name);
+	m->batch = m->spec.spec.batch;
+	m->classes = m->spec.spec.classes;
+	return m;
+}
+
+revc_model *revc_model_from_file(const char *path, const char *const *sets, int nsets, revc_error **err)
+{
+	revc_model *m = model_new();
+	return from_spec(m, drv_spec_load(&m->spec, path, sets, nsets, err));
+}
+
+revc_model *revc_model_from_string(const char *name, const char *text, size_t len, const char *const *sets,
+	int nsets, revc_error **err)
+{
+	revc_model *m = model_new();
+	return from_spec(m, drv_spec_parse(&m->spec, name, text, len, sets, nsets, err));
+}
+
+revc_model *revc_model_from_ir(const char *path, revc_error **err)
+{
+	revc_model *m = model_new();
+	rt_err e;
+	if (!rt_file_read(path, MAX_IR_FILE, &m->ir_text, &m->ir_len, &e)) {
+		free(m);
+		drv_error_rt(err, &e);
+		return NULL;
+	}
+	m->ir_path = strdup(path);
+	if (!m->ir_path)
+		IR_DIE("out of memory");
+	ir_diags d;
+	ir_diags_init(&d);
+	m->ir = ir_parse(m->ir_path, m->ir_text, m->ir_len, &d);
+	if (!m->ir || !ir_verify(m->ir, &d)) {
+		drv_model_error(m, &d, err);
+		ir_diags_free(&d);
+		revc_model_free(m);
+		return NULL;
+	}
+	ir_diags_free(&d);
+	snprintf(m->name, sizeof m->name, "%s", m->ir->name);
+	for (int i = 0; i < m->ir->n; i++) {
+		const ir_node *n = m->ir->nodes[i];
+		if (n->op == IR_OP_INPUT && strcmp(ir_node_str(n, IR_ATTR_NAME), "x") == 0 && n->type.rank > 0)
+			m->batch = n->type.dim[0];
+	}
+	return m;
+}
+
+bool drv_model_error(const revc_model *m, const ir_diags *d, revc_error **err)
+{
+	if (m->is_spec)
+		return drv_spec_error(&m->spec, d, err);
+	drv_source src = {m->ir_path, m->ir_text, m->ir_len};
+	return drv_error_diags(err, REVC_ERR_USER, d, &src, 1);
+}
+
+void revc_model_free(revc_model *m)
+{
+	if (!m)
+		return;
+	rt_exec_free(m->step_x);
+	rt_exec_free(m->eval_x);
+	rt_exec_free(m->grad_x);
+	rt_store_free(&m->store);
+	ir_graph_free(m->step);
+	ir_graph_free(m->eval);
+	ir_graph_free(m->grad);
+	ir_graph_free(m->ir);
+	if (m->engine_on)
+		drv_engine_free(&m->engine);
+	drv_spec_free(&m->spec);
+	free(m->ir_path);
+	free(m->ir_text);
+	free(m->dumps);
+	free(m);
+}
+
+const char *revc_model_name(const revc_model *m)
+{
+	return m->name;
+}
+
+int64_t revc_model_batch(const revc_model *m)
+{
+	return m->batch;
+}
+
+int64_t revc_model_classes(const revc_model *m)
+{
+	return m->classes;
+}
+
+void drv_model_add_dumps(revc_model *m, const char *text, size_t len)
+{
+	char *d = realloc(m->dumps, m->dumps_len + len + 1);
+	if (!d)
+		IR_DIE("out of memory");
+	memcpy(d + m->dumps_len, text, len);
+	m->dumps_len += len;
+	d[m->dumps_len] = 0;
+	m->dumps = d;
+}
