@@ -90,6 +90,8 @@ typedef drv_source cli_source;
  * holds the file: the first CLI_MAX_DIAGS, then "... and N more errors". */
 void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs);
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints a library error, frees it and returns its exit status (its kind). */
+int cli_revc_error(revc_error *err);
 
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 bool cli_write_output(const char *path, const char *text, size_t len);

@@ -58,34 +58,30 @@ int cmd_init(int argc, char **argv)
 		return cli_usage_error(a.cmd, "missing SPEC");
 	if (!out)
 		return cli_usage_error(a.cmd, "missing --out DIR");
+	/* The seed as the last override: parameters come from the spec's seed. */
+	char seed_set[40];
+	snprintf(seed_set, sizeof seed_set, "seed=%lld", (long long)seed);
+	if (seed >= 0 && !cli_model_add_set(&m, a.cmd, seed_set))
+		return EXIT_USAGE;
+	revc_error *err = NULL;
+	revc_model *model = revc_model_from_file(spec, m.sets, m.nsets, &err);
+	if (!model)
+		return cli_revc_error(err);
 	rt_err e;
-	if (!cli_model_load(&m, spec))
-		return EXIT_USER;
 	if (!rt_dir_check(out, RT_DIR_PARAMS, &e)) {
-		cli_model_free(&m);
+		revc_model_free(model);
 		return cli_error("--out: %s", e.msg);
 	}
-
-	int status = EXIT_USER;
-	ps_ctx ctx;
-	ps_ctx_init(&ctx);
-	ps_options popts = {.stop_after = "shape"};
-	rt_store store;
-	rt_store_init(&store);
-	ir_graph *g = cli_model_graph(&m, IR_F32, FE_LOWER_TRAIN, &ctx, &popts);
-	if (!g)
-		goto done;
-	if (!rt_store_init_from_graph(&store, g, (uint64_t)(seed >= 0 ? seed : m.spec.seed), &e) ||
-	    !rt_store_save_dir(&store, out, RT_DIR_PARAMS, m.spec.name, &e)) {
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	fprintf(stderr, "revc init: wrote %d tensors to %s\n", store.n, out);
-	status = EXIT_OK;
-done:
-	rt_store_free(&store);
-	ir_graph_free(g);
-	ps_ctx_free(&ctx);
-	cli_model_free(&m);
+	/* Through shape: the parameters' types, no plan. */
+	revc_options o;
+	revc_options_init(&o);
+	o.engine = REVC_INTERP;
+	o.stop_after = "shape";
+	int status = EXIT_OK;
+	if (revc_model_compile(model, &o, &err) && revc_save(model, out, 0, &err))
+		fprintf(stderr, "revc init: wrote %d tensors to %s\n", revc_param_count(model), out);
+	else
+		status = cli_revc_error(err);
+	revc_model_free(model);
 	return status;
 }

@@ -13,6 +13,17 @@ void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs)
 	free(text);
 }
 
+_Static_assert((int)REVC_ERR_USER == EXIT_USER && (int)REVC_ERR_USAGE == EXIT_USAGE &&
+	(int)REVC_ERR_BUDGET == EXIT_BUDGET, "an error's kind is its exit status");
+
+int cli_revc_error(revc_error *err)
+{
+	fputs(revc_error_message(err), stderr);
+	int status = (int)revc_error_kind_of(err);
+	revc_error_free(err);
+	return status;
+}
+
 int cli_error(const char *fmt, ...)
 {
 	va_list ap;

@@ -7,7 +7,7 @@
 
 bool revc_save(const revc_model *m, const char *dir, int64_t step, revc_error **err)
 {
-	if (!m->compiled || m->cut)
+	if (!m->compiled || m->store.n == 0)
 		return drv_errorf(err, REVC_ERR_USAGE, "%s is not compiled: it has no tensors to save", m->name);
 	rt_err e;
 	uint64_t seed = m->is_spec ? (uint64_t)m->spec.spec.seed : 0;
@@ -28,7 +28,7 @@ bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err)
 	if (!rt_path_join(path, sizeof path, dir, "step", ".npy", &e))
 		return drv_error_rt(err, &e);
 	bool ok = stat(path, &st) == 0 ? rt_checkpoint_load(&m->store, m->step, dir, &at, &seed, &e)
-		: rt_store_load(&m->store, m->step, dir, false, &e);
+		: rt_store_load(&m->store, m->step, dir, true, &e);
 	if (!ok)
 		return drv_error_rt(err, &e);
 	if (step)

@@ -114,6 +114,11 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	m->cut = popts.stop_after || popts.only;
 	if (!m->cut && !prepare(m, err))
 		return false;
+	/* Cut short after shape, the parameters still have their types. */
+	rt_err e;
+	if (m->cut && ir_graph_has_pass(m->step, "shape") &&
+	    !rt_store_init_from_graph(&m->store, m->step, m->is_spec ? (uint64_t)m->spec.spec.seed : 0, &e))
+		return drv_error_rt(err, &e);
 	m->compiled = true;
 	return true;
 }

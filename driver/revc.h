@@ -107,7 +107,9 @@ int revc_model_input_shape(const revc_model *m, int64_t *dim);
  * the evaluation graph under o (NULL: defaults), and initialises the
  * parameters from the spec's seed.  A model compiles once.  When
  * o->stop_after or o->passes cut the pipeline short the graphs are built
- * and dumped but not compiled: revc_model_cut() says so, and running fails. */
+ * and dumped but not compiled: revc_model_cut() says so, and running fails;
+ * when the cut came after shape the parameters are there all the same
+ * (revc_param, revc_save). */
 bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err);
 bool revc_model_cut(const revc_model *m);
 /* The dumps o->dump_after asked for (without o->dump_dir) as IR text, each
@@ -194,8 +196,9 @@ bool revc_grad_at(const revc_model *m, int i, revc_tensor *out);
  * atomically into dir, replacing only a directory revc wrote
  * (docs/checkpoints.md). */
 bool revc_save(const revc_model *m, const char *dir, int64_t step, revc_error **err);
-/* Loads a checkpoint or parameter directory; *step (may be NULL) gets its
- * step, 0 for parameters. */
+/* Loads a checkpoint (a directory with step.npy; *step, when not NULL,
+ * gets its step) or a parameter directory (momentum buffers start at zero,
+ * *step 0). */
 bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err);
 
 /* ---- checks ---------------------------------------------------------------- */

@@ -1,0 +1,309 @@
+/* test_driver.c: librevc through revc.h alone, against oracles that are not
+ * the driver's own code:
+ * - the fashion-b4 fixture (an independent PyTorch implementation): the
+ *   loss and every parameter's gradient from revc_grad, in float64;
+ * - `revc mem --json`: revc_memory_plan's figures equal the command's to
+ *   the byte;
+ * - a parameter's pointer from revc_param sees a training step's update in
+ *   place (the Python module hands these out as NumPy views);
+ * - errors carry the command's file:line:col text with the caret. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "revc.h"
+#include "rt.h"
+
+static const char *root(void)
+{
+	const char *r = getenv("REVC_SOURCE_ROOT");
+	return r ? r : ".";
+}
+
+static const char *fixture_sets[] = {"batch=4"};
+
+static revc_model *fashion_b4(revc_dtype dt, revc_engine engine)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/models/fashion.rev", root());
+	revc_error *err = NULL;
+	revc_model *m = revc_model_from_file(path, fixture_sets, 1, &err);
+	ck_assert_msg(m, "%s", revc_error_message(err));
+	revc_options o;
+	revc_options_init(&o);
+	o.dtype = dt;
+	o.engine = engine;
+	ck_assert_msg(revc_model_compile(m, &o, &err), "%s", revc_error_message(err));
+	snprintf(path, sizeof path, "%s/tests/data/fashion-b4/params", root());
+	int64_t step = -1;
+	ck_assert_msg(revc_load(m, path, &step, &err), "%s", revc_error_message(err));
+	ck_assert_int_eq(step, 0);
+	return m;
+}
+
+static rt_npy read_npy(const char *dir, const char *name)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/tests/data/fashion-b4/%s/%s.npy", root(), dir, name);
+	rt_npy a;
+	rt_err e;
+	ck_assert_msg(rt_npy_read(path, &a, &e), "%s", e.msg);
+	return a;
+}
+
+/* The fixture's batch in the model's dtype. */
+typedef struct {
+	double xd[4 * 28 * 28];
+	float xf[4 * 28 * 28];
+	int32_t y[4];
+} fixture;
+
+static revc_batch fixture_batch(fixture *f, revc_dtype dt)
+{
+	rt_npy xs = read_npy(".", "x"), ys = read_npy(".", "y");
+	ck_assert_int_eq(xs.count, 4 * 28 * 28);
+	rt_npy_to_f64(&xs, f->xd);
+	rt_npy_to_f32(&xs, f->xf);
+	for (int i = 0; i < 4; i++)
+		f->y[i] = (int32_t)((int64_t *)ys.data)[i];
+	rt_npy_free(&xs);
+	rt_npy_free(&ys);
+	return (revc_batch){.x = dt == REVC_F64 ? (const void *)f->xd : (const void *)f->xf, .labels = f->y, .n = 4};
+}
+
+START_TEST(test_fixture_grad_f64)
+{
+	revc_model *m = fashion_b4(REVC_F64, REVC_INTERP);
+	fixture f;
+	revc_batch b = fixture_batch(&f, REVC_F64);
+	revc_error *err = NULL;
+	double loss;
+	ck_assert_msg(revc_grad(m, &b, &loss, &err), "%s", revc_error_message(err));
+	rt_npy want_loss = read_npy("grad_f64", "loss");
+	double wl = *(double *)want_loss.data;
+	ck_assert_msg(fabs(loss - wl) <= 1e-12 * fabs(wl), "loss %.17g vs %.17g", loss, wl);
+	rt_npy_free(&want_loss);
+	int checked = 0;
+	for (int i = 0; i < revc_param_count(m); i++) {
+		revc_tensor p, g;
+		ck_assert(revc_param_at(m, i, &p));
+		if (!p.trainable) {
+			ck_assert(!revc_grad_at(m, i, &g));
+			continue;
+		}
+		ck_assert_msg(revc_grad_at(m, i, &g), "no gradient for %s", p.name);
+		ck_assert_str_eq(g.name, p.name);
+		ck_assert_int_eq(g.dtype, REVC_F64);
+		ck_assert_int_eq(g.rank, p.rank);
+		rt_npy want = read_npy("grad_f64", p.name);
+		int64_t n = 1;
+		for (int k = 0; k < g.rank; k++)
+			n *= g.dim[k];
+		ck_assert_int_eq(n, want.count);
+		double mx = 0, diff = 0;
+		for (int64_t k = 0; k < n; k++) {
+			double w = ((double *)want.data)[k], a = ((double *)g.data)[k];
+			mx = fmax(mx, fabs(w));
+			diff = fmax(diff, fabs(a - w));
+		}
+		ck_assert_msg(diff <= 1e-9 * mx, "%s: max|a-b| %g of max|b| %g", p.name, diff, mx);
+		rt_npy_free(&want);
+		checked++;
+	}
+	ck_assert_int_eq(checked, 77);
+	revc_model_free(m);
+}
+END_TEST
+
+/* A training step changes the parameters where revc_param points, and the
+ * loss it reports is the one before the update (revc_grad's, an oracle
+ * checked above against the fixture). */
+START_TEST(test_param_pointer_sees_step)
+{
+	revc_model *m = fashion_b4(REVC_F32, REVC_JIT);
+	fixture f;
+	revc_batch b = fixture_batch(&f, REVC_F32);
+	revc_tensor w, again;
+	ck_assert(revc_param(m, "s0.u0.f.conv0.w", &w));
+	ck_assert(w.trainable && w.dtype == REVC_F32 && w.rank == 4);
+	ck_assert(!revc_param(m, "no.such.w", &again));
+	float before[16];
+	memcpy(before, w.data, sizeof before);
+	revc_error *err = NULL;
+	double gl, loss;
+	ck_assert_msg(revc_grad(m, &b, &gl, &err), "%s", revc_error_message(err));
+	ck_assert_msg(memcmp(before, w.data, sizeof before) == 0, "revc_grad changed a parameter");
+	ck_assert_msg(revc_train_step(m, &b, 0.1, &loss, &err), "%s", revc_error_message(err));
+	ck_assert_msg(fabs(loss - 2.389552251322171) <= 1e-4, "step loss %g", loss);
+	ck_assert(revc_param(m, "s0.u0.f.conv0.w", &again));
+	ck_assert_ptr_eq(again.data, w.data);
+	int changed = 0;
+	for (int k = 0; k < 16; k++)
+		changed += ((float *)w.data)[k] != before[k];
+	ck_assert_int_gt(changed, 8);
+	revc_model_free(m);
+}
+END_TEST
+
+/* Evaluation batches any number of examples: three alone give the first
+ * three rows of four. */
+START_TEST(test_eval_partial_batch)
+{
+	revc_model *m = fashion_b4(REVC_F64, REVC_INTERP);
+	fixture f;
+	revc_batch b = fixture_batch(&f, REVC_F64);
+	double l4, a4, l3, a3, logits4[40], logits3[30];
+	revc_error *err = NULL;
+	ck_assert_msg(revc_eval(m, &b, &l4, &a4, logits4, &err), "%s", revc_error_message(err));
+	b.n = 3;
+	ck_assert_msg(revc_eval(m, &b, &l3, &a3, logits3, &err), "%s", revc_error_message(err));
+	for (int k = 0; k < 30; k++)
+		ck_assert(logits3[k] == logits4[k]);
+	double sum = 0;
+	for (int r = 0; r < 3; r++) {
+		double mx = -INFINITY, z = 0;
+		for (int j = 0; j < 10; j++)
+			mx = fmax(mx, logits3[r * 10 + j]);
+		for (int j = 0; j < 10; j++)
+			z += exp(logits3[r * 10 + j] - mx);
+		sum += mx + log(z) - logits3[r * 10 + f.y[r]];
+	}
+	ck_assert_msg(fabs(l3 - sum / 3) <= 1e-12, "loss %g vs %g", l3, sum / 3);
+	ck_assert(isfinite(l4) && a4 >= 0 && a4 <= 1);
+	revc_model_free(m);
+}
+END_TEST
+
+/* The JSON member "key":N after the text at from, or -1. */
+static long long member(const char *json, const char *from, const char *key)
+{
+	const char *p = strstr(json, from);
+	char k[64];
+	snprintf(k, sizeof k, "\"%s\":", key);
+	p = p ? strstr(p, k) : NULL;
+	return p ? atoll(p + strlen(k)) : -1;
+}
+
+START_TEST(test_memory_equals_revc_mem)
+{
+	static const char *names[] = {"store", "revnet", "checkpoint"};
+	const char *revc = getenv("REVC");
+	ck_assert_msg(revc, "REVC names the revc binary");
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "%s mem %s/models/fashion.rev --set batch=4 --strategy all --json", revc, root());
+	FILE *p = popen(cmd, "r");
+	ck_assert(p);
+	static char json[1 << 16];
+	size_t n = fread(json, 1, sizeof json - 1, p);
+	json[n] = 0;
+	ck_assert_int_eq(pclose(p), 0);
+
+	char path[1024];
+	snprintf(path, sizeof path, "%s/models/fashion.rev", root());
+	revc_error *err = NULL;
+	revc_model *m = revc_model_from_file(path, fixture_sets, 1, &err);
+	ck_assert_msg(m, "%s", revc_error_message(err));
+	for (int s = 0; s < 3; s++) {
+		revc_memory r;
+		ck_assert_msg(revc_memory_plan(m, (revc_strategy)s, NULL, &r, &err), "%s", revc_error_message(err));
+		char from[64];
+		snprintf(from, sizeof from, "\"strategy\":\"%s\"", names[s]);
+		ck_assert(!r.cut);
+		ck_assert_int_eq(r.steps, member(json, from, "steps"));
+		ck_assert_int_eq(r.peak_step, member(json, from, "peak_step"));
+		ck_assert_int_eq(r.peak_bytes, member(json, from, "peak_bytes"));
+		ck_assert_int_eq(r.arena_bytes, member(json, from, "arena_bytes"));
+		ck_assert_int_eq(r.saved_transient_peak_bytes, member(json, from, "saved_transient_peak_bytes"));
+		ck_assert_int_eq(r.total_bytes, member(json, from, "total_bytes"));
+		ck_assert_int_eq(r.at_peak.parameters, member(json, from, "parameters"));
+		ck_assert_int_eq(r.at_peak.gradients, member(json, from, "gradients"));
+		ck_assert_int_eq(r.at_peak.optimizer_state, member(json, from, "optimizer_state"));
+		ck_assert_int_eq(r.at_peak.saved, member(json, from, "saved"));
+		ck_assert_int_eq(r.at_peak.transient, member(json, from, "transient"));
+		ck_assert_int_eq(r.at_peak.workspace, member(json, from, "workspace"));
+		ck_assert_int_gt(r.peak_bytes, 0);
+	}
+	revc_model_free(m);
+}
+END_TEST
+
+START_TEST(test_errors_carry_positions)
+{
+	static const char text[] = "model bad\nbatch = -3\n";
+	revc_error *err = NULL;
+	ck_assert_ptr_null(revc_model_from_string("bad.rev", text, sizeof text - 1, NULL, 0, &err));
+	ck_assert_ptr_nonnull(err);
+	ck_assert_int_eq(revc_error_kind_of(err), REVC_ERR_USER);
+	ck_assert_str_eq(revc_error_message(err),
+		"bad.rev:2:9: error: 'batch' must be positive, found -3\n  batch = -3\n          ^\n");
+	revc_error_free(err);
+
+	/* An override is its own source, "--set", line by line. */
+	static const char *sets[] = {"seed=1", "batch=zero"};
+	char path[1024];
+	snprintf(path, sizeof path, "%s/models/fashion.rev", root());
+	err = NULL;
+	ck_assert_ptr_null(revc_model_from_file(path, sets, 2, &err));
+	ck_assert_msg(strncmp(revc_error_message(err), "--set:2:", 8) == 0, "%s", revc_error_message(err));
+	ck_assert_msg(strstr(revc_error_message(err), "\n  batch=zero\n"), "%s", revc_error_message(err));
+	revc_error_free(err);
+
+	err = NULL;
+	ck_assert_ptr_null(revc_model_from_file("/nonexistent/x.rev", NULL, 0, &err));
+	ck_assert_msg(strstr(revc_error_message(err), "revc: error: cannot open '/nonexistent/x.rev'") ==
+		revc_error_message(err), "%s", revc_error_message(err));
+	revc_error_free(err);
+
+	/* A limit below the plan, and running what was not compiled. */
+	revc_model *m = revc_model_from_file(path, fixture_sets, 1, &err);
+	ck_assert_ptr_nonnull(m);
+	revc_options o;
+	revc_options_init(&o);
+	o.engine = REVC_INTERP;
+	o.max_memory = 1000;
+	err = NULL;
+	ck_assert(!revc_model_compile(m, &o, &err));
+	ck_assert_msg(strstr(revc_error_message(err), "more than --max-memory 1000 B (1000 bytes)"), "%s",
+		revc_error_message(err));
+	revc_error_free(err);
+	double loss;
+	err = NULL;
+	ck_assert(!revc_train_step(m, &(revc_batch){0}, 0.1, &loss, &err));
+	ck_assert_int_eq(revc_error_kind_of(err), REVC_ERR_USAGE);
+	revc_error_free(err);
+	revc_model_free(m);
+}
+END_TEST
+
+START_TEST(test_version)
+{
+	char want[32];
+	snprintf(want, sizeof want, "%d.%d.%d", REVC_VERSION_MAJOR, REVC_VERSION_MINOR, REVC_VERSION_PATCH);
+	ck_assert_str_eq(revc_version(), want);
+	revc_strategy s;
+	ck_assert(revc_strategy_parse("checkpoint", &s) && s == REVC_CHECKPOINT);
+	ck_assert(!revc_strategy_parse("nope", &s));
+	ck_assert_str_eq(revc_strategy_name(REVC_REVNET), "revnet");
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("driver");
+	TCase *tc = tcase_create("driver");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_version);
+	tcase_add_test(tc, test_errors_carry_positions);
+	tcase_add_test(tc, test_memory_equals_revc_mem);
+	tcase_add_test(tc, test_fixture_grad_f64);
+	tcase_add_test(tc, test_eval_partial_batch);
+	tcase_add_test(tc, test_param_pointer_sees_step);
+	suite_add_tcase(s, tc);
+	SRunner *r = srunner_create(s);
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
