@@ -1,13 +1,73 @@
-/* embed.c: revc used from a C program through revc.h alone.
- * Build against an installed revc:
- *   cc embed.c $(pkg-config --cflags --libs revc) -o embed */
+/* embed.c: revc used from a C program through revc.h alone.  It reads a
+ * spec, plans and compiles it, prints the planned memory, then trains 3
+ * steps on a synthetic batch and prints the loss of each.
+ * Build against an installed revc, run from the source tree:
+ *   cc examples/embed.c $(pkg-config --cflags --libs revc) -o embed
+ *   ./embed models/fashion.rev units=1,1,1 batch=8
+ * Usage: embed SPEC [KEY=VALUE ...] */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <revc.h>
 
-int main(void)
+static int fail(revc_error *e)
 {
-	printf("librevc %s (revc.h %d.%d.%d)\n", revc_version(), REVC_VERSION_MAJOR, REVC_VERSION_MINOR,
-		REVC_VERSION_PATCH);
-	return 0;
+	fputs(revc_error_message(e), stderr);
+	int status = (int)revc_error_kind_of(e);
+	revc_error_free(e);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: embed SPEC [KEY=VALUE ...]\n");
+		return 2;
+	}
+	printf("librevc %s\n", revc_version());
+	revc_error *e = NULL;
+	revc_model *m = revc_model_from_file(argv[1], (const char *const *)argv + 2, argc - 2, &e);
+	if (!m)
+		return fail(e);
+	revc_options o;
+	revc_options_init(&o); /* revnet, f32, the JIT for this CPU */
+	revc_memory mem;
+	if (!revc_model_compile(m, &o, &e) || !revc_model_memory(m, &mem, &e)) {
+		revc_model_free(m);
+		return fail(e);
+	}
+	printf("%s: batch %lld, %s, peak %lld bytes, arena %lld bytes\n", revc_model_name(m),
+		(long long)revc_model_batch(m), revc_strategy_name(mem.strategy), (long long)mem.peak_bytes,
+		(long long)mem.arena_bytes);
+
+	/* A synthetic batch: pixels in [0, 1), labels cycling through the classes. */
+	int64_t dim[REVC_MAX_RANK], n = 1;
+	int rank = revc_model_input_shape(m, dim);
+	for (int i = 0; i < rank; i++)
+		n *= dim[i];
+	float *x = malloc((size_t)n * sizeof *x);
+	int32_t *labels = malloc((size_t)dim[0] * sizeof *labels);
+	if (!x || !labels) {
+		fprintf(stderr, "embed: out of memory\n");
+		return 1;
+	}
+	srand(1);
+	for (int64_t i = 0; i < n; i++)
+		x[i] = (float)rand() / ((float)RAND_MAX + 1.0f);
+	for (int64_t i = 0; i < dim[0]; i++)
+		labels[i] = (int32_t)(i % revc_model_classes(m));
+	revc_batch b = {.x = x, .labels = labels, .n = dim[0]};
+	int status = 0;
+	for (int step = 1; step <= 3; step++) {
+		double loss;
+		if (!revc_train_step(m, &b, 0.1, &loss, &e)) {
+			status = fail(e);
+			break;
+		}
+		printf("step %d: loss %.6f\n", step, loss);
+	}
+	free(x);
+	free(labels);
+	revc_model_free(m);
+	return status;
 }

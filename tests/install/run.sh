@@ -3,6 +3,8 @@
 # source tree: `meson install --destdir` into a temporary directory, the
 # prefix moved elsewhere, then
 # - revc.pc (relocatable) builds examples/embed.c with pkg-config, and it runs;
+# - the installed Python module imports (finding librevc.so by its run
+#   path) and trains;
 # - the installed `revc compile` makes a model library from the prefix's own
 #   AOT runtime (the C compiler it runs is logged: no path into the build or
 #   source tree), and a program linked against that library trains a step.
@@ -24,6 +26,7 @@ for f in "$prefix/bin/revc" "$prefix/include/revc.h" "$libdir/pkgconfig/revc.pc"
   "$libdir/revc/revc_aot.h"; do
   [ -f "$f" ] || fail "not installed: ${f#$prefix/}"
 done
+version=$("$prefix/bin/revc" --version | awk '{print $2}')
 soname=$(readelf -d "$libdir/librevc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = "librevc.so.$(echo "$version" | cut -d. -f1,2)" ] && [ -e "$libdir/$soname" ] || fail "librevc.so's soname is '$soname'"
 bad=$(nm -D --defined-only "$libdir/librevc.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^revc_/ {print $3}' | head -3)
@@ -31,6 +34,7 @@ bad=$(nm -D --defined-only "$libdir/librevc.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ 
 
 # Everything below runs outside the trees, with the build and source
 # directories out of the compiler's and loader's search paths.
+unset LD_LIBRARY_PATH
 mkdir "$tmp/work" && cd "$tmp/work" || exit 1
 cp -r "$root/models" .
 export PKG_CONFIG_PATH=$libdir/pkgconfig
@@ -39,9 +43,24 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig
 # shellcheck disable=SC2046
 cc -std=c11 -Wall -Werror "$root/examples/embed.c" $(pkg-config --cflags --libs revc) -Wl,-rpath,"$libdir" -o embed ||
   fail "building examples/embed.c with pkg-config"
-./embed > embed.txt || { cat embed.txt; fail "examples/embed.c"; }
-version=$("$prefix/bin/revc" --version | awk '{print $2}')
-grep -q "librevc $version" embed.txt || { cat embed.txt; fail "embed does not print librevc $version"; }
+./embed models/fashion.rev units=1,1,1 batch=4 > embed.txt || { cat embed.txt; fail "examples/embed.c"; }
+grep -q "^librevc $version$" embed.txt || { cat embed.txt; fail "embed does not print librevc $version"; }
+peak=$("$prefix/bin/revc" mem models/fashion.rev --set units=1,1,1 --set batch=4 --json |
+  /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["strategies"][0]["peak_bytes"])')
+grep -q "^fashion: batch 4, revnet, peak $peak bytes" embed.txt || { cat embed.txt; fail "embed's plan is not revc mem's ($peak)"; }
+[ "$(grep -c '^step [123]: loss [0-9]' embed.txt)" = 3 ] || { cat embed.txt; fail "embed did not train 3 steps"; }
+
+pymod=$(find "$prefix" -name 'revc.cpython-*.so' | head -1)
+[ -n "$pymod" ] || fail "the Python module is not installed"
+PYTHONPATH=$(dirname "$pymod") /usr/bin/python3 - "$prefix" > py.txt 2>&1 <<'EOS' || { cat py.txt; fail "the installed Python module"; }
+import sys
+import numpy as np
+import revc
+assert revc.__file__.startswith(sys.argv[1]), revc.__file__
+m = revc.Model("models/fashion.rev", set={"units": (1, 1, 1), "batch": 4})
+x, y = np.random.default_rng(0).random((4, 1, 28, 28), dtype=np.float32), np.arange(4)
+print("python: loss", round(m.train_step(x, y), 4))
+EOS
 
 # revc compile, with cc logged through a wrapper first in PATH.
 mkdir bin
@@ -75,4 +94,4 @@ int main(void)
 EOS
 /usr/bin/cc -std=c11 use.c -L. -lf -lopenblas -lm -Wl,-rpath,"$tmp/work" -o use || fail "building against libf.so"
 ./use > use.txt || { cat use.txt; fail "the compiled library does not train"; }
-echo "install: $(cat embed.txt); revc compile from the prefix: $(cat use.txt)"
+echo "install: $(tr '\n' ' ' < embed.txt); $(cat py.txt); revc compile from the prefix: $(cat use.txt)"
