@@ -349,8 +349,8 @@ static PyObject *memory_object(const revc_memory *r)
 		(long long)r->at_peak.transient, "workspace", (long long)r->at_peak.workspace));
 	if (!at)
 		return NULL;
-	return namespace_of(Py_BuildValue("{s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:N}", "strategy",
-		revc_strategy_name(r->strategy), "steps", (long long)r->steps, "peak_step", (long long)r->peak_step,
+	return namespace_of(Py_BuildValue("{s:s,s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:N}", "strategy",
+		revc_strategy_name(r->strategy), "schedule", r->schedule ? r->schedule : "given", "steps", (long long)r->steps, "peak_step", (long long)r->peak_step,
 		"peak_bytes", (long long)r->peak_bytes, "arena_bytes", (long long)r->arena_bytes,
 		"saved_transient_peak_bytes", (long long)r->saved_transient_peak_bytes, "total_bytes",
 		(long long)r->total_bytes, "at_peak", at));

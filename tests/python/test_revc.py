@@ -27,7 +27,7 @@ def test_memory_equals_revc_mem_json(strategy):
               revc.Model(SPEC, set=SMALL, strategy=strategy).memory()):
         got = vars(r)
         assert got["strategy"] == strategy
-        for key in ("steps", "peak_step", "peak_bytes", "arena_bytes", "saved_transient_peak_bytes", "total_bytes"):
+        for key in ("schedule", "steps", "peak_step", "peak_bytes", "arena_bytes", "saved_transient_peak_bytes", "total_bytes"):
             assert got[key] == want[key], key
         assert vars(r.at_peak) == want["at_peak"]
 
