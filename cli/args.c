@@ -113,6 +113,58 @@ bool cli_pass_option(int k, const char *val, ps_options *opts)
 	return true;
 }
 
+int cli_revc_option(const char *cmd, const char *name, const char *val, revc_options *o)
+{
+	int64_t n;
+	if (strcmp(name, "engine") == 0)
+		return cli_engine_parse(cmd, val, &o->engine) ? 1 : -1;
+	if (strcmp(name, "cpu") == 0)
+		return cli_cpu_parse(cmd, val, &o->cpu) ? 1 : -1;
+	if (strcmp(name, "threads") == 0) {
+		if (!cli_parse_int(cmd, "--threads", val, 1, 256, &n))
+			return -1;
+		o->threads = (int)n;
+		return 1;
+	}
+	if (strcmp(name, "max-memory") == 0)
+		return cli_parse_max_memory(cmd, val, &o->max_memory) ? 1 : -1;
+	if (strcmp(name, "check-numerics") == 0) {
+		o->check_numerics = true;
+		return 1;
+	}
+	if (strcmp(name, "strategy") == 0) {
+		ps_strategy s;
+		if (!cli_parse_strategy(cmd, val, &s))
+			return -1;
+		o->strategy = (revc_strategy)s;
+		return 1;
+	}
+	if (strcmp(name, "dtype") == 0) {
+		ir_dtype dt;
+		if (!cli_parse_dtype(cmd, val, &dt))
+			return -1;
+		o->dtype = dt == IR_F64 ? REVC_F64 : REVC_F32;
+		return 1;
+	}
+	return 0;
+}
+
+void cli_revc_pass_options(const ps_options *p, revc_options *o)
+{
+	o->dump_after = p->dump_after;
+	o->dump_dir = p->dump_dir;
+	o->verify_each = p->verify_each;
+	o->stop_after = p->stop_after;
+	o->passes = p->only;
+}
+
+void cli_print_dumps(const revc_model *m)
+{
+	const char *d = revc_model_dump(m, NULL);
+	if (d)
+		fputs(d, stderr);
+}
+
 bool cli_make_dir(const char *path)
 {
 	struct stat st;

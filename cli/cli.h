@@ -73,6 +73,15 @@ int cli_pass_options_ready(const char *cmd, const ps_options *opts);
  * on stderr, and a command that runs its graphs (train, grad, bench, eval,
  * check) exits 0 once they are built and dumped, without running them. */
 bool cli_pipeline_cut(const char *cmd, const ps_options *opts);
+/* An option of the commands that compile a model, by its long name
+ * (engine, cpu, threads, max-memory, check-numerics, strategy, dtype), into
+ * o: 1 when it was one, 0 when not, -1 after a usage error. */
+int cli_revc_option(const char *cmd, const char *name, const char *val, revc_options *o);
+/* The pass options as the driver takes them, into o. */
+void cli_revc_pass_options(const ps_options *p, revc_options *o);
+/* Prints the dumps the pass options asked of the model on stderr, as the
+ * pass manager would have. */
+void cli_print_dumps(const revc_model *m);
 /* Creates directory path unless it exists (its parent must); reports and
  * returns false when it cannot, or when path is not a directory. */
 bool cli_make_dir(const char *path);
@@ -158,19 +167,7 @@ bool cli_parse_strategy(const char *cmd, const char *val, ps_strategy *out);
 bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
 	int64_t *out);
 
-/* ---- data and progress (cli/data.c, cli/progress.c) --------------------- */
-
-/* What --max-memory leaves for data in train and eval: limit (-1: no
- * --max-memory) less the plan, less the datasets loaded so far (their
- * pixels and labels, rt_dataset_bytes). */
-typedef struct {
-	int64_t limit, plan, data;
-} cli_budget;
-
-/* Loads the train or test split of "fashion-mnist[:DIR]", "cifar10:DIR" or
- * "synthetic" within budget b (NULL: none; takes the dataset's bytes from
- * it) and checks it fits the spec; reports and returns false on error. */
-bool cli_data_load(const char *which, const fe_spec *s, bool train, cli_budget *b, rt_dataset *d);
+/* ---- progress (cli/progress.c) ---------------------------------------------- */
 
 typedef struct {
 	bool tty, json, drawn;
@@ -179,7 +176,7 @@ typedef struct {
 } cli_progress;
 
 void cli_progress_init(cli_progress *p, bool json, int64_t batch);
-void cli_progress_step(void *p, const rt_train_progress *s);
+void cli_progress_step(void *p, const revc_progress *s);
 void cli_progress_eval(void *p, int64_t step, double loss, double accuracy);
 void cli_progress_save(void *p, int64_t step, const char *dir);
 /* Writes s escaped for the inside of a JSON string. */
@@ -233,6 +230,8 @@ rt_exec *cli_engine_exec(cli_engine *e, const ir_graph *g, rt_store *store);
 /* The same as JSON members on stdout: "engine":"jit","cpu":"znver4", (cpu
  * null for the interpreter), each with its comma. */
 void cli_engine_json(const cli_engine *e);
+/* The same for a compiled model. */
+void cli_model_engine_json(const revc_model *m);
 
 /* ---- subcommands ------------------------------------------------------ */
 
@@ -261,15 +260,8 @@ bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out);
  * arenas of all n graphs must fit in limit bytes, else one error line naming
  * the total and the limit, and false.  Call it before allocating any. */
 bool cli_check_max_memory(int64_t limit, ir_graph *const *graphs, int n);
-/* The budget for data that limit leaves once those graphs are planned. */
-cli_budget cli_data_budget(int64_t limit, ir_graph *const *graphs, int n);
 /* revc check --drift (drift.c): reconstruction errors per reversible unit
  * and revnet-vs-store gradient angles, f32 and f64; prints the report and
  * returns the exit status. */
 int cli_check_drift(const cli_model *m, uint64_t seed, bool json);
-/* The memory timeline of g (scheduled, with its memory model m) as SVG
- * (timeline.c). */
-bool cli_timeline_svg(const char *path, const char *model, int64_t batch, ps_strategy s,
-	const ir_graph *g, const ps_memory *m);
-
 #endif

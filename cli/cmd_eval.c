@@ -39,139 +39,102 @@ enum { OPT_PARAMS, OPT_DATA, OPT_SPLIT, OPT_JSON, OPT_THREADS, OPT_ENGINE, OPT_C
 	OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
-int cmd_eval(int argc, char **argv)
+static void print(const revc_model *m, const revc_dataset *d, bool train_split, bool json, double loss, double acc)
+{
+	const char *split = train_split ? "train" : "test";
+	long long n = (long long)revc_dataset_count(d);
+	if (json) {
+		printf("{\"split\":\"%s\",\"images\":%lld,", split, n);
+		cli_model_engine_json(m);
+		printf("\"loss\":%.6g,\"accuracy\":%.6g}\n", loss, acc);
+	} else {
+		printf("%s on %s %s (%lld images): loss %.4f, accuracy %.2f%%; engine %s\n", revc_model_name(m),
+			revc_dataset_name(d), split, n, loss, 100 * acc, revc_model_engine_label(m));
+	}
+}
+
+typedef struct {
+	const char *spec, *params, *data;
+	bool json, train_split;
+	revc_options o;
+	ps_options popts;
+	cli_model sets;
+} eval_args;
+
+/* The options into *e; -1 when the command goes on, else its exit status. */
+static int parse(int argc, char **argv, eval_args *e)
 {
 	cli_args a;
 	cli_args_init(&a, "revc eval", argc, argv);
-	const char *spec = NULL, *params = NULL, *data = NULL, *cpu = NULL, *val;
-	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
-	bool json = false, train_split = false;
-	int64_t threads = 2, max_memory = -1;
-	ps_options popts = {0};
-	cli_model m = {0};
+	const char *val;
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
 		case CLI_ERROR:
 			return EXIT_USAGE;
 		case CLI_POSITIONAL:
-			if (spec)
+			if (e->spec)
 				return cli_usage_error(a.cmd, "unexpected argument '%s'", val);
-			spec = val;
+			e->spec = val;
 			break;
-		case OPT_PARAMS: params = val; break;
-		case OPT_DATA: data = val; break;
+		case OPT_PARAMS: e->params = val; break;
+		case OPT_DATA: e->data = val; break;
 		case OPT_SPLIT:
 			if (strcmp(val, "test") != 0 && strcmp(val, "train") != 0)
 				return cli_usage_error(a.cmd, "--split must be test or train, not '%s'", val);
-			train_split = strcmp(val, "train") == 0;
+			e->train_split = strcmp(val, "train") == 0;
 			break;
-		case OPT_JSON: json = true; break;
-		case OPT_THREADS:
-			if (!cli_parse_int(a.cmd, "--threads", val, 1, 256, &threads))
-				return EXIT_USAGE;
-			break;
-		case OPT_ENGINE:
-			if (!cli_engine_parse(a.cmd, val, &engine_kind))
-				return EXIT_USAGE;
-			break;
-		case OPT_CPU:
-			if (!cli_cpu_parse(a.cmd, val, &cpu))
-				return EXIT_USAGE;
-			break;
-		case OPT_MAX_MEMORY:
-			if (!cli_parse_max_memory(a.cmd, val, &max_memory))
-				return EXIT_USAGE;
-			break;
+		case OPT_JSON: e->json = true; break;
 		case OPT_SET:
-			if (!cli_model_add_set(&m, a.cmd, val))
+			if (!cli_model_add_set(&e->sets, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
 		default:
-			if (!cli_pass_option(k - OPT_PASS0, val, &popts))
+			if (k < OPT_PASS0 && cli_revc_option(a.cmd, opts[k].name, val, &e->o) < 0)
+				return EXIT_USAGE;
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &e->popts))
 				return EXIT_OK;
 		}
 	}
-	if (!spec)
+	if (!e->spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
-	if (!params)
+	if (!e->params)
 		return cli_usage_error(a.cmd, "missing --params DIR");
-	int ready = cli_engine_check(a.cmd, engine_kind, cpu);
+	int ready = cli_engine_check(a.cmd, e->o.engine, e->o.cpu);
 	if (ready == EXIT_OK)
-		ready = cli_pass_options_ready(a.cmd, &popts);
+		ready = cli_pass_options_ready(a.cmd, &e->popts);
 	if (ready != EXIT_OK)
 		return ready;
-	cli_engine engine;
-	cli_engine_init(&engine, engine_kind, (int)threads, cpu);
+	e->o.graphs = REVC_GRAPH_EVAL;
+	cli_revc_pass_options(&e->popts, &e->o);
+	return -1;
+}
 
-	int status = EXIT_USER;
-	rt_dataset d = {0};
-	rt_store store;
-	rt_store_init(&store);
-	ir_graph *g = NULL;
-	rt_exec *x = NULL;
-	ps_ctx ctx;
-	ps_ctx_init(&ctx);
-	ctx.optimizer = false;
-	cli_engine_plan(&engine, &ctx);
-	rt_err e;
-	double loss, acc;
-	int64_t bad;
-	ps_options eopts;
-	char eval_only[128];
-	if (!cli_model_load(&m, spec))
-		goto done;
-	g = cli_model_graph(&m, IR_F32, FE_LOWER_EVAL, &ctx, cli_eval_options(&popts, &eopts, eval_only, sizeof eval_only));
-	if (g && cli_pipeline_cut(a.cmd, &popts)) {
-		status = EXIT_OK;
-		goto done;
-	}
-	if (!g || !cli_check_max_memory(max_memory, &g, 1))
-		goto done;
-	/* The parameters before the data: a wrong DIR fails at once. */
-	if (!rt_store_load(&store, g, params, false, &e)) {
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	if (!data)
-		data = m.spec.dataset;
-	cli_budget budget = cli_data_budget(max_memory, &g, 1);
-	if (!cli_data_load(data, &m.spec, train_split, &budget, &d))
-		goto done;
-	if (!(x = cli_engine_exec(&engine, g, &store)))
-		goto done;
-	if (!rt_evaluate(x, &d, &loss, &acc, &bad, &e)) {
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	if (bad > 0) { /* no plausible accuracy from broken outputs */
-		rt_err why;
-		rt_error_nonfinite_logits(&e, "the loss", loss, bad, d.n);
-		if (!rt_store_check_finite(&store, params, &why))
-			rt_err_appendf(&e, "; %s", why.msg);
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	char label[96];
-	if (json) {
-		printf("{\"split\":\"%s\",\"images\":%lld,", train_split ? "train" : "test", (long long)d.n);
-		cli_engine_json(&engine);
-		printf("\"loss\":%.6g,\"accuracy\":%.6g}\n", loss, acc);
-	} else {
-		printf("%s on %s %s (%lld images): loss %.4f, accuracy %.2f%%; engine %s\n", m.spec.name, data,
-			train_split ? "train" : "test", (long long)d.n, loss, 100 * acc,
-			cli_engine_label(&engine, label, sizeof label));
-	}
+int cmd_eval(int argc, char **argv)
+{
+	eval_args e = {0};
+	revc_options_init(&e.o);
+	int status = parse(argc, argv, &e);
+	if (status >= 0)
+		return status;
 	status = EXIT_OK;
-done:
-	rt_exec_free(x);
-	rt_store_free(&store);
-	ir_graph_free(g);
-	rt_dataset_free(&d);
-	ps_ctx_free(&ctx);
-	cli_model_free(&m);
-	cli_engine_free(&engine);
+	revc_error *err = NULL;
+	revc_dataset *d = NULL;
+	double loss, acc;
+	revc_model *model = revc_model_from_file(e.spec, e.sets.sets, e.sets.nsets, &err);
+	bool ok = model && revc_model_compile(model, &e.o, &err);
+	if (model)
+		cli_print_dumps(model);
+	if (ok && revc_model_cut(model))
+		cli_pipeline_cut("revc eval", &e.popts);
+	else if (ok && revc_load(model, e.params, NULL, &err) &&
+		(d = revc_dataset_load(model, e.data, e.train_split, &err)) && revc_evaluate(model, d, &loss, &acc, &err))
+		print(model, d, e.train_split, e.json, loss, acc);
+	else
+		status = cli_revc_error(err);
+	revc_dataset_free(d);
+	revc_model_free(model);
 	return status;
 }

@@ -57,44 +57,16 @@ enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_
 	OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
-/* Copies an .npy array into a graph input, converting the element type. */
-static bool fill_input(rt_exec *x, const char *name, const rt_npy *a, const char *path)
-{
-	const ir_type *t;
-	void *buf = rt_exec_input(x, name, &t);
-	if (ir_type_elems(t) != a->count) {
-		cli_error("%s: %lld elements, the model needs %lld", path, (long long)a->count,
-			(long long)ir_type_elems(t));
-		return false;
-	}
-	if (t->dtype == IR_F32) {
-		rt_npy_to_f32(a, buf);
-	} else if (t->dtype == IR_F64) {
-		rt_npy_to_f64(a, buf);
-	} else {
-		double *tmp = malloc((size_t)a->count * sizeof *tmp + 1);
-		if (!tmp) {
-			rt_err e;
-			rt_error_oom(&e, path, (int64_t)((size_t)a->count * sizeof *tmp));
-			return cli_error("%s", e.msg);
-		}
-		rt_npy_to_f64(a, tmp);
-		for (int64_t i = 0; i < a->count; i++)
-			((int32_t *)buf)[i] = (int32_t)tmp[i];
-		free(tmp);
-	}
-	return true;
-}
-
-/* Reads X and Y and checks them against the spec; sets the batch size. */
-static bool read_batch(cli_model *m, const char *xpath, const char *ypath, rt_npy *x, rt_npy *y)
+/* Reads X and Y and checks them against the model's input. */
+static bool read_batch(const revc_model *m, const char *xpath, const char *ypath, rt_npy *x, rt_npy *y)
 {
 	rt_err e;
 	if (!rt_npy_read(xpath, x, &e) || !rt_npy_read(ypath, y, &e)) {
 		cli_error("%s", e.msg);
 		return false;
 	}
-	const int64_t *in = m->spec.input;
+	int64_t in[3];
+	revc_model_input(m, in);
 	if (x->rank != 4 || x->dim[1] != in[0] || x->dim[2] != in[1] || x->dim[3] != in[2] ||
 	    (x->dtype != RT_NPY_F32 && x->dtype != RT_NPY_F64)) {
 		cli_error("%s: need float [N,%lld,%lld,%lld] for this model", xpath, (long long)in[0],
@@ -110,243 +82,244 @@ static bool read_batch(cli_model *m, const char *xpath, const char *ypath, rt_np
 		cli_error("%s: need integer labels [%lld]", ypath, (long long)x->dim[0]);
 		return false;
 	}
-	m->spec.batch = x->dim[0];
 	return true;
 }
 
-/* Writes loss.npy and one NAME.npy per "grad:NAME" output into d. */
-static bool write_grads(const ir_graph *g, const rt_exec *x, rt_dir *d, rt_err *e)
+/* The batch in the model's dtype, in buffers the caller frees. */
+typedef struct {
+	void *x;
+	int32_t *labels;
+	revc_batch b;
+} batch;
+
+static bool to_batch(const rt_npy *x, const rt_npy *y, revc_dtype dt, batch *out)
 {
-	const ir_type *t;
-	const void *loss = rt_exec_output(x, "loss", &t);
-	if (!rt_dir_write_npy(d, "loss", t->dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, 0, NULL, loss, e))
-		return false;
-	size_t plen = strlen(PS_GRAD_PREFIX);
-	for (int i = 0; i < g->n; i++) {
-		const ir_node *n = g->nodes[i];
-		if (n->op != IR_OP_OUTPUT)
-			continue;
-		const char *name = ir_node_str(n, IR_ATTR_NAME);
-		if (strncmp(name, PS_GRAD_PREFIX, plen) != 0)
-			continue;
-		const void *data = rt_exec_output(x, name, &t);
-		if (!rt_dir_write_npy(d, name + plen, t->dtype == IR_F32 ? RT_NPY_F32 : RT_NPY_F64, t->rank, t->dim,
-			data, e))
-			return false;
+	size_t es = dt == REVC_F64 ? sizeof(double) : sizeof(float);
+	out->x = malloc((size_t)x->count * es + 1);
+	out->labels = malloc((size_t)y->count * sizeof(int32_t) + 1);
+	double *tmp = malloc((size_t)y->count * sizeof(double) + 1);
+	if (!out->x || !out->labels || !tmp) {
+		free(tmp);
+		rt_err e;
+		rt_error_oom(&e, "the batch", (int64_t)((size_t)x->count * es));
+		return cli_error("%s", e.msg) == EXIT_OK;
 	}
-	return true;
-}
-
-/* Writes the store's state tensors but momentum buffers (the running
- * statistics) into dir, replacing it whole. */
-static bool write_state(const rt_store *s, const char *dir, const char *model, rt_err *e)
-{
-	rt_store st;
-	rt_store_init(&st);
-	bool ok = true;
-	for (int i = 0; ok && i < s->n; i++)
-		if (!s->t[i].trainable) {
-			size_t len = strlen(s->t[i].name);
-			if (len > 4 && strcmp(s->t[i].name + len - 4, ".mom") == 0)
-				continue;
-			ok = rt_store_add_copy(&st, &s->t[i], e);
-		}
-	ok = ok && rt_store_save_dir(&st, dir, RT_DIR_STATE, model, e);
-	rt_store_free(&st);
-	return ok;
-}
-
-/* --train-steps: K optimiser steps on the batch, then the whole store. */
-static int train_steps(rt_exec *ex, rt_store *store, int64_t steps, double lr, const char *dir,
-	const char *model)
-{
-	rt_err e;
-	const ir_type *t;
-	void *rate = rt_exec_input(ex, "lr", &t);
-	if (t->dtype == IR_F32)
-		*(float *)rate = (float)lr;
+	if (dt == REVC_F64)
+		rt_npy_to_f64(x, out->x);
 	else
-		*(double *)rate = lr;
-	for (int64_t s = 0; s < steps; s++) {
-		if (!rt_exec_run(ex, &e))
-			return rt_exec_fault(ex) ? cli_error("%s, step %lld", e.msg, (long long)s + 1)
-				: cli_error("%s", e.msg);
-		const void *loss = rt_exec_output(ex, "loss", &t);
-		printf("step %lld loss %.9g\n", (long long)s + 1,
-			t->dtype == IR_F32 ? (double)*(const float *)loss : *(const double *)loss);
+		rt_npy_to_f32(x, out->x);
+	rt_npy_to_f64(y, tmp);
+	for (int64_t i = 0; i < y->count; i++)
+		out->labels[i] = (int32_t)tmp[i];
+	free(tmp);
+	out->b = (revc_batch){.x = out->x, .labels = out->labels, .n = y->count};
+	return true;
+}
+
+static bool write_npy(rt_dir *d, const revc_tensor *t, rt_err *e)
+{
+	return rt_dir_write_npy(d, t->name, t->dtype == REVC_F64 ? RT_NPY_F64 : RT_NPY_F32, t->rank, t->dim, t->data, e);
+}
+
+/* Writes loss.npy and one NAME.npy per parameter gradient into dir. */
+static bool write_grads(const revc_model *m, double loss, revc_dtype dt, const char *dir, rt_err *e)
+{
+	rt_dir d;
+	if (!rt_dir_begin(&d, dir, RT_DIR_GRADIENTS, revc_model_name(m), e))
+		return false;
+	float lf = (float)loss;
+	bool ok = rt_dir_write_npy(&d, "loss", dt == REVC_F64 ? RT_NPY_F64 : RT_NPY_F32, 0, NULL,
+		dt == REVC_F64 ? (const void *)&loss : (const void *)&lf, e);
+	revc_tensor t;
+	for (int i = 0; ok && i < revc_param_count(m); i++)
+		ok = !revc_grad_at(m, i, &t) || write_npy(&d, &t, e);
+	if (!ok) {
+		rt_dir_abort(&d);
+		return false;
 	}
-	if (!rt_store_save_dir(store, dir, RT_DIR_PARAMS, model, &e))
+	return rt_dir_commit(&d, e);
+}
+
+/* Writes the state tensors but momentum buffers (the running statistics,
+ * or the whole model with all) into dir, replacing it whole. */
+static bool write_store(const revc_model *m, const char *dir, rt_dir_kind kind, bool all, rt_err *e)
+{
+	rt_dir d;
+	if (!rt_dir_begin(&d, dir, kind, revc_model_name(m), e))
+		return false;
+	bool ok = true;
+	revc_tensor t;
+	for (int i = 0; ok && revc_param_at(m, i, &t); i++) {
+		size_t len = strlen(t.name);
+		if (all || (!t.trainable && !(len > 4 && strcmp(t.name + len - 4, ".mom") == 0)))
+			ok = write_npy(&d, &t, e);
+	}
+	if (!ok) {
+		rt_dir_abort(&d);
+		return false;
+	}
+	return rt_dir_commit(&d, e);
+}
+
+/* The gradients, or --train-steps K optimiser steps on the batch; then
+ * what the command writes. */
+static int run(revc_model *m, const revc_batch *b, revc_dtype dt, int64_t steps, double lr, const char *out,
+	const char *state_out)
+{
+	revc_error *err = NULL;
+	rt_err e;
+	double loss;
+	for (int64_t s = 0; s < steps; s++) {
+		if (!revc_train_step(m, b, lr, &loss, &err)) {
+			if (!revc_model_faulted(m))
+				return cli_revc_error(err);
+			const char *msg = revc_error_message(err);
+			fprintf(stderr, "%.*s, step %lld\n", (int)strcspn(msg, "\n"), msg, (long long)s + 1);
+			revc_error_free(err);
+			return EXIT_USER;
+		}
+		printf("step %lld loss %.9g\n", (long long)s + 1, loss);
+	}
+	if (!steps && !revc_grad(m, b, &loss, &err))
+		return cli_revc_error(err);
+	if (steps ? !write_store(m, out, RT_DIR_PARAMS, true, &e) : !write_grads(m, loss, dt, out, &e))
+		return cli_error("%s", e.msg);
+	if (state_out && !write_store(m, state_out, RT_DIR_STATE, false, &e))
 		return cli_error("%s", e.msg);
 	return EXIT_OK;
 }
 
-int cmd_grad(int argc, char **argv)
+typedef struct {
+	const char *spec, *params, *xpath, *ypath, *out, *state_out, *params_out;
+	int64_t steps;
+	double lr;
+	revc_options o;
+	ps_options popts;
+	cli_model sets;
+} grad_args;
+
+/* The checks of the options together. */
+static int check(const char *cmd, grad_args *g)
+{
+	if (!g->spec)
+		return cli_usage_error(cmd, "missing SPEC");
+	const char *missing = !g->params ? "--params DIR" : !g->xpath ? "--input X.npy" : !g->ypath ? "--labels Y.npy"
+		: g->steps ? (!g->params_out ? "--params-out DIR" : NULL) : !g->out ? "--out DIR" : NULL;
+	if (missing)
+		return cli_usage_error(cmd, "missing %s", missing);
+	if (g->steps && g->out)
+		return cli_usage_error(cmd, "--train-steps writes --params-out, not gradients: drop --out");
+	if (!g->steps && (g->params_out || g->lr > 0))
+		return cli_usage_error(cmd, "--params-out and --lr go with --train-steps");
+	if (g->steps)
+		g->out = g->params_out;
+	if (g->state_out && rt_dir_same(g->out, g->state_out))
+		return cli_usage_error(cmd, "%s and --state-out name the same directory", g->steps ? "--params-out" : "--out");
+	int ready = cli_engine_check(cmd, g->o.engine, g->o.cpu);
+	if (ready == EXIT_OK)
+		ready = cli_pass_options_ready(cmd, &g->popts);
+	if (ready != EXIT_OK)
+		return ready;
+	g->o.graphs = g->steps ? REVC_GRAPH_STEP : REVC_GRAPH_GRAD;
+	cli_revc_pass_options(&g->popts, &g->o);
+	return -1;
+}
+
+/* The options into *g; -1 when the command goes on, else its exit status. */
+static int parse(int argc, char **argv, grad_args *g)
 {
 	cli_args a;
 	cli_args_init(&a, "revc grad", argc, argv);
-	const char *spec = NULL, *params = NULL, *xpath = NULL, *ypath = NULL, *out = NULL, *state_out = NULL;
-	const char *val, *params_out = NULL;
-	ir_dtype dt = IR_F32;
-	int64_t steps = 0, max_memory = -1, threads = 2;
-	double lr = -1;
-	bool check_numerics = false;
-	cli_engine_kind engine_kind = CLI_ENGINE_JIT;
-	const char *cpu = NULL;
-	ps_ctx ctx;
-	ps_ctx_init(&ctx);
-	ctx.optimizer = false;
-	ps_options popts = {0};
-	cli_model m = {0};
+	const char *val;
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
 		case CLI_ERROR:
 			return EXIT_USAGE;
 		case CLI_POSITIONAL:
-			if (spec)
+			if (g->spec)
 				return cli_usage_error(a.cmd, "unexpected argument '%s'", val);
-			spec = val;
+			g->spec = val;
 			break;
-		case OPT_PARAMS: params = val; break;
-		case OPT_INPUT: xpath = val; break;
-		case OPT_LABELS: ypath = val; break;
-		case OPT_OUT: out = val; break;
-		case OPT_STATE_OUT: state_out = val; break;
+		case OPT_PARAMS: g->params = val; break;
+		case OPT_INPUT: g->xpath = val; break;
+		case OPT_LABELS: g->ypath = val; break;
+		case OPT_OUT: g->out = val; break;
+		case OPT_STATE_OUT: g->state_out = val; break;
 		case OPT_STEPS:
-			if (!cli_parse_int(a.cmd, "--train-steps", val, 1, 1000000, &steps))
+			if (!cli_parse_int(a.cmd, "--train-steps", val, 1, 1000000, &g->steps))
 				return EXIT_USAGE;
 			break;
 		case OPT_LR: {
 			char *end;
-			lr = strtod(val, &end);
-			if (!*val || *end || !(lr > 0 && lr < 1e6))
+			g->lr = strtod(val, &end);
+			if (!*val || *end || !(g->lr > 0 && g->lr < 1e6))
 				return cli_usage_error(a.cmd, "--lr must be a positive number, not '%s'", val);
 			break;
 		}
-		case OPT_PARAMS_OUT: params_out = val; break;
-		case OPT_CHECK_NUMERICS: check_numerics = true; break;
-		case OPT_MAX_MEMORY:
-			if (!cli_parse_max_memory(a.cmd, val, &max_memory))
-				return EXIT_USAGE;
-			break;
-		case OPT_ENGINE:
-			if (!cli_engine_parse(a.cmd, val, &engine_kind))
-				return EXIT_USAGE;
-			break;
-		case OPT_CPU:
-			if (!cli_cpu_parse(a.cmd, val, &cpu))
-				return EXIT_USAGE;
-			break;
-		case OPT_THREADS:
-			if (!cli_parse_int(a.cmd, "--threads", val, 1, 256, &threads))
-				return EXIT_USAGE;
-			break;
-		case OPT_DTYPE:
-			if (!cli_parse_dtype(a.cmd, val, &dt))
-				return EXIT_USAGE;
-			break;
-		case OPT_STRATEGY:
-			if (!cli_parse_strategy(a.cmd, val, &ctx.strategy))
-				return EXIT_USAGE;
-			break;
+		case OPT_PARAMS_OUT: g->params_out = val; break;
 		case OPT_SET:
-			if (!cli_model_add_set(&m, a.cmd, val))
+			if (!cli_model_add_set(&g->sets, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
 		default:
-			if (!cli_pass_option(k - OPT_PASS0, val, &popts))
+			if (k < OPT_PASS0 && cli_revc_option(a.cmd, opts[k].name, val, &g->o) < 0)
+				return EXIT_USAGE;
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &g->popts))
 				return EXIT_OK;
 		}
 	}
-	if (!spec)
-		return cli_usage_error(a.cmd, "missing SPEC");
-	const char *missing = !params ? "--params DIR" : !xpath ? "--input X.npy" : !ypath ? "--labels Y.npy"
-		: steps ? (!params_out ? "--params-out DIR" : NULL) : !out ? "--out DIR" : NULL;
-	if (missing)
-		return cli_usage_error(a.cmd, "missing %s", missing);
-	if (steps && out)
-		return cli_usage_error(a.cmd, "--train-steps writes --params-out, not gradients: drop --out");
-	if (!steps && (params_out || lr > 0))
-		return cli_usage_error(a.cmd, "--params-out and --lr go with --train-steps");
-	if (state_out && rt_dir_same(steps ? params_out : out, state_out))
-		return cli_usage_error(a.cmd, "%s and --state-out name the same directory", steps ? "--params-out" : "--out");
-	int ready = cli_engine_check(a.cmd, engine_kind, cpu);
-	if (ready == EXIT_OK)
-		ready = cli_pass_options_ready(a.cmd, &popts);
-	if (ready != EXIT_OK)
-		return ready;
-	ctx.optimizer = steps > 0;
-	cli_engine engine;
-	cli_engine_init(&engine, engine_kind, (int)threads, cpu);
-	cli_engine_plan(&engine, &ctx);
+	return check(a.cmd, g);
+}
 
-	int status = EXIT_USER;
+int cmd_grad(int argc, char **argv)
+{
+	grad_args g = {.lr = -1};
+	revc_options_init(&g.o);
+	int status = parse(argc, argv, &g);
+	if (status >= 0)
+		return status;
+	status = EXIT_USER;
 	rt_npy x = {0}, y = {0};
-	rt_store store;
-	rt_store_init(&store);
-	rt_exec *ex = NULL;
-	ir_graph *g = NULL;
-	rt_dir d;
+	batch b = {0};
 	rt_err e;
-	if (!cli_model_load(&m, spec) || !read_batch(&m, xpath, ypath, &x, &y))
+	revc_error *err = NULL;
+	revc_model *model = revc_model_from_file(g.spec, g.sets.sets, g.sets.nsets, &err);
+	if (!model) {
+		status = cli_revc_error(err);
 		goto done;
+	}
+	if (!read_batch(model, g.xpath, g.ypath, &x, &y) || !to_batch(&x, &y, g.o.dtype, &b))
+		goto done;
+	if (!revc_model_set_batch(model, x.dim[0], &err)) {
+		status = cli_revc_error(err);
+		goto done;
+	}
 	/* Fail now on an output that cannot be written, not after the work. */
-	const char *dirs[3] = {steps ? params_out : out, state_out, NULL};
-	const rt_dir_kind kinds[2] = {steps ? RT_DIR_PARAMS : RT_DIR_GRADIENTS, RT_DIR_STATE};
-	for (int i = 0; dirs[i]; i++) {
+	const char *dirs[3] = {g.out, g.state_out, NULL};
+	const rt_dir_kind kinds[2] = {g.steps ? RT_DIR_PARAMS : RT_DIR_GRADIENTS, RT_DIR_STATE};
+	for (int i = 0; dirs[i]; i++)
 		if (!rt_dir_check(dirs[i], kinds[i], &e)) {
 			cli_error("%s", e.msg);
 			goto done;
 		}
-	}
-	g = cli_model_graph(&m, dt, FE_LOWER_TRAIN, &ctx, &popts);
-	if (g && cli_pipeline_cut(a.cmd, &popts)) {
+	bool ok = revc_model_compile(model, &g.o, &err);
+	cli_print_dumps(model);
+	if (ok && revc_model_cut(model)) {
+		cli_pipeline_cut("revc grad", &g.popts);
 		status = EXIT_OK;
-		goto done;
+	} else if (ok && revc_load(model, g.params, NULL, &err)) {
+		status = run(model, &b.b, g.o.dtype, g.steps, g.lr > 0 ? g.lr : revc_model_lr(model), g.out, g.state_out);
+	} else {
+		status = cli_revc_error(err);
 	}
-	if (!g || !cli_check_max_memory(max_memory, &g, 1))
-		goto done;
-	if (!rt_store_load(&store, g, params, true, &e)) {
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	if (!(ex = cli_engine_exec(&engine, g, &store)))
-		goto done;
-	if (!fill_input(ex, "x", &x, xpath) || !fill_input(ex, "labels", &y, ypath))
-		goto done;
-	rt_exec_check_numerics(ex, check_numerics);
-	if (steps) {
-		status = train_steps(ex, &store, steps, lr > 0 ? lr : m.spec.lr_list[0], params_out, m.spec.name);
-		goto done;
-	}
-	if (!rt_exec_run(ex, &e) || !rt_dir_begin(&d, out, RT_DIR_GRADIENTS, m.spec.name, &e)) {
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	if (!write_grads(g, ex, &d, &e)) {
-		rt_dir_abort(&d);
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	if (!rt_dir_commit(&d, &e)) {
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	if (state_out && !write_state(&store, state_out, m.spec.name, &e)) {
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	status = EXIT_OK;
 done:
-	rt_exec_free(ex);
-	rt_store_free(&store);
 	rt_npy_free(&x);
 	rt_npy_free(&y);
-	ir_graph_free(g);
-	ps_ctx_free(&ctx);
-	cli_model_free(&m);
-	cli_engine_free(&engine);
+	free(b.x);
+	free(b.labels);
+	revc_model_free(model);
 	return status;
 }

@@ -67,3 +67,12 @@ void cli_engine_json(const cli_engine *e)
 	else
 		printf("\"cpu\":null,");
 }
+
+void cli_model_engine_json(const revc_model *m)
+{
+	printf("\"engine\":\"%s\",", revc_model_engine(m));
+	if (revc_model_cpu(m))
+		printf("\"cpu\":\"%s\",", revc_model_cpu(m));
+	else
+		printf("\"cpu\":null,");
+}

@@ -1,7 +1,7 @@
 /* limits.c: --max-memory, the limit train, grad, bench and eval put on a
  * plan before they allocate it: parameters + optimiser state + the planned
- * arenas of the graphs the command runs (the same total `revc mem` shows).
- * What is left bounds the data train and eval load (cli/data.c). */
+ * arenas of the graphs the command runs (the same total `revc mem` shows),
+ * for the commands not yet moved onto revc.h (driver/pipeline.c checks it). */
 #include "cli.h"
 
 bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out)
@@ -10,14 +10,6 @@ bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out)
 		return true;
 	cli_usage_error(cmd, "--max-memory must be a size such as 512MiB, 1.5GB or 1000000, not '%s'", val);
 	return false;
-}
-
-cli_budget cli_data_budget(int64_t limit, ir_graph *const *graphs, int n)
-{
-	cli_budget b = {limit, 0, 0};
-	if (limit >= 0 && n >= 1)
-		b.plan = drv_plan_bytes(graphs, n, NULL);
-	return b;
 }
 
 bool cli_check_max_memory(int64_t limit, ir_graph *const *graphs, int n)

@@ -49,7 +49,7 @@ void cli_progress_break(cli_progress *p)
 	clear_line(p);
 }
 
-void cli_progress_step(void *user, const rt_train_progress *s)
+void cli_progress_step(void *user, const revc_progress *s)
 {
 	cli_progress *p = user;
 	double rate = s->elapsed > 0 ? (double)s->images / s->elapsed : 0;

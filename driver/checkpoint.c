@@ -1,7 +1,7 @@
 /* checkpoint.c: a model's tensors saved into and loaded from a directory
  * revc writes whole (docs/checkpoints.md): a checkpoint (with the step and
  * the data seed) or a parameter directory. */
-#include <sys/stat.h>
+#include <stdio.h>
 
 #include "internal.h"
 
@@ -21,17 +21,11 @@ bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err)
 	if (!m->compiled || m->cut)
 		return drv_errorf(err, REVC_ERR_USAGE, "%s is not compiled: load after revc_model_compile", m->name);
 	rt_err e;
-	char path[RT_PATH_MAX];
-	struct stat st;
-	int64_t at = 0;
 	uint64_t seed;
-	if (!rt_path_join(path, sizeof path, dir, "step", ".npy", &e))
-		return drv_error_rt(err, &e);
-	bool ok = stat(path, &st) == 0 ? rt_checkpoint_load(&m->store, m->step, dir, &at, &seed, &e)
-		: rt_store_load(&m->store, m->step, dir, true, &e);
+	bool ok = step ? rt_checkpoint_load(&m->store, drv_model_first(m), dir, step, &seed, &e)
+		: rt_store_load(&m->store, drv_model_first(m), dir, true, &e);
 	if (!ok)
 		return drv_error_rt(err, &e);
-	if (step)
-		*step = at;
+	snprintf(m->loaded, sizeof m->loaded, "%s", dir);
 	return true;
 }

@@ -13,58 +13,92 @@
 
 void drv_pass_options(const revc_options *o, ps_options *out)
 {
-	*out = (ps_options){.dump_after = o->dump_after, .dump_dir = o->dump_dir, .verify_each = o->verify_each,
+	*out = (ps_options){.dump_after = o->dump_after, .dump_dir = o->dump_dir, .dump_tag = o->dump_tag,
+		.verify_each = o->verify_each,
 		.stop_after = o->stop_after, .only = o->passes};
 }
 
-/* Runs the pipelines for m; false with the error in err. */
+/* The context graph k of a spec plans in. */
+static void context(revc_model *m, int k, ps_ctx *ctx)
+{
+	ps_ctx_init(ctx);
+	ctx->strategy = (ps_strategy)m->opts.strategy;
+	ctx->no_order_edges = m->opts.no_order_edges;
+	ctx->optimizer = k == DRV_STEP;
+	drv_engine_plan(&m->engine, ctx);
+}
+
+bool drv_model_plan(revc_model *m, int k, const ps_options *popts, revc_error **err)
+{
+	static const fe_lower_mode modes[DRV_GRAPHS] = {FE_LOWER_TRAIN, FE_LOWER_EVAL, FE_LOWER_TRAIN};
+	ps_ctx ctx;
+	context(m, k, &ctx);
+	ps_options eopts;
+	char only[128];
+	if (k == DRV_EVAL)
+		popts = drv_eval_options(popts, &eopts, only, sizeof only);
+	m->g[k] = drv_spec_plan(&m->spec.spec, m->dt, modes[k], &ctx, popts);
+	if (!m->g[k])
+		drv_model_error(m, &ctx.diags, err);
+	if (!m->schedule)
+		m->schedule = ctx.schedule ? ctx.schedule : "given";
+	ps_ctx_free(&ctx);
+	return m->g[k] != NULL;
+}
+
+/* Runs the pipelines of the graphs o->graphs asks for. */
 static bool plan(revc_model *m, const ps_options *popts, revc_error **err)
 {
-	ps_ctx ctx, ectx;
-	ps_ctx_init(&ctx);
-	ps_ctx_init(&ectx);
-	ctx.strategy = (ps_strategy)m->opts.strategy;
-	ctx.no_order_edges = m->opts.no_order_edges;
-	ectx.optimizer = false;
-	drv_engine_plan(&m->engine, &ctx);
-	drv_engine_plan(&m->engine, &ectx);
-	bool ok;
 	if (m->is_spec) {
-		ps_options eopts;
-		char only[128];
-		m->step = drv_spec_plan(&m->spec.spec, m->dt, FE_LOWER_TRAIN, &ctx, popts);
-		m->eval = m->step ? drv_spec_plan(&m->spec.spec, m->dt, FE_LOWER_EVAL, &ectx,
-			drv_eval_options(popts, &eopts, only, sizeof only)) : NULL;
-		ok = m->eval != NULL;
-		if (!ok)
-			drv_model_error(m, m->step ? &ectx.diags : &ctx.diags, err);
-	} else {
-		m->step = m->ir;
-		m->ir = NULL;
-		ok = ps_run(m->step, &ctx, popts) == 0;
-		if (!ok)
-			drv_model_error(m, &ctx.diags, err);
+		for (int k = 0; k < DRV_GRAPHS; k++)
+			if ((m->opts.graphs & (1 << k)) && !drv_model_plan(m, k, popts, err))
+				return false;
+		return true;
 	}
+	ps_ctx ctx;
+	context(m, DRV_STEP, &ctx);
+	m->g[DRV_STEP] = m->ir;
+	m->ir = NULL;
+	bool ok = ps_run(m->g[DRV_STEP], &ctx, popts) == 0;
+	if (!ok)
+		drv_model_error(m, &ctx.diags, err);
 	m->schedule = ctx.schedule ? ctx.schedule : "given";
 	ps_ctx_free(&ctx);
-	ps_ctx_free(&ectx);
 	return ok;
+}
+
+ir_graph *drv_model_first(const revc_model *m)
+{
+	for (int k = 0; k < DRV_GRAPHS; k++)
+		if (m->g[k])
+			return m->g[k];
+	return NULL;
+}
+
+bool drv_model_exec(revc_model *m, int k, revc_error **err)
+{
+	if (!(m->x[k] = drv_engine_exec(&m->engine, m->g[k], &m->store, err)))
+		return false;
+	rt_exec_check_numerics(m->x[k], m->opts.check_numerics);
+	return true;
 }
 
 static bool prepare(revc_model *m, revc_error **err)
 {
-	ir_graph *graphs[2] = {m->step, m->eval};
-	if (!drv_check_max_memory(m->opts.max_memory, graphs, m->eval ? 2 : 1, err))
+	ir_graph *graphs[DRV_GRAPHS];
+	int n = 0;
+	for (int k = 0; k < DRV_GRAPHS; k++)
+		if (m->g[k])
+			graphs[n++] = m->g[k];
+	if (!drv_check_max_memory(m->opts.max_memory, graphs, n, err))
 		return false;
 	rt_err e;
 	uint64_t seed = m->is_spec ? (uint64_t)m->spec.spec.seed : 0;
-	if (!rt_store_init_from_graph(&m->store, m->step, seed, &e))
+	if (!rt_store_init_from_graph(&m->store, graphs[0], seed, &e))
 		return drv_error_rt(err, &e);
-	if (!(m->step_x = drv_engine_exec(&m->engine, m->step, &m->store, err)))
-		return false;
-	if (m->eval && !(m->eval_x = drv_engine_exec(&m->engine, m->eval, &m->store, err)))
-		return false;
-	rt_exec_check_numerics(m->step_x, m->opts.check_numerics);
+	for (int k = 0; k < DRV_GRAPHS; k++)
+		if (m->g[k] && !drv_model_exec(m, k, err))
+			return false;
 	return true;
 }
 
@@ -76,6 +110,10 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 		m->opts = *o;
 	else
 		revc_options_init(&m->opts);
+	if (!m->opts.graphs)
+		m->opts.graphs = REVC_GRAPH_STEP | REVC_GRAPH_EVAL;
+	if (!m->is_spec)
+		m->opts.graphs = REVC_GRAPH_STEP;
 	const char *cpu = m->opts.cpu;
 	if (cpu && m->opts.engine != REVC_JIT)
 		return drv_errorf(err, REVC_ERR_USAGE, "--cpu applies to --engine jit (the interpreter is plain C)");
@@ -93,6 +131,8 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	drv_engine_init(&m->engine, m->opts.engine, m->opts.threads, cpu);
 	m->engine_on = true;
 	drv_engine_label(&m->engine, m->label, sizeof m->label);
+	bool native;
+	drv_engine_cpu(&m->engine, m->cpu, sizeof m->cpu, &native);
 
 	FILE *dumps = NULL;
 	char *text = NULL;
@@ -116,8 +156,8 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 		return false;
 	/* Cut short after shape, the parameters still have their types. */
 	rt_err e;
-	if (m->cut && ir_graph_has_pass(m->step, "shape") &&
-	    !rt_store_init_from_graph(&m->store, m->step, m->is_spec ? (uint64_t)m->spec.spec.seed : 0, &e))
+	if (m->cut && ir_graph_has_pass(drv_model_first(m), "shape") &&
+	    !rt_store_init_from_graph(&m->store, drv_model_first(m), m->is_spec ? (uint64_t)m->spec.spec.seed : 0, &e))
 		return drv_error_rt(err, &e);
 	m->compiled = true;
 	return true;
@@ -147,4 +187,14 @@ const char *revc_model_dump(const revc_model *m, const char *pass)
 const char *revc_model_engine_label(const revc_model *m)
 {
 	return m->label;
+}
+
+const char *revc_model_engine(const revc_model *m)
+{
+	return drv_engine_name(&m->engine);
+}
+
+const char *revc_model_cpu(const revc_model *m)
+{
+	return m->engine.kind == REVC_JIT ? m->cpu : NULL;
 }

@@ -131,7 +131,23 @@ int64_t drv_plan_bytes(ir_graph *const *graphs, int n, int64_t *part);
  * an error (REVC_ERR_USER) naming the total and the limit. */
 bool drv_check_max_memory(int64_t limit, ir_graph *const *graphs, int n, revc_error **err);
 
-/* ---- the model handle (driver/model.c) ------------------------------------- */
+/* ---- datasets (driver/data.c) ------------------------------------------------ */
+
+struct revc_dataset {
+	rt_dataset d;
+	char name[RT_PATH_MAX]; /* as given: "fashion-mnist", "cifar10:DIR" */
+};
+
+/* The memory timeline of planned g as SVG text (driver/timeline.c). */
+char *drv_timeline_svg(const char *model, int64_t batch, ps_strategy s, const ir_graph *g, const ps_memory *m);
+
+/* ---- the model handle (driver/model.c, driver/compile.c) ------------------- */
+
+/* A model's graphs: the training step, the evaluation forward pass, the
+ * gradients without the optimiser (bit k is revc_graph 1 << k). */
+enum { DRV_STEP, DRV_EVAL, DRV_GRAD, DRV_GRAPHS };
+_Static_assert(REVC_GRAPH_STEP == 1 << DRV_STEP && REVC_GRAPH_EVAL == 1 << DRV_EVAL &&
+	REVC_GRAPH_GRAD == 1 << DRV_GRAD, "revc_graph bits are the driver's graphs");
 
 struct revc_model {
 	bool is_spec;
@@ -149,17 +165,22 @@ struct revc_model {
 	ir_dtype dt;
 	drv_engine engine;
 	bool engine_on;
-	ir_graph *step, *eval;  /* planned; eval is NULL for an IR model */
+	ir_graph *g[DRV_GRAPHS]; /* planned, as opts.graphs asked (an IR model: its step) */
 	rt_store store;
-	rt_exec *step_x, *eval_x;
-	ir_graph *grad;         /* the gradient graph, built by the first revc_grad */
-	rt_exec *grad_x;
+	rt_exec *x[DRV_GRAPHS];  /* g's, ready to run */
 	char *dumps;            /* every dump of the passes, in order */
 	size_t dumps_len;
-	char label[96];
+	char label[96], cpu[64];
+	int64_t data_bytes;     /* of the datasets loaded for it (max_memory) */
+	char loaded[RT_PATH_MAX]; /* the directory revc_load read last, or "" */
 	const char *schedule;   /* the heuristic the step's schedule chose */
 };
 
+/* Plans spec graph k under m's options and popts; prepares it to run. */
+bool drv_model_plan(revc_model *m, int k, const ps_options *popts, revc_error **err);
+bool drv_model_exec(revc_model *m, int k, revc_error **err);
+/* The first graph built (the store's tensors are its). */
+ir_graph *drv_model_first(const revc_model *m);
 /* The pass options of o as the manager takes them (dump_out left NULL). */
 void drv_pass_options(const revc_options *o, ps_options *out);
 ir_dtype drv_dtype(revc_dtype d);

@@ -8,27 +8,133 @@
 
 #include "internal.h"
 
-static void fill(const ir_graph *g, const ps_ctx *ctx, revc_strategy s, const char *schedule, revc_memory *out)
+const char *revc_memory_category_key(int c)
 {
-	ps_memory pm;
-	ps_memory_compute(g, g->nodes, ctx->workspace, ctx->workspace_user, &pm);
+	return ps_mem_cat_key((ps_mem_cat)c);
+}
+
+const char *revc_memory_category_name(int c)
+{
+	return ps_mem_cat_name((ps_mem_cat)c);
+}
+
+_Static_assert(REVC_MEM_CATEGORIES == PS_MEM_CAT_COUNT && PS_MEM_PARAMS == 0 && PS_MEM_GRADS == 1 &&
+	PS_MEM_OPTSTATE == 2 && PS_MEM_SAVED == 3 && PS_MEM_TRANSIENT == 4 && PS_MEM_WORKSPACE == 5,
+	"at_peak's members are the categories in order");
+
+int64_t revc_memory_at(const revc_memory *r, int c)
+{
+	const int64_t v[REVC_MEM_CATEGORIES] = {r->at_peak.parameters, r->at_peak.gradients, r->at_peak.optimizer_state,
+		r->at_peak.saved, r->at_peak.transient, r->at_peak.workspace};
+	return c >= 0 && c < REVC_MEM_CATEGORIES ? v[c] : 0;
+}
+
+/* The largest buffers live at the peak step, into idx[0..REVC_MEM_TOP). */
+static int largest(const ps_memory *m, int *idx)
+{
+	enum { TOP = REVC_MEM_TOP };
+	int n = 0;
+	for (int b = 0; b < m->nbuf; b++) {
+		if (m->begin[b] > m->peak_step || m->end[b] < m->peak_step)
+			continue;
+		int at = n < TOP ? n++ : TOP;
+		if (at == TOP && m->bytes[b] <= m->bytes[idx[TOP - 1]])
+			continue;
+		if (at == TOP)
+			at = TOP - 1;
+		while (at > 0 && m->bytes[idx[at - 1]] < m->bytes[b]) {
+			idx[at] = idx[at - 1];
+			at--;
+		}
+		idx[at] = b;
+	}
+	return n;
+}
+
+/* The value buffer b holds at the peak: of the values sharing it (an
+ * in-place chain), the last one made by then. */
+static const ir_node *holder(const ir_graph *g, const ps_memory *m, int b)
+{
+	const ir_node *v = m->first[b];
+	for (int t = 0; t <= m->peak_step && t < g->n; t++)
+		if (m->buf_of[g->nodes[t]->id] == b)
+			v = g->nodes[t];
+	return v;
+}
+
+/* Runs one step of g in tracking mode on random data from seed; its
+ * high-water mark. */
+static bool measure(const ir_graph *g, uint64_t seed, int64_t classes, int64_t *out, revc_error **err)
+{
+	rt_store store;
+	rt_store_init(&store);
+	rt_err e;
+	rt_exec *x = NULL;
+	bool ok = rt_store_init_from_graph(&store, g, seed, &e) && (x = rt_exec_new(g, &store, RT_EXEC_TRACK, &e));
+	if (ok) {
+		const ir_type *t;
+		void *in = rt_exec_input(x, "x", &t);
+		rt_rng rng;
+		rt_rng_derive(&rng, seed, RT_RNG_CHECK_BATCH, 0);
+		for (int64_t i = 0; in && i < ir_type_elems(t); i++) {
+			double v = rt_rng_uniform(&rng);
+			if (t->dtype == IR_F32)
+				((float *)in)[i] = (float)v;
+			else
+				((double *)in)[i] = v;
+		}
+		int32_t *labels = rt_exec_input(x, "labels", &t);
+		for (int64_t i = 0; labels && i < ir_type_elems(t); i++)
+			labels[i] = (int32_t)rt_rng_below(&rng, (uint64_t)classes);
+		ok = rt_exec_run(x, &e);
+		*out = rt_exec_peak_bytes(x);
+	}
+	if (!ok)
+		drv_error_rt(err, &e);
+	rt_exec_free(x);
+	rt_store_free(&store);
+	return ok;
+}
+
+static void fill(const ir_graph *g, const ps_memory *pm, revc_strategy s, const char *schedule, revc_memory *out)
+{
 	memset(out, 0, sizeof *out);
 	out->strategy = s;
 	out->schedule = schedule;
-	out->steps = pm.steps;
-	out->peak_step = pm.peak_step;
-	out->peak_bytes = pm.peak;
+	out->steps = pm->steps;
+	out->peak_step = pm->peak_step;
+	out->peak_bytes = pm->peak;
 	out->arena_bytes = ps_arena_bytes(g);
-	out->saved_transient_peak_bytes = pm.saved_transient_peak;
-	out->total_bytes = pm.persistent[PS_MEM_PARAMS] + pm.persistent[PS_MEM_OPTSTATE] + out->arena_bytes;
-	const int64_t *live = &pm.live[(size_t)pm.peak_step * PS_MEM_CAT_COUNT];
-	out->at_peak.parameters = pm.persistent[PS_MEM_PARAMS];
+	out->saved_transient_peak_bytes = pm->saved_transient_peak;
+	out->total_bytes = pm->persistent[PS_MEM_PARAMS] + pm->persistent[PS_MEM_OPTSTATE] + out->arena_bytes;
+	const int64_t *live = &pm->live[(size_t)pm->peak_step * PS_MEM_CAT_COUNT];
+	out->at_peak.parameters = pm->persistent[PS_MEM_PARAMS];
 	out->at_peak.gradients = live[PS_MEM_GRADS];
-	out->at_peak.optimizer_state = pm.persistent[PS_MEM_OPTSTATE];
+	out->at_peak.optimizer_state = pm->persistent[PS_MEM_OPTSTATE];
 	out->at_peak.saved = live[PS_MEM_SAVED];
 	out->at_peak.transient = live[PS_MEM_TRANSIENT];
 	out->at_peak.workspace = live[PS_MEM_WORKSPACE];
-	ps_memory_free(&pm);
+	out->measured_bytes = -1;
+	int idx[REVC_MEM_TOP];
+	out->nlargest = largest(pm, idx);
+	for (int k = 0; k < out->nlargest; k++) {
+		const ir_node *v = holder(g, pm, idx[k]);
+		ir_node_ref(v, out->largest[k].value, sizeof out->largest[k].value);
+		snprintf(out->largest[k].op, sizeof out->largest[k].op, "%s", ir_op_name(v->op));
+		snprintf(out->largest[k].role, sizeof out->largest[k].role, "%s", ir_role_name(v->role));
+		snprintf(out->largest[k].scope, sizeof out->largest[k].scope, "%s", v->scope ? v->scope : "");
+		ir_type_str(&v->type, out->largest[k].type, sizeof out->largest[k].type);
+		out->largest[k].category = (int)pm->cat[idx[k]];
+		out->largest[k].bytes = pm->bytes[idx[k]];
+	}
+}
+
+/* The memory model of planned g under ctx's workspace, and its figures. */
+static void compute(const ir_graph *g, const ps_ctx *ctx, revc_strategy s, const char *schedule, revc_memory *out,
+	ps_memory *pm)
+{
+	ps_memory_compute(g, g->nodes, ctx->workspace, ctx->workspace_user, pm);
+	fill(g, pm, s, schedule, out);
 }
 
 bool revc_model_memory(const revc_model *m, revc_memory *out, revc_error **err)
@@ -38,27 +144,27 @@ bool revc_model_memory(const revc_model *m, revc_memory *out, revc_error **err)
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	drv_engine_plan((drv_engine *)&m->engine, &ctx);
-	fill(m->step, &ctx, m->opts.strategy, m->schedule, out);
+	ps_memory pm;
+	compute(drv_model_first(m), &ctx, m->opts.strategy, m->schedule, out, &pm);
+	ps_memory_free(&pm);
 	ps_ctx_free(&ctx);
 	return true;
 }
 
-bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out, revc_error **err)
+/* Plans m's training step under strategy s and o (NULL: defaults): the
+ * graph, NULL when the pipeline failed (err) or was cut before plan (*cut).
+ * e (initialised for o) is what the workspace of ctx refers to. */
+static ir_graph *plan_with(revc_model *m, revc_strategy s, const revc_options *o, drv_engine *e, ps_ctx *ctx,
+	bool *cut, revc_error **err)
 {
-	if (!m->is_spec)
-		return drv_errorf(err, REVC_ERR_USAGE, "%s: planning another strategy needs a spec, not IR", m->name);
-	revc_options def;
-	if (!o) {
-		revc_options_init(&def);
-		o = &def;
+	*cut = false;
+	if (!m->is_spec) {
+		drv_errorf(err, REVC_ERR_USAGE, "%s: planning another strategy needs a spec, not IR", m->name);
+		return NULL;
 	}
-	drv_engine e;
-	drv_engine_init(&e, o->engine, o->threads, o->cpu);
-	ps_ctx ctx;
-	ps_ctx_init(&ctx);
-	ctx.strategy = (ps_strategy)s;
-	ctx.no_order_edges = o->no_order_edges;
-	drv_engine_plan(&e, &ctx);
+	ctx->strategy = (ps_strategy)s;
+	ctx->no_order_edges = o->no_order_edges;
+	drv_engine_plan(e, ctx);
 	ps_options popts;
 	drv_pass_options(o, &popts);
 	char *dumps = NULL;
@@ -69,22 +175,85 @@ bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, rev
 			IR_DIE("out of memory");
 		popts.dump_out = df;
 	}
-	ir_graph *g = drv_spec_plan(&m->spec.spec, drv_dtype(o->dtype), FE_LOWER_TRAIN, &ctx, &popts);
+	ir_graph *g = drv_spec_plan(&m->spec.spec, drv_dtype(o->dtype), FE_LOWER_TRAIN, ctx, &popts);
 	if (df) {
 		if (fclose(df) != 0)
 			IR_DIE("out of memory");
 		drv_model_add_dumps(m, dumps, dlen);
 		free(dumps);
 	}
-	bool ok = g != NULL;
 	if (!g)
-		drv_model_error(m, &ctx.diags, err);
-	else if (!ir_graph_has_pass(g, "plan"))
-		*out = (revc_memory){.strategy = s, .cut = true};
+		drv_model_error(m, &ctx->diags, err);
+	else if (!ir_graph_has_pass(g, "plan")) {
+		*cut = true;
+		ir_graph_free(g);
+		g = NULL;
+	}
+	return g;
+}
+
+/* What a plan outside the model's compile holds: the options (defaults
+ * for NULL), the engine the workspace refers to, the context. */
+typedef struct {
+	revc_options o;
+	drv_engine e;
+	ps_ctx ctx;
+} planning;
+
+static ir_graph *plan(revc_model *m, revc_strategy s, const revc_options *o, planning *p, bool *cut, revc_error **err)
+{
+	if (o)
+		p->o = *o;
 	else
-		fill(g, &ctx, s, ctx.schedule ? ctx.schedule : "given", out);
+		revc_options_init(&p->o);
+	ps_ctx_init(&p->ctx);
+	drv_engine_init(&p->e, p->o.engine, p->o.threads, p->o.cpu);
+	return plan_with(m, s, &p->o, &p->e, &p->ctx, cut, err);
+}
+
+static void planning_free(planning *p)
+{
+	ps_ctx_free(&p->ctx);
+	drv_engine_free(&p->e);
+}
+
+bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out, revc_error **err)
+{
+	planning p;
+	bool cut;
+	ir_graph *g = plan(m, s, o, &p, &cut, err);
+	o = &p.o;
+	bool ok = g || cut;
+	if (cut)
+		*out = (revc_memory){.strategy = s, .cut = true, .measured_bytes = -1};
+	if (g) {
+		ps_memory pm;
+		compute(g, &p.ctx, s, p.ctx.schedule ? p.ctx.schedule : "given", out, &pm);
+		ps_memory_free(&pm);
+		if (o->measure)
+			ok = measure(g, (uint64_t)m->spec.spec.seed, m->classes, &out->measured_bytes, err);
+	}
 	ir_graph_free(g);
-	ps_ctx_free(&ctx);
-	drv_engine_free(&e);
+	planning_free(&p);
 	return ok;
+}
+
+char *revc_memory_timeline_svg(revc_model *m, revc_strategy s, const revc_options *o, revc_error **err)
+{
+	planning p;
+	bool cut;
+	ir_graph *g = plan(m, s, o, &p, &cut, err);
+	o = &p.o;
+	char *svg = NULL;
+	if (g) {
+		ps_memory pm;
+		ps_memory_compute(g, g->nodes, p.ctx.workspace, p.ctx.workspace_user, &pm);
+		svg = drv_timeline_svg(m->name, m->batch, (ps_strategy)s, g, &pm);
+		ps_memory_free(&pm);
+	} else if (cut) {
+		drv_errorf(err, REVC_ERR_USAGE, "the pass options stop before plan: no timeline");
+	}
+	ir_graph_free(g);
+	planning_free(&p);
+	return svg;
 }

@@ -126,13 +126,11 @@ void revc_model_free(revc_model *m)
 {
 	if (!m)
 		return;
-	rt_exec_free(m->step_x);
-	rt_exec_free(m->eval_x);
-	rt_exec_free(m->grad_x);
+	for (int k = 0; k < DRV_GRAPHS; k++) {
+		rt_exec_free(m->x[k]);
+		ir_graph_free(m->g[k]);
+	}
 	rt_store_free(&m->store);
-	ir_graph_free(m->step);
-	ir_graph_free(m->eval);
-	ir_graph_free(m->grad);
 	ir_graph_free(m->ir);
 	if (m->engine_on)
 		drv_engine_free(&m->engine);
@@ -167,4 +165,25 @@ void drv_model_add_dumps(revc_model *m, const char *text, size_t len)
 	m->dumps_len += len;
 	d[m->dumps_len] = 0;
 	m->dumps = d;
+}
+
+void revc_model_input(const revc_model *m, int64_t chw[3])
+{
+	for (int k = 0; k < 3; k++)
+		chw[k] = m->is_spec ? m->spec.spec.input[k] : 0;
+}
+
+double revc_model_lr(const revc_model *m)
+{
+	return m->is_spec ? m->spec.spec.lr_list[0] : 0;
+}
+
+bool revc_model_set_batch(revc_model *m, int64_t batch, revc_error **err)
+{
+	if (!m->is_spec || m->engine_on)
+		return drv_errorf(err, REVC_ERR_USAGE, "%s: the batch of a spec model is set before it compiles", m->name);
+	if (batch < 1 || batch > FE_INT_MAX)
+		return drv_errorf(err, REVC_ERR_USAGE, "batch size %lld out of range", (long long)batch);
+	m->spec.spec.batch = m->batch = batch;
+	return true;
 }

@@ -67,7 +67,7 @@ bool drv_check_max_memory(int64_t limit, ir_graph *const *graphs, int n, revc_er
 	drv_human_bytes(o, sizeof o, part[1]);
 	drv_human_bytes(a, sizeof a, part[2]);
 	drv_human_bytes(l, sizeof l, limit);
-	return drv_errorf(err, REVC_ERR_BUDGET, "the plan needs %s (%lld bytes: parameters %s + optimiser state %s + "
+	return drv_errorf(err, REVC_ERR_USER, "the plan needs %s (%lld bytes: parameters %s + optimiser state %s + "
 		"arena%s %s), more than --max-memory %s (%lld bytes)", t, (long long)total, p, o, n > 1 ? "s" : "", a, l,
 		(long long)limit);
 }

@@ -57,7 +57,16 @@ typedef enum { REVC_STORE, REVC_REVNET, REVC_CHECKPOINT } revc_strategy;
 typedef enum { REVC_F32, REVC_F64 } revc_dtype;
 typedef enum { REVC_JIT, REVC_INTERP } revc_engine;
 
+/* The graphs a model compiles (a bit set; 0: step and eval).  An IR model
+ * has only its step. */
+typedef enum {
+	REVC_GRAPH_STEP = 1, /* the training step: revc_train_step */
+	REVC_GRAPH_EVAL = 2, /* the evaluation forward pass: revc_eval */
+	REVC_GRAPH_GRAD = 4, /* the gradients without the optimiser: revc_grad (else built by its first call) */
+} revc_graph;
+
 typedef struct {
+	unsigned graphs;        /* revc_graph bits (default 0: step and eval) */
 	revc_strategy strategy; /* default REVC_REVNET */
 	revc_dtype dtype;       /* default REVC_F32 */
 	revc_engine engine;     /* default REVC_JIT */
@@ -66,12 +75,14 @@ typedef struct {
 	int64_t max_memory;     /* -1 (default): none; else refuse plans over this many bytes */
 	/* Pass options, as the command's --dump-after etc. (NULL: not given). */
 	const char *dump_after; /* a pass name or "all" */
-	const char *dump_dir;   /* NULL: dumps go into revc_model_dumps() */
+	const char *dump_dir;   /* NULL: dumps go into revc_model_dump() */
+	const char *dump_tag;   /* names these dumps apart from others: TAG-NN-PASS.ir */
 	const char *stop_after;
 	const char *passes;     /* "P1,P2": only these passes */
 	bool verify_each;
 	bool check_numerics;    /* stop at the first NaN or Inf, naming the node */
 	bool no_order_edges;    /* no ordering edges: a naive as-soon-as-possible order */
+	bool measure;           /* revc_memory_plan: also run one step in tracking mode (REVC_INTERP) */
 } revc_options;
 
 /* The defaults above. */
@@ -98,10 +109,12 @@ void revc_model_free(revc_model *m);
 const char *revc_model_name(const revc_model *m);
 int64_t revc_model_batch(const revc_model *m);
 int64_t revc_model_classes(const revc_model *m);
-/* The shape of a batch's x into dim (REVC_MAX_RANK entries): [batch, C, H,
- * W] for a spec model, the graph's input x for an IR model.  Its rank; 0
- * when there is no input x. */
-int revc_model_input_shape(const revc_model *m, int64_t *dim);
+/* The input's C, H, W (zeros for an IR model); the spec's first learning
+ * rate (0 for an IR model). */
+void revc_model_input(const revc_model *m, int64_t chw[3]);
+double revc_model_lr(const revc_model *m);
+/* A spec model's batch size, before it compiles (1 .. 2^31-1). */
+bool revc_model_set_batch(revc_model *m, int64_t batch, revc_error **err);
 
 /* Lowers, schedules, plans and (for the JIT) compiles the training step and
  * the evaluation graph under o (NULL: defaults), and initialises the
@@ -119,11 +132,16 @@ bool revc_model_cut(const revc_model *m);
 const char *revc_model_dump(const revc_model *m, const char *pass);
 /* The engine and CPU code is for: "jit (znver4)", "jit (x86-64-v3)", "interp". */
 const char *revc_model_engine_label(const revc_model *m);
+/* The same apart: "jit" or "interp"; the CPU name ("znver4") or NULL for
+ * the interpreter. */
+const char *revc_model_engine(const revc_model *m);
+const char *revc_model_cpu(const revc_model *m);
 
 /* ---- memory ---------------------------------------------------------------- */
 
 /* The training step's planned memory: the figures revc mem --json gives
  * (docs/mem.md), for one strategy. */
+#define REVC_MEM_TOP 5
 typedef struct {
 	revc_strategy strategy;
 	bool cut;               /* the pass options stopped before plan: no figures */
@@ -137,7 +155,25 @@ typedef struct {
 	struct {
 		int64_t parameters, gradients, optimizer_state, saved, transient, workspace;
 	} at_peak;
+	/* The largest buffers live at the peak, largest first: the value each
+	 * holds there, e.g. "%207", "conv2d", "fwd", "init", "f32[4,16,28,28]". */
+	int nlargest;
+	struct {
+		char value[80], op[32], role[16], scope[80], type[128];
+		int category;       /* an index of at_peak */
+		int64_t bytes;
+	} largest[REVC_MEM_TOP];
+	/* With measure: the high-water mark of one step run by the tracking
+	 * interpreter on random data; else -1. */
+	int64_t measured_bytes;
 } revc_memory;
+
+/* The categories of at_peak, in its order: their JSON keys ("saved") and
+ * names ("saved activations"); revc_memory_at(r, c) reads at_peak by index. */
+#define REVC_MEM_CATEGORIES 6
+const char *revc_memory_category_key(int c);
+const char *revc_memory_category_name(int c);
+int64_t revc_memory_at(const revc_memory *r, int c);
 
 /* Of the compiled model. */
 bool revc_model_memory(const revc_model *m, revc_memory *out, revc_error **err);
@@ -146,6 +182,10 @@ bool revc_model_memory(const revc_model *m, revc_memory *out, revc_error **err);
  * dumps are added to revc_model_dump's. */
 bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out,
 	revc_error **err);
+
+/* The memory timeline of the plan (revc mem --timeline): live bytes per
+ * schedule step by category, as SVG text the caller frees. */
+char *revc_memory_timeline_svg(revc_model *m, revc_strategy s, const revc_options *o, revc_error **err);
 
 /* ---- tensors --------------------------------------------------------------- */
 
@@ -189,6 +229,73 @@ bool revc_eval(revc_model *m, const revc_batch *b, double *loss, double *accurac
  * shape), valid until the next call that runs the model. */
 bool revc_grad(revc_model *m, const revc_batch *b, double *loss, revc_error **err);
 bool revc_grad_at(const revc_model *m, int i, revc_tensor *out);
+/* Whether the last run stopped at a non-finite value (check_numerics): its
+ * error names the node. */
+bool revc_model_faulted(const revc_model *m);
+
+/* ---- datasets and the training loop --------------------------------------- */
+
+typedef struct revc_dataset revc_dataset;
+
+/* The train or test split of which: "fashion-mnist[:DIR]", "cifar10:DIR" or
+ * "synthetic" (NULL: the spec's dataset), checked against the model's input
+ * shape and classes.  With max_memory it must fit in what the compiled plan
+ * leaves, less the datasets loaded for this model before. */
+revc_dataset *revc_dataset_load(revc_model *m, const char *which, bool train, revc_error **err);
+int64_t revc_dataset_count(const revc_dataset *d);
+/* which as given, or the spec's dataset: "fashion-mnist", "cifar10:DIR". */
+const char *revc_dataset_name(const revc_dataset *d);
+void revc_dataset_free(revc_dataset *d);
+
+/* Mean loss and accuracy of the evaluation graph over all of d, in batches
+ * of the model's batch.  A non-finite logit is an error that says how many
+ * images had one and which tensors loaded last are not finite. */
+bool revc_evaluate(revc_model *m, const revc_dataset *d, double *loss, double *accuracy, revc_error **err);
+
+/* What the loop reports after each step. */
+typedef struct {
+	int64_t step, total, epoch; /* step counts steps done */
+	double loss, lr;
+	double elapsed;             /* seconds since this run started */
+	int64_t images;             /* examples trained on in this run */
+	/* At report points (every report_every steps, and the last): the mean
+	 * loss and accuracy since the previous one; else 0. */
+	double window_loss, window_accuracy;
+} revc_progress;
+
+typedef struct {
+	const revc_dataset *train, *test; /* test may be NULL: no evaluation */
+	int64_t steps;              /* steps in all; 0: epochs, else the spec's */
+	int64_t epochs;             /* with steps 0: this many epochs; 0: the spec's */
+	const char *resume;         /* continue the checkpoint there, or NULL */
+	const char *save_dir;       /* write checkpoints there (at the end, every save_every), or NULL */
+	int64_t save_every, eval_every;
+	int64_t report_every;       /* steps per progress window (0: total / 20, within 1..100) */
+	void *user;
+	/* Once the checkpoint is resumed, before the first step. */
+	void (*on_start)(void *user, int64_t start_step, int64_t total_steps);
+	void (*on_step)(void *user, const revc_progress *p);
+	void (*on_eval)(void *user, int64_t step, double loss, double accuracy);
+	void (*on_save)(void *user, int64_t step, const char *dir);
+	/* Polled at safe points: true stops the run there, successfully, with
+	 * stopped set.  NULL: never. */
+	bool (*stop)(void *user);
+} revc_train_config;
+
+typedef struct {
+	int64_t start_step, total_steps, steps; /* steps: run in this call */
+	double train_loss, train_accuracy;      /* over the last report window */
+	bool evaluated;
+	double test_loss, test_accuracy;
+	double seconds;
+	bool stopped;
+	int64_t saved_step;         /* the last checkpoint this call wrote, or 0 */
+	char kept[4200];            /* with save_dir: what it holds now ("the last checkpoint (step 30) is in ck") */
+} revc_train_result;
+
+/* Trains the compiled model with momentum SGD at the spec's learning rates
+ * from start (or the checkpoint resumed) to the last step. */
+bool revc_train_run(revc_model *m, const revc_train_config *c, revc_train_result *r, revc_error **err);
 
 /* ---- checkpoints ----------------------------------------------------------- */
 
@@ -196,9 +303,9 @@ bool revc_grad_at(const revc_model *m, int i, revc_tensor *out);
  * atomically into dir, replacing only a directory revc wrote
  * (docs/checkpoints.md). */
 bool revc_save(const revc_model *m, const char *dir, int64_t step, revc_error **err);
-/* Loads a checkpoint (a directory with step.npy; *step, when not NULL,
- * gets its step) or a parameter directory (momentum buffers start at zero,
- * *step 0). */
+/* With step NULL, loads parameters and running statistics from dir (any
+ * directory of NAME.npy files, NumPy's too; momentum buffers start at
+ * zero); else a checkpoint, whose step *step gets. */
 bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err);
 
 /* ---- checks ---------------------------------------------------------------- */

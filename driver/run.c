@@ -1,8 +1,8 @@
 /* run.c: running a compiled model on a batch the caller holds: one
  * training step (the parameters change in place), the evaluation-mode
  * forward pass over any number of examples, and the gradients of the
- * loss without an update (from a graph without the optimiser, built and
- * compiled by the first call). */
+ * loss without an update (from a graph without the optimiser, built by
+ * the first call unless the model compiled it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,19 +61,19 @@ static bool whole_batch(const revc_model *m, const revc_batch *b, revc_error **e
 
 bool revc_train_step(revc_model *m, const revc_batch *b, double lr, double *loss, revc_error **err)
 {
-	if (!ready(m, m->step_x, err) || !whole_batch(m, b, err) || !fill(m->step_x, m, b, 0, b->n, err))
+	if (!ready(m, m->x[DRV_STEP], err) || !whole_batch(m, b, err) || !fill(m->x[DRV_STEP], m, b, 0, b->n, err))
 		return false;
 	const ir_type *t;
-	void *rate = rt_exec_input(m->step_x, "lr", &t);
+	void *rate = rt_exec_input(m->x[DRV_STEP], "lr", &t);
 	if (!rate)
 		return drv_errorf(err, REVC_ERR_USAGE, "%s's step has no input lr: it trains nothing", m->name);
 	if (t->dtype == IR_F32)
 		*(float *)rate = (float)lr;
 	else
 		*(double *)rate = lr;
-	if (!run(m->step_x, err))
+	if (!run(m->x[DRV_STEP], err))
 		return false;
-	const void *l = rt_exec_output(m->step_x, "loss", &t);
+	const void *l = rt_exec_output(m->x[DRV_STEP], "loss", &t);
 	if (loss)
 		*loss = l ? scalar(l, t->dtype) : (double)NAN;
 	return true;
@@ -102,7 +102,7 @@ static double row_loss(const void *logits, ir_dtype dt, int64_t r, int64_t k, in
 
 bool revc_eval(revc_model *m, const revc_batch *b, double *loss, double *accuracy, void *logits, revc_error **err)
 {
-	if (!ready(m, m->eval_x, err))
+	if (!ready(m, m->x[DRV_EVAL], err))
 		return false;
 	if (b->n < 1)
 		return drv_errorf(err, REVC_ERR_USAGE, "no examples to evaluate");
@@ -110,10 +110,10 @@ bool revc_eval(revc_model *m, const revc_batch *b, double *loss, double *accurac
 	int64_t right = 0;
 	for (int64_t from = 0; from < b->n; from += m->batch) {
 		int64_t n = b->n - from < m->batch ? b->n - from : m->batch;
-		if (!fill(m->eval_x, m, b, from, n, err) || !run(m->eval_x, err))
+		if (!fill(m->x[DRV_EVAL], m, b, from, n, err) || !run(m->x[DRV_EVAL], err))
 			return false;
 		const ir_type *t;
-		const void *out = rt_exec_output(m->eval_x, "logits", &t);
+		const void *out = rt_exec_output(m->x[DRV_EVAL], "logits", &t);
 		int64_t k = t->dim[1];
 		for (int64_t i = 0; i < n; i++) {
 			bool ok;
@@ -132,38 +132,20 @@ bool revc_eval(revc_model *m, const revc_batch *b, double *loss, double *accurac
 	return true;
 }
 
-/* The gradient graph: the training step without the optimiser, planned
- * as the step was, on the same store. */
-static bool grad_graph(revc_model *m, revc_error **err)
-{
-	if (!m->is_spec)
-		return drv_errorf(err, REVC_ERR_USAGE, "%s: gradients need a spec, not IR", m->name);
-	ps_ctx ctx;
-	ps_ctx_init(&ctx);
-	ctx.strategy = (ps_strategy)m->opts.strategy;
-	ctx.no_order_edges = m->opts.no_order_edges;
-	ctx.optimizer = false;
-	drv_engine_plan(&m->engine, &ctx);
-	m->grad = drv_spec_plan(&m->spec.spec, m->dt, FE_LOWER_TRAIN, &ctx, &(ps_options){0});
-	if (!m->grad)
-		drv_model_error(m, &ctx.diags, err);
-	ps_ctx_free(&ctx);
-	if (!m->grad || !(m->grad_x = drv_engine_exec(&m->engine, m->grad, &m->store, err)))
-		return false;
-	rt_exec_check_numerics(m->grad_x, m->opts.check_numerics);
-	return true;
-}
-
 bool revc_grad(revc_model *m, const revc_batch *b, double *loss, revc_error **err)
 {
-	if (!ready(m, m->step_x, err) || !whole_batch(m, b, err))
+	if (!m->compiled || m->cut || m->x[DRV_GRAD] || !m->is_spec) {
+		if (!ready(m, m->x[DRV_GRAD], err))
+			return false;
+	} else if (!drv_model_plan(m, DRV_GRAD, &(ps_options){0}, err) || !drv_model_exec(m, DRV_GRAD, err)) {
+		return false; /* (the graph is planned as the others were, without the pass options) */
+	}
+	if (!whole_batch(m, b, err))
 		return false;
-	if (!m->grad_x && !grad_graph(m, err))
-		return false;
-	if (!fill(m->grad_x, m, b, 0, b->n, err) || !run(m->grad_x, err))
+	if (!fill(m->x[DRV_GRAD], m, b, 0, b->n, err) || !run(m->x[DRV_GRAD], err))
 		return false;
 	const ir_type *t;
-	const void *l = rt_exec_output(m->grad_x, "loss", &t);
+	const void *l = rt_exec_output(m->x[DRV_GRAD], "loss", &t);
 	if (loss)
 		*loss = l ? scalar(l, t->dtype) : (double)NAN;
 	return true;
@@ -171,14 +153,22 @@ bool revc_grad(revc_model *m, const revc_batch *b, double *loss, revc_error **er
 
 bool revc_grad_at(const revc_model *m, int i, revc_tensor *out)
 {
-	if (!m->grad_x || i < 0 || i >= m->store.n || !m->store.t[i].trainable)
+	if (!m->x[DRV_GRAD] || i < 0 || i >= m->store.n || !m->store.t[i].trainable)
 		return false;
 	char name[300];
 	snprintf(name, sizeof name, "%s%s", PS_GRAD_PREFIX, m->store.t[i].name);
 	const ir_type *t;
-	const void *g = rt_exec_output(m->grad_x, name, &t);
+	const void *g = rt_exec_output(m->x[DRV_GRAD], name, &t);
 	if (!g)
 		return false;
 	drv_tensor_of(m->store.t[i].name, t, (void *)g, true, out);
 	return true;
+}
+
+bool revc_model_faulted(const revc_model *m)
+{
+	for (int k = 0; k < DRV_GRAPHS; k++)
+		if (m->x[k] && rt_exec_fault(m->x[k]))
+			return true;
+	return false;
 }

@@ -41,12 +41,11 @@ int main(int argc, char **argv)
 		(long long)mem.arena_bytes);
 
 	/* A synthetic batch: pixels in [0, 1), labels cycling through the classes. */
-	int64_t dim[REVC_MAX_RANK], n = 1;
-	int rank = revc_model_input_shape(m, dim);
-	for (int i = 0; i < rank; i++)
-		n *= dim[i];
+	int64_t chw[3], batch = revc_model_batch(m);
+	revc_model_input(m, chw);
+	int64_t n = batch * chw[0] * chw[1] * chw[2];
 	float *x = malloc((size_t)n * sizeof *x);
-	int32_t *labels = malloc((size_t)dim[0] * sizeof *labels);
+	int32_t *labels = malloc((size_t)batch * sizeof *labels);
 	if (!x || !labels) {
 		fprintf(stderr, "embed: out of memory\n");
 		return 1;
@@ -54,9 +53,9 @@ int main(int argc, char **argv)
 	srand(1);
 	for (int64_t i = 0; i < n; i++)
 		x[i] = (float)rand() / ((float)RAND_MAX + 1.0f);
-	for (int64_t i = 0; i < dim[0]; i++)
+	for (int64_t i = 0; i < batch; i++)
 		labels[i] = (int32_t)(i % revc_model_classes(m));
-	revc_batch b = {.x = x, .labels = labels, .n = dim[0]};
+	revc_batch b = {.x = x, .labels = labels, .n = batch};
 	int status = 0;
 	for (int step = 1; step <= 3; step++) {
 		double loss;

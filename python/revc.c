@@ -340,20 +340,32 @@ static PyObject *namespace_of(PyObject *kw)
 }
 
 /* The figures of revc mem --json, as a types.SimpleNamespace with the JSON's
- * member names (vars() gives the dict). */
+ * member names (vars() gives the dict); the largest tensors as a list of
+ * dicts. */
 static PyObject *memory_object(const revc_memory *r)
 {
 	PyObject *at = namespace_of(Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L}", "parameters",
 		(long long)r->at_peak.parameters, "gradients", (long long)r->at_peak.gradients, "optimizer_state",
 		(long long)r->at_peak.optimizer_state, "saved", (long long)r->at_peak.saved, "transient",
 		(long long)r->at_peak.transient, "workspace", (long long)r->at_peak.workspace));
-	if (!at)
+	PyObject *largest = at ? PyList_New(0) : NULL;
+	for (int i = 0; largest && i < r->nlargest; i++) {
+		PyObject *t = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:L}", "value", r->largest[i].value, "op",
+			r->largest[i].op, "role", r->largest[i].role, "scope", r->largest[i].scope, "type", r->largest[i].type,
+			"category", revc_memory_category_key(r->largest[i].category), "bytes", (long long)r->largest[i].bytes);
+		if (!t || PyList_Append(largest, t) != 0)
+			Py_CLEAR(largest);
+		Py_XDECREF(t);
+	}
+	if (!largest) {
+		Py_XDECREF(at);
 		return NULL;
-	return namespace_of(Py_BuildValue("{s:s,s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:N}", "strategy",
+	}
+	return namespace_of(Py_BuildValue("{s:s,s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:N,s:N}", "strategy",
 		revc_strategy_name(r->strategy), "schedule", r->schedule ? r->schedule : "given", "steps", (long long)r->steps, "peak_step", (long long)r->peak_step,
 		"peak_bytes", (long long)r->peak_bytes, "arena_bytes", (long long)r->arena_bytes,
 		"saved_transient_peak_bytes", (long long)r->saved_transient_peak_bytes, "total_bytes",
-		(long long)r->total_bytes, "at_peak", at));
+		(long long)r->total_bytes, "at_peak", at, "largest", largest));
 }
 
 static PyObject *Model_memory(Model *self, PyObject *args, PyObject *kw)
@@ -436,6 +448,14 @@ static PyObject *Model_state(Model *self, void *closure)
 
 /* ---- running ------------------------------------------------------------------------ */
 
+/* [batch, C, H, W] of a spec model: 4; 0 for an IR model. */
+static int input_shape(const revc_model *m, int64_t dim[4])
+{
+	dim[0] = revc_model_batch(m);
+	revc_model_input(m, dim + 1);
+	return dim[1] > 0 ? 4 : 0;
+}
+
 /* x and y as the arrays revc reads (converted only when they differ) into
  * b; n examples, the model's batch unless any_n.  The caller releases *xa
  * and *ya. */
@@ -443,10 +463,10 @@ static bool batch_of(Model *self, PyObject *x, PyObject *y, bool any_n, PyArrayO
 	revc_batch *b)
 {
 	*xa = *ya = NULL;
-	int64_t dim[REVC_MAX_RANK];
-	int rank = revc_model_input_shape(self->m, dim);
-	if (rank <= 0) {
-		usage_error("%s has no input x", revc_model_name(self->m));
+	int64_t dim[4];
+	int rank = input_shape(self->m, dim);
+	if (rank == 0) {
+		usage_error("%s is an IR model: the shape of its input is not known here", revc_model_name(self->m));
 		return false;
 	}
 	if (PyArray_Check(y) && !PyArray_ISINTEGER((PyArrayObject *)y)) {
@@ -573,7 +593,8 @@ static PyObject *Model_eval(Model *self, PyObject *args, PyObject *kw)
 
 /* ---- checkpoints --------------------------------------------------------------------- */
 
-/* Saves into (save) or loads from dir, with the GIL released. */
+/* Saves into (save) or loads from dir, with the GIL released; a load reads
+ * a checkpoint (and its step) when step is not NULL, else parameters. */
 static bool dir_call(Model *self, PyObject *dir, bool save, int64_t *step)
 {
 	PyObject *p = fs_path(dir);
@@ -608,12 +629,16 @@ static PyObject *Model_save(Model *self, PyObject *args, PyObject *kw)
 
 static PyObject *Model_load(Model *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = {"dir", NULL};
+	static char *names[] = {"dir", "checkpoint", NULL};
 	PyObject *dir;
+	int checkpoint = 0;
 	int64_t step = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:load", names, &dir) || !dir_call(self, dir, false, &step))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$p:load", names, &dir, &checkpoint) ||
+	    !dir_call(self, dir, false, checkpoint ? &step : NULL))
 		return NULL;
-	return PyLong_FromLongLong(step);
+	if (checkpoint)
+		return PyLong_FromLongLong(step);
+	Py_RETURN_NONE;
 }
 
 /* ---- attributes ------------------------------------------------------------------------ */
@@ -635,8 +660,8 @@ static PyObject *Model_classes(Model *self, void *closure)
 
 static PyObject *Model_input_shape(Model *self, void *closure)
 {
-	int64_t dim[REVC_MAX_RANK];
-	int rank = revc_model_input_shape(self->m, dim);
+	int64_t dim[4];
+	int rank = input_shape(self->m, dim);
 	PyObject *t = PyTuple_New(rank > 0 ? rank : 0);
 	for (int i = 0; t && i < rank; i++)
 		PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(dim[i]));
@@ -675,9 +700,11 @@ static PyMethodDef Model_methods[] = {
 		"eval(x, y, *, logits=False): (mean loss, accuracy[, logits]) in evaluation mode, over any number of "
 		"examples"},
 	{"save", (PyCFunction)(void (*)(void))Model_save, METH_VARARGS | METH_KEYWORDS,
-		"save(dir, step=0): writes the parameters and optimiser state atomically (docs/checkpoints.md)"},
+		"save(dir, step=0): writes the parameters atomically, and with step > 0 a checkpoint with the optimiser\n"
+		"state and step (docs/checkpoints.md)"},
 	{"load", (PyCFunction)(void (*)(void))Model_load, METH_VARARGS | METH_KEYWORDS,
-		"load(dir): reads a checkpoint or parameter directory; its step"},
+		"load(dir, *, checkpoint=False): reads parameters and running statistics from dir (NAME.npy files;\n"
+		"momentum starts at zero), or with checkpoint a checkpoint revc wrote, returning its step"},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -688,7 +715,7 @@ static PyGetSetDef Model_getset[] = {
 	{"name", (getter)Model_name, NULL, "the spec's name", NULL},
 	{"batch", (getter)Model_batch, NULL, "examples per training step", NULL},
 	{"classes", (getter)Model_classes, NULL, "number of classes", NULL},
-	{"input_shape", (getter)Model_input_shape, NULL, "shape of a batch's x: (batch, C, H, W)", NULL},
+	{"input_shape", (getter)Model_input_shape, NULL, "shape of a batch's x: (batch, C, H, W); () for an IR model", NULL},
 	{"engine", (getter)Model_engine, NULL, "what runs the model: \"jit (znver4)\", \"interp\"", NULL},
 	{"strategy", (getter)Model_strategy, NULL, "the memory strategy it was planned with", NULL},
 	{"dtype", (getter)Model_dtype, NULL, "float32 or float64", NULL},

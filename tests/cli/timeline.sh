@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # revc mem --timeline: the SVG is well-formed XML whose every text lies
 # inside the canvas and overlaps no other text (widths estimated as
-# cli/timeline.c estimates them, TEXT_EM of the font size a character, 1.1
+# driver/timeline.c estimates them, TEXT_EM of the font size a character, 1.1
 # times that for bold);
 # the legend lies beside the plot, not on it; the data stays inside the
 # plot; the peak's label gives the peak of `revc mem --json` (parameters +

@@ -30,6 +30,7 @@ def test_memory_equals_revc_mem_json(strategy):
         for key in ("schedule", "steps", "peak_step", "peak_bytes", "arena_bytes", "saved_transient_peak_bytes", "total_bytes"):
             assert got[key] == want[key], key
         assert vars(r.at_peak) == want["at_peak"]
+        assert r.largest == want["largest"]
 
 
 def test_memory_of_another_strategy(small):
@@ -94,7 +95,7 @@ def test_models_free_their_memory():
 
 def fixture_model(**kw):
     m = revc.Model(SPEC, set={"batch": 4}, dtype="float64", **kw)
-    assert m.load(FIXTURE / "params") == 0
+    assert m.load(FIXTURE / "params") is None
     return m
 
 
@@ -134,12 +135,19 @@ def test_eval(small):
 
 
 def test_save_and_load(small, tmp_path):
+    small.train_step(*batch(), 0.1)  # momentum buffers not zero
     small.save(tmp_path / "ck", step=7)
     other = revc.Model(SPEC, set=dict(SMALL, seed=5))
     assert not np.array_equal(other.params["s0.u0.f.conv0.w"], small.params["s0.u0.f.conv0.w"])
-    assert other.load(tmp_path / "ck") == 7
+    assert other.load(tmp_path / "ck", checkpoint=True) == 7
+    for name, a in {**small.params, **small.state}.items():
+        assert np.array_equal(other.params.get(name, other.state.get(name)), a), name
+    fresh = revc.Model(SPEC, set=dict(SMALL, seed=5))
+    assert fresh.load(tmp_path / "ck") is None  # parameters only: momentum at zero
     for name, a in small.params.items():
-        assert np.array_equal(other.params[name], a), name
+        assert np.array_equal(fresh.params[name], a), name
+    assert not any(np.any(v) for n, v in fresh.state.items() if n.endswith(".mom"))
+    assert any(np.any(v) for n, v in small.state.items() if n.endswith(".mom"))
 
 
 def test_errors_carry_revcs_diagnostic(tmp_path):

@@ -14,8 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "rt.h"
+#include "internal.h"
 
 #define FONT 12.0
 #define TITLE_FONT 16.0
@@ -223,7 +222,7 @@ static double legend(FILE *f, const ps_memory *m, int p, double x, double y, con
 	char values[NSTACK][32];
 	double name_w = text_w("total", FONT * BOLD), value_w = text_w(total, FONT * BOLD);
 	for (int c = 0; c < NSTACK; c++) {
-		cli_human_bytes(values[c], sizeof values[c], bytes_at(m, p, stack[c]));
+		drv_human_bytes(values[c], sizeof values[c], bytes_at(m, p, stack[c]));
 		name_w = fmax(name_w, text_w(ps_mem_cat_name(stack[c]), FONT));
 		value_w = fmax(value_w, text_w(values[c], FONT));
 	}
@@ -270,7 +269,7 @@ static void peak_mark(FILE *f, const frame *fr, int p, int64_t bytes, double W, 
 	fprintf(f, "</g>\n");
 }
 
-bool cli_timeline_svg(const char *path, const char *model, int64_t batch, ps_strategy s,
+char *drv_timeline_svg(const char *model, int64_t batch, ps_strategy s,
 	const ir_graph *g, const ps_memory *m)
 {
 	int n = m->steps > 0 ? m->steps : 1;
@@ -305,7 +304,7 @@ bool cli_timeline_svg(const char *path, const char *model, int64_t batch, ps_str
 			"are left out)", skipped - 1);
 	else
 		snprintf(note, sizeof note, "schedule step");
-	cli_human_bytes(total_s, sizeof total_s, peak_total);
+	drv_human_bytes(total_s, sizeof total_s, peak_total);
 	snprintf(peak1, sizeof peak1, "peak %.2f MiB at step %d", (double)peak_total / MIB, p);
 	peak2[0] = 0;
 	if (p < g->n) {
@@ -357,7 +356,5 @@ bool cli_timeline_svg(const char *path, const char *model, int64_t batch, ps_str
 	fprintf(f, "</svg>\n");
 	fclose(f);
 	free(lev);
-	bool ok = cli_write_output(path, buf, len);
-	free(buf);
-	return ok;
+	return buf;
 }

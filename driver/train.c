@@ -1,0 +1,101 @@
+/* train.c: revc_train_run: the runtime's training loop (runtime/train.c)
+ * over a compiled model and its datasets, with the spec's learning-rate
+ * schedule, checkpoints, resumption and the caller's callbacks. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct {
+	const revc_model *m;
+	const revc_train_config *c;
+} loop;
+
+static double lr_at(void *user, int64_t step)
+{
+	return fe_spec_lr_at(&((loop *)user)->m->spec.spec, step);
+}
+
+static void on_step(void *user, const rt_train_progress *s)
+{
+	const loop *l = user;
+	if (!l->c->on_step)
+		return;
+	revc_progress p = {.step = s->step, .total = s->total, .epoch = s->epoch, .loss = s->loss, .lr = s->lr,
+		.elapsed = s->elapsed, .images = s->images, .window_loss = s->window_loss,
+		.window_accuracy = s->window_accuracy};
+	l->c->on_step(l->c->user, &p);
+}
+
+static void on_eval(void *user, int64_t step, double loss, double accuracy)
+{
+	const loop *l = user;
+	if (l->c->on_eval)
+		l->c->on_eval(l->c->user, step, loss, accuracy);
+}
+
+static void on_save(void *user, int64_t step, const char *dir)
+{
+	const loop *l = user;
+	if (l->c->on_save)
+		l->c->on_save(l->c->user, step, dir);
+}
+
+static bool stop(void *user)
+{
+	const loop *l = user;
+	return l->c->stop && l->c->stop(l->c->user);
+}
+
+/* The steps c asks for in all, at spe steps an epoch. */
+static int64_t total_steps(const fe_spec *s, const revc_train_config *c, int64_t spe)
+{
+	return c->steps > 0 ? c->steps : c->epochs > 0 ? c->epochs * spe : s->steps > 0 ? s->steps : s->epochs * spe;
+}
+
+bool revc_train_run(revc_model *m, const revc_train_config *c, revc_train_result *r, revc_error **err)
+{
+	memset(r, 0, sizeof *r);
+	if (!m->is_spec || !m->compiled || m->cut || !m->x[DRV_STEP])
+		return drv_errorf(err, REVC_ERR_USAGE, "%s has no compiled training step from a spec", m->name);
+	const fe_spec *s = &m->spec.spec;
+	int64_t spe = c->train->d.n / s->batch;
+	if (spe < 1)
+		return drv_errorf(err, REVC_ERR_USER, "%s has %lld training examples, fewer than one batch of %lld",
+			c->train->name, (long long)c->train->d.n, (long long)s->batch);
+	loop l = {m, c};
+	rt_train_cfg rc = {.store = &m->store, .train = &c->train->d, .test = c->test ? &c->test->d : NULL,
+		.seed = (uint64_t)s->seed, .lr_at = lr_at, .save_dir = c->save_dir, .save_every = c->save_every,
+		.eval_every = c->eval_every, .check_numerics = m->opts.check_numerics, .model = s->name,
+		.step = m->x[DRV_STEP], .eval = c->test ? m->x[DRV_EVAL] : NULL, .user = &l, .on_step = on_step,
+		.on_eval = on_eval, .on_save = on_save, .stop = stop};
+	rc.total_steps = total_steps(s, c, spe);
+	rt_err e;
+	if (c->resume) {
+		if (!rt_checkpoint_load(&m->store, drv_model_first(m), c->resume, &rc.start_step, &rc.seed, &e))
+			return drv_errorf(err, REVC_ERR_USER, "cannot resume: %s", e.msg);
+		if (rc.start_step >= rc.total_steps)
+			return drv_errorf(err, REVC_ERR_USER, "the checkpoint in %s is at step %lld, not before the last step %lld",
+				c->resume, (long long)rc.start_step, (long long)rc.total_steps);
+	}
+	int64_t window = rc.total_steps / 20;
+	rc.report_every = c->report_every > 0 ? c->report_every : window < 1 ? 1 : window > 100 ? 100 : window;
+	r->start_step = rc.start_step;
+	r->total_steps = rc.total_steps;
+	if (c->on_start)
+		c->on_start(c->user, rc.start_step, rc.total_steps);
+	rt_train_result res;
+	if (!rt_train_run(&rc, &res, &e))
+		return drv_error_rt(err, &e);
+	r->steps = res.steps;
+	r->train_loss = res.train_loss;
+	r->train_accuracy = res.train_accuracy;
+	r->evaluated = res.evaluated;
+	r->test_loss = res.test_loss;
+	r->test_accuracy = res.test_accuracy;
+	r->seconds = res.seconds;
+	r->stopped = res.stopped;
+	r->saved_step = res.saved_step;
+	rt_train_kept(&rc, &res, r->kept, sizeof r->kept);
+	return true;
+}
