@@ -3,7 +3,11 @@
  * Ownership (LLVM 19 C API, llvm-c/LLJIT.h and Orc.h):
  * - LLVMOrcCreateLLJIT consumes the builder, even on failure.
  * - The process-symbol generator (so kernels can call cblas_sgemm and libm)
- *   is consumed by LLVMOrcJITDylibAddGenerator.
+ *   is consumed by LLVMOrcJITDylibAddGenerator.  BLAS is also defined
+ *   outright (blas_symbols): the generator sees only the global scope, which
+ *   lacks OpenBLAS when librevc was loaded RTLD_LOCAL (as Python loads an
+ *   extension module).  LLVMOrcAbsoluteSymbols takes the interned names;
+ *   LLVMOrcJITDylibDefine takes the unit on success only.
  * - Modules are compiled to objects here (LLVMTargetMachineEmitToMemoryBuffer
  *   does not take the module; cg_module_free disposes of every module and
  *   context); LLVMOrcLLJITAddObjectFile takes the object buffer, even on
@@ -22,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cblas.h>
 #include <llvm-c/LLJIT.h>
 
 #include "internal.h"
@@ -179,6 +184,30 @@ static void perf_map(LLVMOrcLLJITRef jit, const cg_module *m)
 	free(s);
 }
 
+/* Defines the BLAS functions kernels call (codegen/k_conv.c) at their
+ * addresses in this process. */
+static LLVMErrorRef blas_symbols(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef dylib)
+{
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} blas[] = {
+		{"cblas_sgemm", (void (*)(void))cblas_sgemm},
+		{"cblas_dgemm", (void (*)(void))cblas_dgemm},
+	};
+	enum { N = sizeof blas / sizeof blas[0] };
+	LLVMOrcCSymbolMapPair pairs[N];
+	for (int i = 0; i < N; i++)
+		pairs[i] = (LLVMOrcCSymbolMapPair){LLVMOrcLLJITMangleAndIntern(jit, blas[i].name),
+			{(LLVMOrcExecutorAddress)(uintptr_t)blas[i].fn,
+				{LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
+	LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, N);
+	LLVMErrorRef e = LLVMOrcJITDylibDefine(dylib, mu);
+	if (e)
+		LLVMOrcDisposeMaterializationUnit(mu);
+	return e;
+}
+
 bool cg_jit_cpu_ok(const char *cpu, ir_diags *d)
 {
 	char missing[64], host[64];
@@ -260,6 +289,7 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 		if (!e) {
 			main = LLVMOrcLLJITGetMainJITDylib(j->jit);
 			LLVMOrcJITDylibAddGenerator(main, gen); /* takes gen */
+			e = blas_symbols(j->jit, main);
 		}
 	}
 	for (int i = 0; i < nj; i++) {

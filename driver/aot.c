@@ -18,7 +18,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "revc_config.h"
 #include "tools.h"
 
 extern char **environ;
@@ -52,14 +51,6 @@ bool drv_aot_valid_prefix(const char *s)
 		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
 			return false;
 	return true;
-}
-
-/* Where the AOT runtime is that model libraries link: its archive and
- * the directory of revc_aot.h and revc_abi.h. */
-static void aot_runtime(const char **lib, const char **include)
-{
-	*lib = REVC_AOT_LIB;
-	*include = REVC_AOT_INCLUDE;
 }
 
 /* Runs argv (no shell); its output goes to the process's stderr. */
@@ -249,10 +240,17 @@ bool drv_aot_begin(drv_aot *a, const drv_aot_options *o, ir_diags *d)
  * runtime into a->tmp_out. */
 static bool link_output(drv_aot *a, ir_diags *d)
 {
-	const char *lib, *include;
-	aot_runtime(&lib, &include);
-	char inc[4200];
-	snprintf(inc, sizeof inc, "-I%s", include);
+	/* The AOT runtime model libraries link: found from the prefix revc
+	 * runs from, or the build tree (runtime/aot_path.c). */
+	rt_aot_paths aot;
+	rt_err e;
+	if (!rt_aot_find(&aot, &e)) {
+		drv_diag_rt(d, &e);
+		return false;
+	}
+	const char *lib = aot.lib;
+	char inc[RT_PATH_MAX + 2];
+	snprintf(inc, sizeof inc, "-I%s", aot.include);
 	char *cc[] = {"cc", "-O2", "-fPIC", "-std=c11", inc, "-c", a->api, "-o", a->api_o, NULL};
 	if (!run(cc, d))
 		return false;

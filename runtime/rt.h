@@ -57,6 +57,16 @@ bool rt_file_read(const char *path, size_t max, char **data, size_t *len, rt_err
  * False when buf is too small. */
 bool rt_temp_template(char *buf, size_t n, const char *base, size_t len, const char *tag);
 
+/* Where `revc compile` finds the runtime it links into model libraries
+ * (runtime/aot_path.c): LIBDIR/revc of the installation this code runs
+ * from, wherever that prefix now is, else the build tree. */
+typedef struct {
+	char lib[RT_PATH_MAX];     /* librevc_aot.a */
+	char include[RT_PATH_MAX]; /* the directory holding revc_aot.h */
+} rt_aot_paths;
+
+bool rt_aot_find(rt_aot_paths *p, rt_err *e);
+
 /* A file written under a temporary name in the same directory, made durable
  * and renamed into place on commit, so readers never see half of it. */
 typedef struct {

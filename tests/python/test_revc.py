@@ -1,0 +1,205 @@
+# test_revc.py: the Python module revc against oracles: revc mem --json for
+# memory (byte for byte), the fashion-b4 fixture (an independent PyTorch
+# implementation) for the loss, gradients and a training step, and the
+# command line for version and diagnostics.
+import ctypes
+import gc
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import revc
+from conftest import FIXTURE, SMALL, SPEC, batch, revc_cli, set_args
+
+
+def test_version_is_the_commands():
+    assert revc.version() == revc_cli("--version").stdout.split()[1]
+    assert revc.__version__ == revc.version()
+
+
+@pytest.mark.parametrize("strategy", ["store", "revnet", "checkpoint"])
+def test_memory_equals_revc_mem_json(strategy):
+    cli = json.loads(revc_cli("mem", SPEC, *set_args(SMALL), "--strategy", strategy, "--json").stdout)
+    want = cli["strategies"][0]
+    for r in (revc.memory(SPEC, set=SMALL, strategy=strategy),
+              revc.Model(SPEC, set=SMALL, strategy=strategy).memory()):
+        got = vars(r)
+        assert got["strategy"] == strategy
+        for key in ("schedule", "steps", "peak_step", "peak_bytes", "arena_bytes", "saved_transient_peak_bytes", "total_bytes"):
+            assert got[key] == want[key], key
+        assert vars(r.at_peak) == want["at_peak"]
+        assert r.largest == want["largest"]
+
+
+def test_memory_of_another_strategy(small):
+    cli = json.loads(revc_cli("mem", SPEC, *set_args(SMALL), "--strategy", "store", "--json").stdout)
+    assert small.memory(strategy="store").peak_bytes == cli["strategies"][0]["peak_bytes"]
+    assert small.memory().strategy == "revnet"
+
+
+def test_params_are_views_that_a_step_changes(small):
+    name = "s0.u0.f.conv0.w"
+    w = small.params[name]
+    assert w.dtype == np.float32 and w.flags.c_contiguous and w.base is small
+    address = w.__array_interface__["data"][0]
+    before = w.copy()
+    x, y = batch()
+    loss = small.train_step(x, y, 0.1)
+    assert np.isfinite(loss) and loss == small.loss
+    assert not np.array_equal(w, before), "the view did not see the step"
+    assert np.shares_memory(w, small.params[name])
+    assert small.params[name].__array_interface__["data"][0] == address
+
+
+def test_params_in_model_order(small, tmp_path):
+    # revc init's manifest lists the tensors in docs/model.md order.
+    revc_cli("init", SPEC, *set_args(SMALL), "--out", str(tmp_path / "init"))
+    listed = [line.split()[1:] for line in open(tmp_path / "init" / "revc-manifest.txt") if line.startswith("tensor ")]
+    names = [n for n, _ in listed]
+    assert [n for n in names if n in small.params] == list(small.params)
+    assert [n for n in names if n in small.state] == [n for n in small.state if not n.endswith(".mom")]
+    assert set(names) <= set(small.params) | set(small.state) and not set(small.params) & set(small.state)
+    for n, t in listed:
+        a = small.params.get(n, small.state.get(n))
+        assert t == f"f32[{','.join(map(str, a.shape))}]", n
+
+
+def test_a_view_keeps_its_model_alive():
+    m = revc.Model(SPEC, set=SMALL, engine="interp")
+    refs = sys.getrefcount(m)
+    w = m.params["s0.u0.f.conv0.w"]
+    assert sys.getrefcount(m) == refs + 1
+    total = float(w.sum())
+    del m
+    gc.collect()
+    assert float(w.sum()) == total
+    assert isinstance(w.base, revc.Model)
+
+
+def test_models_free_their_memory():
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+    big = dict(SMALL, batch=64)  # an arena of about 20 MB
+    arena = revc.memory(SPEC, set=big, engine="interp").arena_bytes
+    revc.Model(SPEC, set=big, engine="interp")
+    start = rss()
+    for _ in range(10):
+        m = revc.Model(SPEC, set=big, engine="interp")
+        m.train_step(*batch(64))
+        del m
+    assert rss() - start < 3 * arena, "models are not freed when collected"
+
+
+def fixture_model(**kw):
+    m = revc.Model(SPEC, set={"batch": 4}, dtype="float64", **kw)
+    assert m.load(FIXTURE / "params") is None
+    return m
+
+
+def fixture_batch():
+    return np.load(FIXTURE / "x.npy"), np.load(FIXTURE / "y.npy")
+
+
+def close(a, b, tol=1e-9):
+    return np.max(np.abs(a - b)) <= tol * np.max(np.abs(b))
+
+
+def test_gradients_match_the_fixture():
+    m = fixture_model()
+    g = m.grad(*fixture_batch())
+    assert list(g) == list(m.params), "gradients are not in model order"
+    assert abs(m.loss - float(np.load(FIXTURE / "grad_f64" / "loss.npy"))) <= 1e-9 * 2.4
+    for name, a in g.items():
+        want = np.load(FIXTURE / "grad_f64" / f"{name}.npy")
+        assert a.shape == want.shape and a.dtype == np.float64
+        assert close(a, want), name
+
+
+def test_a_training_step_matches_the_fixture():
+    m = fixture_model()
+    m.train_step(*fixture_batch(), 0.1)
+    for name, a in m.params.items():
+        assert close(a, np.load(FIXTURE / "step_f64" / f"{name}.npy")), name
+
+
+def test_eval(small):
+    x, y = batch(10)
+    loss, acc, logits = small.eval(x, y, logits=True)
+    assert np.isfinite(loss) and 0 <= acc <= 1
+    assert logits.shape == (10, small.classes)
+    assert acc == np.mean(np.argmax(logits, axis=1) == y)
+    assert small.eval(x, y)[:2] == (loss, acc)
+
+
+def test_save_and_load(small, tmp_path):
+    small.train_step(*batch(), 0.1)  # momentum buffers not zero
+    small.save(tmp_path / "ck", step=7)
+    other = revc.Model(SPEC, set=dict(SMALL, seed=5))
+    assert not np.array_equal(other.params["s0.u0.f.conv0.w"], small.params["s0.u0.f.conv0.w"])
+    assert other.load(tmp_path / "ck", checkpoint=True) == 7
+    for name, a in {**small.params, **small.state}.items():
+        assert np.array_equal(other.params.get(name, other.state.get(name)), a), name
+    fresh = revc.Model(SPEC, set=dict(SMALL, seed=5))
+    assert fresh.load(tmp_path / "ck") is None  # parameters only: momentum at zero
+    for name, a in small.params.items():
+        assert np.array_equal(fresh.params[name], a), name
+    assert not any(np.any(v) for n, v in fresh.state.items() if n.endswith(".mom"))
+    assert any(np.any(v) for n, v in small.state.items() if n.endswith(".mom"))
+
+
+def test_errors_carry_revcs_diagnostic(tmp_path):
+    bad = tmp_path / "bad.rev"
+    bad.write_text(open(SPEC).read().replace("classes = 10", "classes = ten"))
+    cli = revc_cli("mem", str(bad), check=False)
+    with pytest.raises(revc.UserError) as e:
+        revc.Model(bad)
+    assert str(e.value) + "\n" == cli.stderr
+    assert isinstance(e.value, revc.Error)
+    with pytest.raises(revc.UserError, match="cannot"):
+        revc.Model(tmp_path / "missing.rev")
+
+
+def test_bad_arguments_raise_usage_errors(small):
+    with pytest.raises(revc.UsageError, match="unknown strategy 'fast'"):
+        revc.Model(SPEC, strategy="fast")
+    with pytest.raises(ValueError):
+        revc.Model(SPEC, engine="gpu")
+    with pytest.raises(revc.UsageError, match=r"x has shape \(4, 1, 27, 28\)"):
+        small.train_step(np.zeros((4, 1, 27, 28), np.float32), np.zeros(4, np.int32))
+    with pytest.raises(revc.UsageError, match="labels"):
+        small.train_step(*batch()[:1], np.zeros(4, np.float32))
+    with pytest.raises(revc.UsageError):
+        small.train_step(*batch(5))
+
+
+def test_labels_out_of_range(small):
+    x, _ = batch()
+    with pytest.raises(revc.UserError, match="label"):
+        small.train_step(x, np.array([0, 1, 2, 10]))
+
+
+def test_max_memory():
+    with pytest.raises(revc.Error, match="max"):
+        revc.Model(SPEC, set=SMALL, max_memory=1000)
+
+
+def test_compile(tmp_path):
+    lib, header = tmp_path / "libsmall.so", tmp_path / "small.h"
+    try:
+        revc.compile(SPEC, lib, header=header, set=SMALL)
+    except revc.Error as e:
+        if "no revc_emit" in str(e):
+            pytest.skip("this librevc has no revc_emit yet")
+        raise
+    assert "small_train_step" in header.read_text()
+    so = ctypes.CDLL(str(lib))
+    so.small_new.restype = ctypes.c_void_p
+    so.small_free.argtypes = [ctypes.c_void_p]
+    m = so.small_new(ctypes.c_uint64(1))
+    assert m
+    so.small_free(m)
+    with pytest.raises(revc.UsageError):
+        revc.compile(SPEC, tmp_path / "x.txt")
