@@ -152,11 +152,6 @@ void rt_pool_free(rt_pool *p)
 	free(p);
 }
 
-int rt_pool_threads(const rt_pool *p)
-{
-	return p->threads;
-}
-
 void rt_parallel(void *ctx, rt_kernel_abi fn, void **args, int64_t n)
 {
 	rt_pool *p = ctx;
