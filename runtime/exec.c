@@ -219,11 +219,6 @@ const void *rt_exec_output(const rt_exec *x, const char *name, const ir_type **t
 	return x->val[n->id];
 }
 
-const ir_graph *rt_exec_graph(const rt_exec *x)
-{
-	return x->g;
-}
-
 bool rt_exec_run(rt_exec *x, rt_err *e)
 {
 	if (x->mode == RT_EXEC_NATIVE)
@@ -295,9 +290,4 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 int64_t rt_exec_peak_bytes(const rt_exec *x)
 {
 	return x->mode == RT_EXEC_TRACK ? x->peak : x->arena_bytes;
-}
-
-rt_exec_mode rt_exec_mode_of(const rt_exec *x)
-{
-	return x->mode;
 }

@@ -152,11 +152,6 @@ void rt_pool_free(rt_pool *p)
 	free(p);
 }
 
-int rt_pool_threads(const rt_pool *p)
-{
-	return p->threads;
-}
-
 void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n)
 {
 	rt_pool *p = ctx;

@@ -439,7 +439,6 @@ typedef enum {
 typedef struct rt_pool rt_pool;
 rt_pool *rt_pool_new(int threads);
 void rt_pool_free(rt_pool *p);
-int rt_pool_threads(const rt_pool *p);
 /* Runs fn over [0, n) split into one chunk per thread (every thread called,
  * chunks fixed by n and the thread count); ctx is the pool. */
 void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n);
@@ -447,7 +446,6 @@ void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n);
 /* Prepares to run g (verified, scheduled) with the tensors of store, which
  * must hold every param and state of g. */
 rt_exec *rt_exec_new(const ir_graph *g, rt_store *store, rt_exec_mode mode, rt_err *e);
-rt_exec_mode rt_exec_mode_of(const rt_exec *x);
 /* Runs planned g with a compiled step on the pool's threads. */
 rt_exec *rt_exec_new_native(const ir_graph *g, rt_store *store, revc_abi_step *step, rt_pool *pool,
 	rt_err *e);
@@ -461,8 +459,6 @@ const void *rt_exec_output(const rt_exec *x, const char *name, const ir_type **t
 /* Tracking mode: the high-water mark of buffer and workspace bytes in the
  * last run.  Arena mode: the arena's size. */
 int64_t rt_exec_peak_bytes(const rt_exec *x);
-/* The graph x runs. */
-const ir_graph *rt_exec_graph(const rt_exec *x);
 /* Check every float value for NaN and Inf as it is made (inputs, params and
  * state as the step starts, each kernel's result right after it runs).  The first non-finite one
  * stops rt_exec_run with "the first non-finite value came from %12
