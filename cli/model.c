@@ -76,7 +76,7 @@ void cli_model_free(cli_model *m)
 ir_graph *cli_model_plan(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
 	const ps_options *opts)
 {
-	return drv_plan(&m->spec, dt, mode, ctx, opts);
+	return drv_spec_plan(&m->spec, dt, mode, ctx, opts);
 }
 
 ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,

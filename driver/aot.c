@@ -310,11 +310,10 @@ static void plan(drv_aot *a, const fe_spec *s, ir_graph **step, ir_graph **fwd, 
 	fctx.optimizer = false;
 	ctx.workspace = fctx.workspace = cg_workspace;
 	ctx.workspace_user = fctx.workspace_user = &a->cg;
-	ps_options eval = {.only = DRV_EVAL_PASSES};
 	*fwd = NULL;
-	if (!(*step = drv_plan(s, IR_F32, FE_LOWER_TRAIN, &ctx, &(ps_options){0})))
+	if (!(*step = drv_spec_plan(s, IR_F32, FE_LOWER_TRAIN, &ctx, &(ps_options){0})))
 		drv_diags_append(d, &ctx.diags);
-	else if (!(*fwd = drv_plan(s, IR_F32, FE_LOWER_EVAL, &fctx, &eval)))
+	else if (!(*fwd = drv_spec_plan(s, IR_F32, FE_LOWER_EVAL, &fctx, &drv_eval_passes)))
 		drv_diags_append(d, &fctx.diags);
 	ps_ctx_free(&ctx);
 	ps_ctx_free(&fctx);

@@ -49,7 +49,7 @@ static ir_graph *revnet_graph(const fe_spec *s, ir_dtype dt, drv_drift_unit **u,
 	ctx.strategy = PS_REVNET;
 	ctx.optimizer = false;
 	ps_options upto = {.stop_after = "revbwd"}, all = {0};
-	ir_graph *g = drv_plan(s, dt, FE_LOWER_TRAIN, &ctx, &upto);
+	ir_graph *g = drv_spec_plan(s, dt, FE_LOWER_TRAIN, &ctx, &upto);
 	*u = NULL;
 	*nu = 0;
 	if (!g) {
@@ -151,7 +151,7 @@ static bool run_dtype(const fe_spec *s, int d, uint64_t seed, drv_drift_report *
 	drv_drift_unit *u = NULL;
 	int n = 0;
 	ir_graph *rg = revnet_graph(s, drv_drift_dtypes[d], &u, &n, diags);
-	ir_graph *sg = rg ? drv_plan(s, drv_drift_dtypes[d], FE_LOWER_TRAIN, &sctx, &all) : NULL;
+	ir_graph *sg = rg ? drv_spec_plan(s, drv_drift_dtypes[d], FE_LOWER_TRAIN, &sctx, &all) : NULL;
 	rt_store store;
 	rt_store_init(&store);
 	rt_exec *rx = NULL, *sx = NULL;

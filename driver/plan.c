@@ -5,7 +5,7 @@
 
 #include "tools.h"
 
-ir_graph *drv_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *opts)
+ir_graph *drv_spec_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *opts)
 {
 	ctx->momentum = s->momentum;
 	ctx->weight_decay = s->weight_decay;
@@ -20,6 +20,8 @@ ir_graph *drv_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ct
 	}
 	return g;
 }
+
+const ps_options drv_eval_passes = {.only = DRV_EVAL_PASSES};
 
 void drv_diag_rt(ir_diags *d, const rt_err *e)
 {

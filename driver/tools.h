@@ -21,9 +21,11 @@
 /* Lowers spec s in dt and runs the pipeline as opts say, with the spec's
  * optimiser settings in ctx and the interpreter's workspace unless ctx has
  * one; NULL with the errors in ctx->diags. */
-ir_graph *drv_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *opts);
-/* The passes an evaluation graph goes through: no autodiff, no optimiser. */
+ir_graph *drv_spec_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *opts);
+/* The passes an evaluation graph goes through: no autodiff, no optimiser
+ * (the macro for static initialisers). */
 #define DRV_EVAL_PASSES "shape,dce,schedule,fuse,liveness,plan"
+extern const ps_options drv_eval_passes;
 
 /* Adds e's message to d as a diagnostic without a position. */
 void drv_diag_rt(ir_diags *d, const rt_err *e);

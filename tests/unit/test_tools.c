@@ -42,7 +42,7 @@ static ir_graph *tiny_graph(const fe_spec *s, ir_dtype dt, ps_strategy strategy,
 	ps_ctx_init(&ctx);
 	ctx.strategy = strategy;
 	ctx.optimizer = false;
-	ir_graph *g = drv_plan(s, dt, FE_LOWER_TRAIN, &ctx, opts);
+	ir_graph *g = drv_spec_plan(s, dt, FE_LOWER_TRAIN, &ctx, opts);
 	ck_assert_msg(g, "%s", ctx.diags.n ? ctx.diags.items[0].msg : "");
 	ps_ctx_free(&ctx);
 	return g;
@@ -107,9 +107,8 @@ END_TEST
 static void run_check(double tol, drv_check_report *r)
 {
 	fe_spec s = tiny_spec();
-	ps_options eval = {.only = DRV_EVAL_PASSES};
 	ir_graph *gg = tiny_graph(&s, IR_F64, PS_REVNET, &(ps_options){0});
-	ir_graph *fg = tiny_graph(&s, IR_F64, PS_REVNET, &eval);
+	ir_graph *fg = tiny_graph(&s, IR_F64, PS_REVNET, &drv_eval_passes);
 	rt_store store;
 	rt_store_init(&store);
 	rt_err e;
