@@ -3,7 +3,7 @@
  * with the step ABI of runtime/revc_abi.h) and NAME_serial, a dispatcher that runs a
  * kernel on the calling thread (a library has no thread pool of its own;
  * BLAS still uses every core).  The kernels are shared between the two steps
- * through the cache.  cli/cmd_compile.c adds the C API around it.
+ * through the cache.  driver/aot.c adds the C API around it.
  *
  * Ownership: the target machine is ours; LLVMTargetMachineEmitToFile does
  * not take the module, which cg_module_free disposes of.  Emitting changes

@@ -5,8 +5,8 @@
  * engine, CPU, memory limit, pass options).  A compiled model reports its
  * memory, runs training steps, evaluations and gradients, gives its
  * parameters by name as pointers into revc's memory, and loads and saves
- * checkpoints.  The gradient check, the drift report and ahead-of-time
- * emission work on a model too.
+ * checkpoints.  The drift report and ahead-of-time emission work from a
+ * spec model too.
  *
  * Errors come back as values: a function that can fail returns false or
  * NULL and, when err is not NULL, sets *err to a revc_error the caller
@@ -319,25 +319,20 @@ bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err);
 
 /* ---- checks ---------------------------------------------------------------- */
 
-typedef struct {
-	int samples;            /* finite-difference samples per parameter (default 3) */
-	uint64_t seed;
-	double tolerance;       /* relative (default 1e-6) */
-	double worst;           /* out: the largest relative error */
-	const char *worst_name; /* out: of this parameter (owned by the model) */
-} revc_check_report;
-
-/* Compares the compiled model's gradient (f64) with central finite
- * differences of the interpreter; false with an error when one is over. */
-bool revc_check_gradients(revc_model *m, revc_check_report *r, revc_error **err);
-/* The drift report (revc check --drift) as JSON text the caller frees. */
+/* (The finite-difference gradient check, revc check, is not in the library
+ * yet: it runs through the CLI.) */
+/* The drift report of a spec model (revc check --drift --json: per-unit
+ * reconstruction errors, revnet-vs-store gradient angles, f32 and f64) as
+ * JSON text the caller frees; seed draws the parameters and the batch. */
 char *revc_drift_json(const revc_model *m, uint64_t seed, revc_error **err);
 
 /* ---- ahead of time --------------------------------------------------------- */
 
-/* Emits the compiled model's code as a shared library (path ends in .so) or
- * an object file (.o), with a C header when header is not NULL; prefix
- * names its functions (NULL: the model's name). */
+/* Emits a spec model's training step and forward pass as native code for
+ * its options' strategy and CPU (f32): a shared library (path ends in .so)
+ * or an object file (.o), with a C header when header is not NULL; prefix
+ * names its functions (NULL: from the path, libNAME.so -> NAME), as revc
+ * compile does.  The model need not be compiled. */
 bool revc_emit(const revc_model *m, const char *path, const char *header, const char *prefix, revc_error **err);
 
 #ifdef __cplusplus

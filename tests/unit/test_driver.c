@@ -316,6 +316,40 @@ START_TEST(test_ir_model_golden)
 }
 END_TEST
 
+/* The drift report through revc.h: reconstruction in f64 is exact to
+ * rounding, in f32 it is not exact but small (the oracle: arithmetic
+ * precision, not revc's own figures); an IR model has no spec to build it
+ * from. */
+START_TEST(test_drift_json)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/models/fashion.rev", root());
+	const char *sets[] = {"batch=2", "units=1,1,1"};
+	revc_error *err = NULL;
+	revc_model *m = revc_model_from_file(path, sets, 2, &err);
+	ck_assert_msg(m, "%s", revc_error_message(err));
+	char *json = revc_drift_json(m, 1, &err);
+	ck_assert_msg(json, "%s", revc_error_message(err));
+	double f32_rel = -1, f64_rel = -1;
+	const char *p32 = strstr(json, "\"f32\":{\"x1_abs\":"), *p64 = strstr(json, "\"f64\":{\"x1_abs\":");
+	ck_assert(p32 && p64);
+	ck_assert(sscanf(strstr(p32, "x1_rel"), "x1_rel\":%lf", &f32_rel) == 1);
+	ck_assert(sscanf(strstr(p64, "x1_rel"), "x1_rel\":%lf", &f64_rel) == 1);
+	ck_assert_msg(f64_rel >= 0 && f64_rel < 1e-12, "f64 %g", f64_rel);
+	ck_assert_msg(f32_rel > f64_rel && f32_rel < 1e-4, "f32 %g", f32_rel);
+	free(json);
+	revc_model_free(m);
+
+	snprintf(path, sizeof path, "%s/tests/ir/dce/basic.ir", root());
+	m = revc_model_from_ir(path, &err);
+	ck_assert_msg(m, "%s", revc_error_message(err));
+	ck_assert_ptr_null(revc_drift_json(m, 1, &err));
+	ck_assert_int_eq(revc_error_kind_of(err), REVC_ERR_USAGE);
+	revc_error_free(err);
+	revc_model_free(m);
+}
+END_TEST
+
 START_TEST(test_version)
 {
 	char want[32];
@@ -334,6 +368,7 @@ int main(void)
 	TCase *tc = tcase_create("driver");
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_version);
+	tcase_add_test(tc, test_drift_json);
 	tcase_add_test(tc, test_errors_carry_positions);
 	tcase_add_test(tc, test_ir_model_golden);
 	tcase_add_test(tc, test_memory_equals_revc_mem);
