@@ -1,11 +1,11 @@
 /* dir.c: directories revc writes whole (checkpoints, parameters, gradients,
  * running statistics).  A directory D is built under the temporary sibling
- * D.tmp.XXXXXX and swapped into place once complete (renameat2 with
+ * D.tmp.<random> and swapped into place once complete (renameat2 with
  * RENAME_EXCHANGE when D exists), so D always names a complete directory,
  * old or new, whenever the process dies.  On a filesystem without
- * RENAME_EXCHANGE the old D is first renamed aside to D.old.XXXXXX and
+ * RENAME_EXCHANGE the old D is first renamed aside to D.old.<random> and
  * removed once the new one is in place: a crash between the two renames
- * leaves no D, and the old directory whole as D.old.XXXXXX, which revc
+ * leaves no D, and the old directory whole as D.old.<random>, which revc
  * never removes.
  *
  * What may be replaced: a new name, an empty directory, or a directory that
@@ -18,7 +18,7 @@
  *
  * Temporary directories are marked as revc's from the start (a manifest is
  * their first file, written right after mkdtemp) and flock'ed while they are
- * built.  A killed run leaves its D.tmp.XXXXXX behind; the next rt_dir_begin
+ * built.  A killed run leaves its D.tmp.<random> behind; the next rt_dir_begin
  * for D removes every one that is marked, holds only files revc writes and
  * is not locked, and never anything else.  Removal deletes regular files
  * only and then the directory if that emptied it: it never recurses.  (A
@@ -263,7 +263,7 @@ static bool revc_made(int fd)
 	return ok;
 }
 
-/* Removes the base.tmp.XXXXXX directories in parent that revc made (they
+/* Removes the base.tmp.<random> directories in parent that revc made (they
  * carry its manifest and nothing revc does not write) and that no running
  * revc holds (flock), through the descriptor that was checked and locked. */
 static void remove_stale(const place *w)
@@ -340,7 +340,7 @@ bool rt_dir_write_npy(rt_dir *d, const char *name, rt_npy_dtype dtype, int rank,
 }
 
 /* Puts the complete directory tmp in place of the existing one at path
- * without RENAME_EXCHANGE: the old one goes aside to path.old.XXXXXX (a
+ * without RENAME_EXCHANGE: the old one goes aside to path.old.<random> (a
  * name revc never removes by itself), the new one takes its name, and the
  * old one is removed.  Returns what rename does, with errno. */
 static int replace_aside(const char *tmp, const char *path)

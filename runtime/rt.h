@@ -267,7 +267,7 @@ const char *rt_dir_kind_what(rt_dir_kind k);
 #define RT_MANIFEST_NAME "revc-manifest.txt"
 /* At most this many tensors in one directory (a model has a few hundred). */
 #define RT_MANIFEST_MAX_TENSORS 65536
-/* The longest tensor name: NAME.npy and its temporary NAME.npy.tmp.XXXXXX
+/* The longest tensor name: NAME.npy and its temporary NAME.npy.tmp.<random>
  * must each be one file name (NAME_MAX, 255 bytes). */
 #define RT_MANIFEST_MAX_NAME (255 - 4 - (int)(sizeof RT_TMP_TAG - 1) - RT_TMP_SUFFIX)
 
@@ -326,7 +326,7 @@ bool rt_dir_check(const char *path, rt_dir_kind kind, rt_err *e);
  * resolved (they need not exist yet), trailing slashes dropped. */
 bool rt_dir_same(const char *a, const char *b);
 
-/* A directory built under the temporary sibling name PATH.tmp.XXXXXX and
+/* A directory built under the temporary sibling name PATH.tmp.<random> and
  * swapped into place by rt_dir_commit, which replaces a previous directory
  * of that name only once the new one is complete: a crash at any moment
  * leaves either the old directory or the new one (and a temporary that the
