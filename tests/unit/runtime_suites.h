@@ -11,6 +11,7 @@ Suite *rt_kern_conv_bn_suite(void);
 Suite *rt_kern_ops_suite(void);
 Suite *rt_rng_suite(void);
 Suite *rt_data_suite(void);
+Suite *rt_batch_suite(void);
 Suite *rt_npy_suite(void);
 
 #endif
