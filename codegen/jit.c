@@ -18,7 +18,12 @@
  * - The LLJIT owns the compiled code; disposing of it (cg_jit_free) frees the
  *   step function, so the step must not be called after that.
  * - Error messages from LLVMGetErrorMessage are disposed of with
- *   LLVMDisposeErrorMessage. */
+ *   LLVMDisposeErrorMessage.
+ * - The execution session reports errors it cannot return (a symbol that
+ *   fails to materialise) to a reporter, by default printing "JIT session
+ *   error" on stderr.  Library code never prints: session_error keeps the
+ *   first message for the diagnostic of the lookup that then fails.  The
+ *   reporter takes ownership of the error. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +39,7 @@
 struct cg_jit {
 	LLVMOrcLLJITRef jit;
 	revc_abi_step *step;
+	char session_error[512]; /* the first error the session reported, or "" */
 };
 
 static double now(void)
@@ -184,6 +190,15 @@ static void perf_map(LLVMOrcLLJITRef jit, const cg_module *m)
 	free(s);
 }
 
+static void report_session_error(void *ctx, LLVMErrorRef e)
+{
+	cg_jit *j = ctx;
+	char *msg = LLVMGetErrorMessage(e); /* consumes e */
+	if (!j->session_error[0])
+		snprintf(j->session_error, sizeof j->session_error, "%s", msg);
+	LLVMDisposeErrorMessage(msg);
+}
+
 /* Defines the BLAS functions kernels call (codegen/k_conv.c) at their
  * addresses in this process. */
 static LLVMErrorRef blas_symbols(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef dylib)
@@ -280,6 +295,9 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 			LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb); /* takes jtmb */
 			e = LLVMOrcCreateLLJIT(&j->jit, builder);                   /* takes builder */
 		}
+		if (!e)
+			LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(j->jit),
+				report_session_error, j);
 	}
 	LLVMOrcJITDylibRef main = NULL;
 	if (ok && !e) {
@@ -311,6 +329,8 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 	cg_module_free(&m);
 	if (e)
 		ok = llvm_error(d, "the JIT failed", e);
+	if (!ok && j->session_error[0])
+		ir_diag_add(d, (ir_pos){0}, "codegen: %s", j->session_error);
 	if (!ok) {
 		cg_jit_free(j);
 		return NULL;
