@@ -1,4 +1,4 @@
-/* plan.c: diagnostics the driver's tools pass on: an rt_err as one, and
+/* diags.c: diagnostics the driver's tools pass on: an rt_err as one, and
  * one list appended to another. */
 #include <stdio.h>
 
