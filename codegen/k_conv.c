@@ -17,7 +17,7 @@
  * cblas_sgemm (cblas_dgemm for f64) calls instead, on tiles wide enough for
  * BLAS, with the outputs gathered into and scattered from the tile's
  * layout: the lowering revc had first, kept for comparison (revc bench).
- * matmul is always one BLAS call. */
+ * matmul is always one BLAS call (cg_blas_gemm, also bmatmul's). */
 #include "internal.h"
 #include <stdlib.h>
 
@@ -119,6 +119,12 @@ static void gemm(cg_kb *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, LLV
 	gemm_v(k, ta, tb, cg_i64(k, m), cg_i64(k, n), cg_i64(k, kk), a, lda, b, ldb, beta, c, ldc);
 	if (k->m->stats)
 		k->m->stats->flops += 2.0 * (double)m * (double)n * (double)kk;
+}
+
+void cg_blas_gemm(cg_kb *k, bool ta, bool tb, int64_t m, int64_t n, int64_t kk, LLVMValueRef a, int64_t lda,
+	LLVMValueRef b, int64_t ldb, LLVMValueRef c, int64_t ldc)
+{
+	gemm(k, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, m, n, kk, a, lda, b, ldb, 0, c, ldc);
 }
 
 /* The thread's workspace slice. */
@@ -371,14 +377,24 @@ static int64_t one(const ir_node *n)
 	return 1;
 }
 
+/* A rank-3 operand [N,T,K] is the matrix [N*T,K] in place (ir_rule_matmul). */
+static int64_t matrix_rows(const ir_type *t)
+{
+	int64_t r = 1;
+	for (int i = 0; i < t->rank - 1; i++)
+		r *= t->dim[i];
+	return r;
+}
+
 static void emit_matmul(cg_kb *k, const ir_node *n)
 {
 	const ir_attr *a = ir_node_attr(n, IR_ATTR_TRANS_A), *b = ir_node_attr(n, IR_ATTR_TRANS_B);
 	int64_t ta = a ? a->u.i : 0, tb = b ? b->u.i : 0;
 	const ir_type *A = &n->in[0]->type, *B = &n->in[1]->type;
-	int64_t m = n->type.dim[0], nn = n->type.dim[1], kk = ta ? A->dim[0] : A->dim[1];
-	gemm(k, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, m, nn, kk, cg_arg(k, 1), A->dim[1], cg_arg(k, 2),
-		B->dim[1], 0, cg_arg(k, 0), nn);
+	int64_t lda = A->dim[A->rank - 1], ldb = B->dim[B->rank - 1];
+	int64_t m = matrix_rows(&n->type), nn = n->type.dim[n->type.rank - 1], kk = ta ? matrix_rows(A) : lda;
+	gemm(k, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, m, nn, kk, cg_arg(k, 1), lda, cg_arg(k, 2),
+		ldb, 0, cg_arg(k, 0), nn);
 }
 
 const cg_op_impl cg_impl_matmul = {one, NULL, emit_matmul, true, NULL};
