@@ -223,11 +223,6 @@ typedef struct {
 
 void cg_gemm_abt(cg_kb *k, const cg_abt *g, LLVMValueRef count);
 
-/* C = op(A)·op(B) by one cblas_sgemm/dgemm call (row major; k_conv.c), its
- * flops counted in the module's statistics. */
-void cg_blas_gemm(cg_kb *k, bool ta, bool tb, int64_t m, int64_t n, int64_t kk, LLVMValueRef a, int64_t lda,
-	LLVMValueRef b, int64_t ldb, LLVMValueRef c, int64_t ldc);
-
 /* ---- convolutions (k_conv.c, k_conv_implicit.c) ----------------------------- */
 
 /* REVC_CONV_BLAS=1: every convolution unfolded and multiplied by

@@ -1,7 +1,5 @@
-/* k_attn.c: kernels for the attention and token-layout ops.
- *
- * bmatmul is a loop of BLAS products, one per batch index, on one thread
- * (BLAS uses both).  The others are copies by rows, divided among threads:
+/* k_attn.c: kernels for the token-layout ops of attention (bmatmul is with
+ * matmul in k_conv.c): copies by rows, divided among threads:
  *   broadcast_add  rows of elems(b): y = x + b
  *   heads_split    rows (n, head, token) of the result, d elements each
  *   heads_merge    rows (n, token) of the result, every operand's heads
@@ -9,43 +7,6 @@
  *   from_tokens    rows (n, channel) of the result, gathered over tokens
  * Layouts are ir/shape.c's; results never overlap operands. */
 #include "internal.h"
-
-static int64_t one(const ir_node *n)
-{
-	(void)n;
-	return 1;
-}
-
-/* ---- bmatmul ------------------------------------------------------------- */
-
-static void emit_bmatmul(cg_kb *k, const ir_node *n)
-{
-	const ir_type *at = &n->in[0]->type, *bt = &n->in[1]->type, *ct = &n->type;
-	const ir_attr *ta_attr = ir_node_attr(n, IR_ATTR_TRANS_A), *tb_attr = ir_node_attr(n, IR_ATTR_TRANS_B);
-	bool ta = ta_attr && ta_attr->u.i, tb = tb_attr && tb_attr->u.i;
-	int r = ct->rank;
-	int64_t batch = 1;
-	for (int i = 0; i < r - 2; i++)
-		batch *= ct->dim[i];
-	int64_t m = ct->dim[r - 2], nn = ct->dim[r - 1], kk = at->dim[ta ? r - 2 : r - 1];
-	int64_t lda = at->dim[r - 1], ldb = bt->dim[r - 1];
-	int64_t sa = at->dim[r - 2] * lda, sb = bt->dim[r - 2] * ldb, sc = m * nn;
-	if (batch == 0 || sc == 0)
-		return;
-	LLVMValueRef c = cg_arg(k, 0), a = cg_arg(k, 1), b = cg_arg(k, 2);
-	cg_loop l;
-	LLVMValueRef i = cg_for(k, &l, cg_i64(k, 0), cg_i64(k, batch));
-	LLVMValueRef ci = cg_gep(k, NULL, c, cg_imul(k, i, cg_i64(k, sc)));
-	if (kk == 0)
-		cg_zero(k, ci, cg_i64(k, sc));
-	else
-		cg_blas_gemm(k, ta, tb, m, nn, kk, cg_gep(k, NULL, a, cg_imul(k, i, cg_i64(k, sa))), lda,
-			cg_gep(k, NULL, b, cg_imul(k, i, cg_i64(k, sb))), ldb, ci, nn);
-	cg_keep_loop(&l);
-	cg_end_for(k, &l, NULL);
-}
-
-const cg_op_impl cg_impl_bmatmul = {one, NULL, emit_bmatmul, true, NULL};
 
 /* ---- broadcast_add ------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* k_conv.c: convolutions and matmul.
+/* k_conv.c: convolutions, matmul and bmatmul.
  *
  * Stride-1 convolutions read the padded image directly (k_conv_implicit.c).
  * The others (the stride-2 ones at stage boundaries) are unfolded, a tile
@@ -17,7 +17,7 @@
  * cblas_sgemm (cblas_dgemm for f64) calls instead, on tiles wide enough for
  * BLAS, with the outputs gathered into and scattered from the tile's
  * layout: the lowering revc had first, kept for comparison (revc bench).
- * matmul is always one BLAS call (cg_blas_gemm, also bmatmul's). */
+ * matmul is always one BLAS call, bmatmul one per batch index. */
 #include "internal.h"
 #include <stdlib.h>
 
@@ -119,12 +119,6 @@ static void gemm(cg_kb *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, LLV
 	gemm_v(k, ta, tb, cg_i64(k, m), cg_i64(k, n), cg_i64(k, kk), a, lda, b, ldb, beta, c, ldc);
 	if (k->m->stats)
 		k->m->stats->flops += 2.0 * (double)m * (double)n * (double)kk;
-}
-
-void cg_blas_gemm(cg_kb *k, bool ta, bool tb, int64_t m, int64_t n, int64_t kk, LLVMValueRef a, int64_t lda,
-	LLVMValueRef b, int64_t ldb, LLVMValueRef c, int64_t ldc)
-{
-	gemm(k, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, m, n, kk, a, lda, b, ldb, 0, c, ldc);
 }
 
 /* The thread's workspace slice. */
@@ -398,3 +392,35 @@ static void emit_matmul(cg_kb *k, const ir_node *n)
 }
 
 const cg_op_impl cg_impl_matmul = {one, NULL, emit_matmul, true, NULL};
+
+/* ---- bmatmul: a loop of GEMMs, one per batch index, on one thread (BLAS
+ * uses both) ---------------------------------------------------------------- */
+
+static void emit_bmatmul(cg_kb *k, const ir_node *n)
+{
+	const ir_type *at = &n->in[0]->type, *bt = &n->in[1]->type, *ct = &n->type;
+	const ir_attr *ta_attr = ir_node_attr(n, IR_ATTR_TRANS_A), *tb_attr = ir_node_attr(n, IR_ATTR_TRANS_B);
+	bool ta = ta_attr && ta_attr->u.i, tb = tb_attr && tb_attr->u.i;
+	int r = ct->rank;
+	int64_t batch = 1;
+	for (int i = 0; i < r - 2; i++)
+		batch *= ct->dim[i];
+	int64_t m = ct->dim[r - 2], nn = ct->dim[r - 1], kk = at->dim[ta ? r - 2 : r - 1];
+	int64_t lda = at->dim[r - 1], ldb = bt->dim[r - 1];
+	int64_t sa = at->dim[r - 2] * lda, sb = bt->dim[r - 2] * ldb, sc = m * nn;
+	if (batch == 0 || sc == 0)
+		return;
+	LLVMValueRef c = cg_arg(k, 0), a = cg_arg(k, 1), b = cg_arg(k, 2);
+	cg_loop l;
+	LLVMValueRef i = cg_for(k, &l, cg_i64(k, 0), cg_i64(k, batch));
+	LLVMValueRef ci = cg_gep(k, NULL, c, cg_imul(k, i, cg_i64(k, sc)));
+	if (kk == 0)
+		cg_zero(k, ci, cg_i64(k, sc));
+	else
+		gemm(k, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, m, nn, kk, cg_gep(k, NULL, a, cg_imul(k, i, cg_i64(k, sa))),
+			lda, cg_gep(k, NULL, b, cg_imul(k, i, cg_i64(k, sb))), ldb, 0, ci, nn);
+	cg_keep_loop(&l);
+	cg_end_for(k, &l, NULL);
+}
+
+const cg_op_impl cg_impl_bmatmul = {one, NULL, emit_bmatmul, true, NULL};

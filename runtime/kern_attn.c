@@ -1,6 +1,6 @@
-/* kern_attn.c: the reference kernels of the attention and token-layout ops:
- * bmatmul (one BLAS product per batch index), broadcast_add, heads_split,
- * heads_merge, to_tokens and from_tokens (pure index permutations).
+/* kern_attn.c: the reference kernels of the token-layout ops of attention:
+ * broadcast_add, heads_split, heads_merge, to_tokens and from_tokens (index
+ * permutations).  bmatmul is in kern_dense.c.
  *
  * Layouts (ir/shape.c): tokens [N,T,D]; heads [N,h,T,d] with D = h·d, head
  * j being columns j·d .. j·d+d-1 of its D-wide block; images [N,C,H,W] with
@@ -8,57 +8,7 @@
  *
  * Compiled once per real type (kernels.h).  Preconditions: the node
  * verified.  Results never overlap operands. */
-#include <limits.h>
-
-#include <cblas.h>
-
 #include "kernels.h"
-
-#if defined(RT_REAL_F32)
-#define GEMM cblas_sgemm
-#else
-#define GEMM cblas_dgemm
-#endif
-
-static blasint bi(int64_t v)
-{
-	IR_ASSERT(v >= 0 && v <= INT_MAX);
-	return (blasint)v;
-}
-
-static bool flag(const ir_node *n, ir_attr_kind k)
-{
-	const ir_attr *a = ir_node_attr(n, k);
-	return a && a->u.i;
-}
-
-/* bmatmul(a [B..,M,K], b [B..,K,N]) {trans_a, trans_b} → [B..,M,N]. */
-bool K(rt_k_bmatmul)(const rt_kargs *a, rt_err *e)
-{
-	const ir_type *at = &a->n->in[0]->type, *bt = &a->n->in[1]->type, *ct = &a->n->type;
-	bool ta = flag(a->n, IR_ATTR_TRANS_A), tb = flag(a->n, IR_ATTR_TRANS_B);
-	int r = ct->rank;
-	int64_t batch = 1;
-	for (int i = 0; i < r - 2; i++)
-		batch *= ct->dim[i];
-	int64_t m = ct->dim[r - 2], n = ct->dim[r - 1], k = at->dim[ta ? r - 2 : r - 1];
-	int64_t lda = at->dim[r - 1], ldb = bt->dim[r - 1];
-	int64_t sa = at->dim[r - 2] * lda, sb = bt->dim[r - 2] * ldb, sc = m * n;
-	const real *A = a->in[0], *B = a->in[1];
-	real *C = a->out;
-	if (m == 0 || n == 0)
-		return true;
-	for (int64_t i = 0; i < batch; i++) {
-		if (k == 0) {
-			for (int64_t j = 0; j < sc; j++)
-				C[i * sc + j] = 0;
-			continue;
-		}
-		GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bi(m),
-			bi(n), bi(k), 1, A + i * sa, bi(lda), B + i * sb, bi(ldb), 0, C + i * sc, bi(n));
-	}
-	return true;
-}
 
 /* broadcast_add(x, b): y = x + b, b repeated along x's leading dimensions. */
 bool K(rt_k_broadcast_add)(const rt_kargs *a, rt_err *e)
