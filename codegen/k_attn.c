@@ -1,41 +1,12 @@
 /* k_attn.c: kernels for the token-layout ops of attention (bmatmul is with
- * matmul in k_conv.c): copies by rows, divided among threads:
- *   broadcast_add  rows of elems(b): y = x + b
+ * matmul in k_conv.c; broadcast_add is fused, k_elementwise.c): copies by
+ * rows, divided among threads:
  *   heads_split    rows (n, head, token) of the result, d elements each
  *   heads_merge    rows (n, token) of the result, every operand's heads
  *   to_tokens      rows (n, pixel) of the result, gathered over channels
  *   from_tokens    rows (n, channel) of the result, gathered over tokens
  * Layouts are ir/shape.c's; results never overlap operands. */
 #include "internal.h"
-
-/* ---- broadcast_add ------------------------------------------------------- */
-
-static int64_t bcast_inner(const ir_node *n)
-{
-	return ir_type_elems(&n->in[1]->type);
-}
-
-static int64_t bcast_extent(const ir_node *n)
-{
-	int64_t inner = bcast_inner(n);
-	return inner ? ir_type_elems(&n->type) / inner : 0;
-}
-
-static void emit_broadcast_add(cg_kb *k, const ir_node *n)
-{
-	int64_t inner = bcast_inner(n);
-	LLVMValueRef y = cg_arg(k, 0), x = cg_arg(k, 1), b = cg_arg(k, 2);
-	cg_loop lr, li;
-	LLVMValueRef r = cg_for(k, &lr, k->lo, k->hi);
-	LLVMValueRef base = cg_imul(k, r, cg_i64(k, inner));
-	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), cg_i64(k, inner));
-	LLVMValueRef at = cg_iadd(k, base, i);
-	cg_st(k, y, at, cg_fadd(k, cg_ld(k, x, at), cg_ld(k, b, i)));
-	cg_end_for(k, &li, NULL);
-	cg_end_for(k, &lr, NULL);
-}
-
-const cg_op_impl cg_impl_broadcast_add = {bcast_extent, NULL, emit_broadcast_add, false, NULL};
 
 /* ---- copies by rows ---------------------------------------------------- */
 

@@ -393,8 +393,16 @@ static void emit_matmul(cg_kb *k, const ir_node *n)
 
 const cg_op_impl cg_impl_matmul = {one, NULL, emit_matmul, true, NULL};
 
-/* ---- bmatmul: a loop of GEMMs, one per batch index, on one thread (BLAS
- * uses both) ---------------------------------------------------------------- */
+/* ---- bmatmul: one GEMM per batch index, the indices divided among threads
+ * (attention's products are small, BLAS would run each on one) ----------- */
+
+static int64_t bmatmul_batch(const ir_node *n)
+{
+	int64_t batch = 1;
+	for (int i = 0; i < n->type.rank - 2; i++)
+		batch *= n->type.dim[i];
+	return batch;
+}
 
 static void emit_bmatmul(cg_kb *k, const ir_node *n)
 {
@@ -402,17 +410,14 @@ static void emit_bmatmul(cg_kb *k, const ir_node *n)
 	const ir_attr *ta_attr = ir_node_attr(n, IR_ATTR_TRANS_A), *tb_attr = ir_node_attr(n, IR_ATTR_TRANS_B);
 	bool ta = ta_attr && ta_attr->u.i, tb = tb_attr && tb_attr->u.i;
 	int r = ct->rank;
-	int64_t batch = 1;
-	for (int i = 0; i < r - 2; i++)
-		batch *= ct->dim[i];
 	int64_t m = ct->dim[r - 2], nn = ct->dim[r - 1], kk = at->dim[ta ? r - 2 : r - 1];
 	int64_t lda = at->dim[r - 1], ldb = bt->dim[r - 1];
 	int64_t sa = at->dim[r - 2] * lda, sb = bt->dim[r - 2] * ldb, sc = m * nn;
-	if (batch == 0 || sc == 0)
+	if (sc == 0)
 		return;
 	LLVMValueRef c = cg_arg(k, 0), a = cg_arg(k, 1), b = cg_arg(k, 2);
 	cg_loop l;
-	LLVMValueRef i = cg_for(k, &l, cg_i64(k, 0), cg_i64(k, batch));
+	LLVMValueRef i = cg_for(k, &l, k->lo, k->hi);
 	LLVMValueRef ci = cg_gep(k, NULL, c, cg_imul(k, i, cg_i64(k, sc)));
 	if (kk == 0)
 		cg_zero(k, ci, cg_i64(k, sc));
@@ -423,4 +428,4 @@ static void emit_bmatmul(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &l, NULL);
 }
 
-const cg_op_impl cg_impl_bmatmul = {one, NULL, emit_bmatmul, true, NULL};
+const cg_op_impl cg_impl_bmatmul = {bmatmul_batch, NULL, emit_bmatmul, false, NULL};

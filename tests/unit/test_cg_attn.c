@@ -156,6 +156,34 @@ START_TEST(test_dense_tokens)
 }
 END_TEST
 
+/* broadcast_add fused with its neighbours: a chain over tokens (the flat
+ * loop: b read at the element index modulo its size), and one with
+ * bias_add over [N,C] (the per-channel loop). */
+START_TEST(test_broadcast_fused)
+{
+	net b = net_new(_i);
+	ir_node *x = source(&b, IR_OP_INPUT, "x", 3, (int64_t[]){3, 7, 5});
+	ir_node *bias = source(&b, IR_OP_PARAM, "fc.b", 1, (int64_t[]){5});
+	ir_node *pos = source(&b, IR_OP_PARAM, "pos.b", 2, (int64_t[]){7, 5});
+	ir_node *y = make(&b, IR_OP_RELU, NULL, 1, make(&b, IR_OP_BROADCAST_ADD, NULL, 2, x, bias, END), END);
+	y = make(&b, IR_OP_BROADCAST_ADD, NULL, 2, scaled(&b, y, -0.5), pos, END);
+	output(&b, make(&b, IR_OP_ADD, NULL, 2, y, x, END), "y");
+	ir_node *v = source(&b, IR_OP_INPUT, "v", 2, (int64_t[]){6, 5});
+	ir_node *w = make(&b, IR_OP_BIAS_ADD, NULL, 2, make(&b, IR_OP_BROADCAST_ADD, NULL, 2, v, bias, END), bias, END);
+	output(&b, make(&b, IR_OP_RELU, NULL, 1, w, END), "w");
+	cgt_plan(b.g, b.threads);
+	int groups = 0;
+	for (int i = 0; i < b.g->n; i++)
+		groups = b.g->nodes[i]->group + 1 > groups ? b.g->nodes[i]->group + 1 : groups;
+	ck_assert_int_eq(groups, 2);
+	for (int i = 0; i < b.g->n; i++)
+		ck_assert(b.g->nodes[i]->op != IR_OP_BROADCAST_ADD || b.g->nodes[i]->group >= 0);
+	double err = cgt_compare(b.g, b.threads, 94, 2);
+	ck_assert_msg(err <= (b.dt == IR_F32 ? 1e-5 : 1e-12), "fused broadcast_add: %g", err);
+	ir_graph_free(b.g);
+}
+END_TEST
+
 /* ---- layout ---------------------------------------------------------------- */
 
 typedef struct {
@@ -358,6 +386,7 @@ Suite *cg_attn_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_bmatmul, 0, 4 * (int)(sizeof bmm_cases / sizeof bmm_cases[0]));
 	tcase_add_loop_test(tc, test_dense_tokens, 0, 4);
+	tcase_add_loop_test(tc, test_broadcast_fused, 0, 4);
 	tcase_add_loop_test(tc, test_heads, 0, 4 * (int)(sizeof heads_cases / sizeof heads_cases[0]));
 	tcase_add_loop_test(tc, test_patch_embedding, 0, 8);
 	tcase_add_test(tc, test_subblock_fd);
