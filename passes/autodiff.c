@@ -13,6 +13,10 @@
  * backward, including the accumulation into their input's gradient, stays
  * in the F or G scope (the schedule pass relies on that).
  *
+ * The heads_split parts of one tensor (q, k and v of qkv) pass their
+ * gradients on together: held until the sweep reaches the split tensor,
+ * then one heads_merge of them (a zero const for a part without one).
+ *
  * Batch norm in training mode is bn_norm(x, bn_stats(x), gamma, beta); its
  * rule gives the full gradient through the batch statistics, so bn_stats
  * itself passes nothing on.  Running-statistic updates are effects, not
@@ -131,17 +135,6 @@ static void fail(differ *D, const ir_node *n, const char *why)
 	D->failed = true;
 }
 
-/* The gradient g of operand v of n, which must have v's shape (a matmul
- * of tokens read as a transposed matrix is not differentiable). */
-static void contribute_shaped(differ *D, const ir_node *n, ir_node *v, ir_node *g)
-{
-	if (!D->failed && !ir_type_same_shape(&v->type, &g->type)) {
-		fail(D, n, "this use of rank-3 operands has no gradient rule");
-		return;
-	}
-	contribute(D, v, g);
-}
-
 /* matmul and bmatmul: the same rule, per batch index for bmatmul. */
 static void matmul_grads(differ *D, ir_node *n, ir_node *dy)
 {
@@ -149,6 +142,10 @@ static void matmul_grads(differ *D, ir_node *n, ir_node *dy)
 	int64_t ta = a ? a->u.i : 0, tb = b ? b->u.i : 0;
 	ir_node *A = n->in[0], *B = n->in[1], *da, *db;
 	ir_op op = n->op;
+	if (op == IR_OP_MATMUL && (B->type.rank == 3 || (A->type.rank == 3 && ta))) {
+		fail(D, n, "only a dense layer's use of tokens [N,T,K] (operand 0, not transposed) is differentiable");
+		return;
+	}
 	/* C = op(A) op(B) */
 	if (!ta)
 		da = with_int(D, make(D, op, dy, B), IR_ATTR_TRANS_B, !tb);
@@ -160,8 +157,8 @@ static void matmul_grads(differ *D, ir_node *n, ir_node *dy)
 	else
 		db = with_int(D, with_int(D, make(D, op, dy, A), IR_ATTR_TRANS_A, 1),
 			IR_ATTR_TRANS_B, ta);
-	contribute_shaped(D, n, A, typed(D, da));
-	contribute_shaped(D, n, B, typed(D, db));
+	contribute(D, A, typed(D, da));
+	contribute(D, B, typed(D, db));
 }
 
 /* broadcast_add(x, b): db is dy summed over the dimensions b is repeated
