@@ -705,7 +705,7 @@ bool ir_rule_heads_split(const ir_node *n, ir_type *out, ir_diags *d)
 		return fail(n, d, "parts must be 1, 2 or 3, got %lld", (long long)parts);
 	if (part < 0 || part >= parts)
 		return fail(n, d, "part %lld out of range 0..%lld", (long long)part, (long long)parts - 1);
-	if (h < 1 || x->dim[2] % parts != 0 || (x->dim[2] / parts) % h != 0)
+	if (h < 1 || h > x->dim[2] / parts || x->dim[2] % parts != 0 || (x->dim[2] / parts) % h != 0)
 		return fail(n, d, "cannot split %lld columns into %lld parts of %lld heads",
 			(long long)x->dim[2], (long long)parts, (long long)h);
 	int64_t dims[4] = {x->dim[0], h, x->dim[1], x->dim[2] / parts / h};
@@ -734,7 +734,9 @@ bool ir_rule_to_tokens(const ir_node *n, ir_type *out, ir_diags *d)
 	if (!need_float(n, 0, 4, d))
 		return false;
 	const ir_type *x = in(n, 0);
-	int64_t dims[3] = {x->dim[0], x->dim[2] * x->dim[3], x->dim[1]};
+	int64_t dims[3] = {x->dim[0], 0, x->dim[1]};
+	if (!ir_size_mul(x->dim[2], x->dim[3], &dims[1]))
+		return fail(n, d, "the number of tokens overflows");
 	*out = ir_type_make(x->dtype, 3, dims);
 	return true;
 }
@@ -747,8 +749,9 @@ bool ir_rule_from_tokens(const ir_node *n, ir_type *out, ir_diags *d)
 		return false;
 	const ir_type *x = in(n, 0);
 	char s[128];
+	int64_t hw;
 	if (out->dim[0] != x->dim[0] || out->dim[1] != x->dim[2] || out->dim[2] < 1 || out->dim[3] < 1 ||
-	    out->dim[2] * out->dim[3] != x->dim[1])
+	    !ir_size_mul(out->dim[2], out->dim[3], &hw) || hw != x->dim[1])
 		return fail(n, d, "result must be [%lld,%lld,H,W] with H*W = %lld, got %s", (long long)x->dim[0],
 			(long long)x->dim[2], (long long)x->dim[1], tstr(out, s, sizeof s));
 	out->dtype = x->dtype;
