@@ -1,4 +1,4 @@
-/* k_conv.c: convolutions and matmul.
+/* k_conv.c: convolutions, matmul and bmatmul.
  *
  * Stride-1 convolutions read the padded image directly (k_conv_implicit.c).
  * The others (the stride-2 ones at stage boundaries) are unfolded, a tile
@@ -17,7 +17,7 @@
  * cblas_sgemm (cblas_dgemm for f64) calls instead, on tiles wide enough for
  * BLAS, with the outputs gathered into and scattered from the tile's
  * layout: the lowering revc had first, kept for comparison (revc bench).
- * matmul is always one BLAS call. */
+ * matmul is always one BLAS call, bmatmul one per batch index. */
 #include "internal.h"
 #include <stdlib.h>
 
@@ -371,14 +371,61 @@ static int64_t one(const ir_node *n)
 	return 1;
 }
 
+/* A rank-3 operand [N,T,K] is the matrix [N*T,K] in place (ir_rule_matmul). */
+static int64_t matrix_rows(const ir_type *t)
+{
+	int64_t r = 1;
+	for (int i = 0; i < t->rank - 1; i++)
+		r *= t->dim[i];
+	return r;
+}
+
 static void emit_matmul(cg_kb *k, const ir_node *n)
 {
 	const ir_attr *a = ir_node_attr(n, IR_ATTR_TRANS_A), *b = ir_node_attr(n, IR_ATTR_TRANS_B);
 	int64_t ta = a ? a->u.i : 0, tb = b ? b->u.i : 0;
 	const ir_type *A = &n->in[0]->type, *B = &n->in[1]->type;
-	int64_t m = n->type.dim[0], nn = n->type.dim[1], kk = ta ? A->dim[0] : A->dim[1];
-	gemm(k, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, m, nn, kk, cg_arg(k, 1), A->dim[1], cg_arg(k, 2),
-		B->dim[1], 0, cg_arg(k, 0), nn);
+	int64_t lda = A->dim[A->rank - 1], ldb = B->dim[B->rank - 1];
+	int64_t m = matrix_rows(&n->type), nn = n->type.dim[n->type.rank - 1], kk = ta ? matrix_rows(A) : lda;
+	gemm(k, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, m, nn, kk, cg_arg(k, 1), lda, cg_arg(k, 2),
+		ldb, 0, cg_arg(k, 0), nn);
 }
 
 const cg_op_impl cg_impl_matmul = {one, NULL, emit_matmul, true, NULL};
+
+/* ---- bmatmul: one GEMM per batch index, the indices divided among threads
+ * (attention's products are small, BLAS would run each on one) ----------- */
+
+static int64_t bmatmul_batch(const ir_node *n)
+{
+	int64_t batch = 1;
+	for (int i = 0; i < n->type.rank - 2; i++)
+		batch *= n->type.dim[i];
+	return batch;
+}
+
+static void emit_bmatmul(cg_kb *k, const ir_node *n)
+{
+	const ir_type *at = &n->in[0]->type, *bt = &n->in[1]->type, *ct = &n->type;
+	const ir_attr *ta_attr = ir_node_attr(n, IR_ATTR_TRANS_A), *tb_attr = ir_node_attr(n, IR_ATTR_TRANS_B);
+	bool ta = ta_attr && ta_attr->u.i, tb = tb_attr && tb_attr->u.i;
+	int r = ct->rank;
+	int64_t m = ct->dim[r - 2], nn = ct->dim[r - 1], kk = at->dim[ta ? r - 2 : r - 1];
+	int64_t lda = at->dim[r - 1], ldb = bt->dim[r - 1];
+	int64_t sa = at->dim[r - 2] * lda, sb = bt->dim[r - 2] * ldb, sc = m * nn;
+	if (sc == 0)
+		return;
+	LLVMValueRef c = cg_arg(k, 0), a = cg_arg(k, 1), b = cg_arg(k, 2);
+	cg_loop l;
+	LLVMValueRef i = cg_for(k, &l, k->lo, k->hi);
+	LLVMValueRef ci = cg_gep(k, NULL, c, cg_imul(k, i, cg_i64(k, sc)));
+	if (kk == 0)
+		cg_zero(k, ci, cg_i64(k, sc));
+	else
+		gemm(k, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, m, nn, kk, cg_gep(k, NULL, a, cg_imul(k, i, cg_i64(k, sa))),
+			lda, cg_gep(k, NULL, b, cg_imul(k, i, cg_i64(k, sb))), ldb, 0, ci, nn);
+	cg_keep_loop(&l);
+	cg_end_for(k, &l, NULL);
+}
+
+const cg_op_impl cg_impl_bmatmul = {bmatmul_batch, NULL, emit_bmatmul, false, NULL};

@@ -3,11 +3,13 @@
  * written out only when something after the group reads them.
  *
  * Members: const, add, sub, scale, relu, relu_grad, bias_add, bn_norm,
- * bn_infer, bn_dx, global_avgpool_grad, momentum, sgd.  All have the same
- * number of elements.  An operand is either an element of a tensor of that
- * size (a member's value or a buffer), or broadcast: one per channel ([C]),
- * batch statistics ([2,C]: mean at c, variance at C + c), one per (n, c)
- * row ([N,C], global_avgpool_grad's incoming gradient), or a scalar.
+ * bn_infer, bn_dx, global_avgpool_grad, momentum, sgd, broadcast_add.  All
+ * have the same number of elements.  An operand is either an element of a
+ * tensor of that size (a member's value or a buffer), or broadcast: one per
+ * channel ([C]), batch statistics ([2,C]: mean at c, variance at C + c), one
+ * per (n, c) row ([N,C], global_avgpool_grad's incoming gradient), a
+ * scalar, or repeated along the leading dimensions (broadcast_add's b, read
+ * at the element index modulo its size, in either kind of loop).
  *
  * Loops: a group with broadcast operands runs over rows r = n·C + c of its
  * [N,C,H,W] (or [N,C]) space, loading per-channel values once per row, with
@@ -28,7 +30,7 @@ bool cg_elementwise(const ir_node *n)
 }
 
 /* How an operand is read. */
-typedef enum { RD_ELEM, RD_CHANNEL, RD_STATS_MEAN, RD_STATS_VAR, RD_ROW, RD_SCALAR } rd_kind;
+typedef enum { RD_ELEM, RD_CHANNEL, RD_STATS_MEAN, RD_STATS_VAR, RD_ROW, RD_SCALAR, RD_TRAIL } rd_kind;
 
 /* The kind of operand k of member n: bn ops know their operands. */
 static rd_kind operand_kind(const ir_node *n, int k)
@@ -47,6 +49,8 @@ static rd_kind operand_kind(const ir_node *n, int k)
 		return RD_ROW;
 	case IR_OP_SGD:
 		return k == 2 ? RD_SCALAR : RD_ELEM;
+	case IR_OP_BROADCAST_ADD:
+		return k == 0 ? RD_ELEM : RD_TRAIL;
 	default:
 		return RD_ELEM;
 	}
@@ -56,7 +60,8 @@ static bool broadcasts(const cg_group *g)
 {
 	for (int i = 0; i < g->n; i++)
 		for (int k = 0; k < g->member[i]->nin; k++)
-			if (operand_kind(g->member[i], k) != RD_ELEM && operand_kind(g->member[i], k) != RD_SCALAR)
+			if (operand_kind(g->member[i], k) != RD_ELEM && operand_kind(g->member[i], k) != RD_SCALAR &&
+			    operand_kind(g->member[i], k) != RD_TRAIL)
 				return true;
 	return false;
 }
@@ -146,7 +151,7 @@ static void preload(emitter *e, LLVMValueRef r, LLVMValueRef c)
 		const ir_node *n = g->member[i];
 		for (int j = 0; j < n->nin; j++) {
 			rd_kind kind = operand_kind(n, j);
-			if (kind == RD_ELEM)
+			if (kind == RD_ELEM || kind == RD_TRAIL)
 				continue; /* read per element, perhaps from a member */
 			LLVMValueRef base = e->base[buf_index(g, n->in[j])];
 			if (kind == RD_CHANNEL)
@@ -167,6 +172,9 @@ static void preload(emitter *e, LLVMValueRef r, LLVMValueRef c)
 static LLVMValueRef operand(emitter *e, int i, int j, LLVMValueRef idx)
 {
 	const ir_node *n = e->g->member[i];
+	if (operand_kind(n, j) == RD_TRAIL)
+		return cg_ld(e->k, e->base[buf_index(e->g, n->in[j])],
+			cg_irem(e->k, idx, cg_i64(e->k, ir_type_elems(&n->in[j]->type))));
 	if (operand_kind(n, j) != RD_ELEM)
 		return e->pre[i][j];
 	int m = member_index(e->g, n->in[j]);
@@ -202,6 +210,7 @@ static LLVMValueRef compute(emitter *e, int i, LLVMValueRef idx)
 	case IR_OP_RELU_GRAD:
 		return cg_relu_select(k, operand(e, i, 1, idx), operand(e, i, 0, idx));
 	case IR_OP_BIAS_ADD:
+	case IR_OP_BROADCAST_ADD:
 		return cg_fadd(k, operand(e, i, 0, idx), operand(e, i, 1, idx));
 	case IR_OP_BN_NORM:
 	case IR_OP_BN_INFER: {

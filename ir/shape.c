@@ -513,20 +513,49 @@ static int64_t flag_attr(const ir_node *n, ir_attr_kind k)
 	return a ? a->u.i : 0;
 }
 
-/* matmul(a, b): [M,K] x [K,N]; trans_a/trans_b use the operand transposed. */
+/* The matrix a tensor of rank >= 2 stands for: its leading dimensions
+ * merged into rows, its last one the columns ([N,T,D] is [N*T, D], in
+ * place). */
+static void as_matrix(const ir_type *t, int64_t *rows, int64_t *cols)
+{
+	*rows = 1;
+	for (int i = 0; i < t->rank - 1; i++)
+		*rows *= t->dim[i];
+	*cols = t->dim[t->rank - 1];
+}
+
+/* matmul(a, b): [M,K] x [K,N]; trans_a/trans_b use the operand transposed.
+ * Tokens: a (either way) and b (untransposed) may also be [N,T,K], read as
+ * the matrix [N*T,K], so a dense layer over tokens, x·Wᵀ, and its weight
+ * gradient, dyᵀ·x, are one product each.  An untransposed rank-3 a keeps
+ * its leading dimensions in the result: [N,T,K] x [K,O] is [N,T,O]. */
 bool ir_rule_matmul(const ir_node *n, ir_type *out, ir_diags *d)
 {
 	int64_t ta = flag_attr(n, IR_ATTR_TRANS_A), tb = flag_attr(n, IR_ATTR_TRANS_B);
-	if (!need_float(n, 0, 2, d) || !need_float(n, 1, 2, d))
+	if (!need_float(n, 0, -1, d) || !need_float(n, 1, -1, d))
 		return false;
+	const ir_type *a = in(n, 0), *b = in(n, 1);
+	char s[128];
+	if (a->rank != 2 && a->rank != 3)
+		return fail(n, d, "operand 0 must be [M,K] or [N,T,K], got %s", tstr(a, s, sizeof s));
+	if (b->rank != 2 && (b->rank != 3 || tb == 1))
+		return fail(n, d, "operand 1 must be [K,N]%s, got %s", tb == 1 ? "" : " or [N,T,K]",
+			tstr(b, s, sizeof s));
 	if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
 		return fail(n, d, "trans_a and trans_b must be 0 or 1");
-	const ir_type *a = in(n, 0), *b = in(n, 1);
-	int64_t m = a->dim[ta], ka = a->dim[1 - ta], kb = b->dim[tb], nn = b->dim[1 - tb];
+	int64_t ar, ac, br, bc;
+	as_matrix(a, &ar, &ac);
+	as_matrix(b, &br, &bc);
+	int64_t m = ta ? ac : ar, ka = ta ? ar : ac, kb = tb ? bc : br, nn = tb ? br : bc;
 	if (ka != kb)
 		return fail(n, d, "inner dimensions differ: %lld vs %lld", (long long)ka, (long long)kb);
-	int64_t dims[2] = {m, nn};
-	*out = ir_type_make(a->dtype, 2, dims);
+	if (a->rank == 3 && !ta) {
+		int64_t dims[3] = {a->dim[0], a->dim[1], nn};
+		*out = ir_type_make(a->dtype, 3, dims);
+	} else {
+		int64_t dims[2] = {m, nn};
+		*out = ir_type_make(a->dtype, 2, dims);
+	}
 	return true;
 }
 
@@ -611,5 +640,120 @@ bool ir_rule_sgd(const ir_node *n, ir_type *out, ir_diags *d)
 	    !need_float(n, 2, 0, d))
 		return false;
 	*out = *in(n, 0);
+	return true;
+}
+
+/* ---- attention and token layout -------------------------------------- */
+
+/* bmatmul(a [...,M,K], b [...,K,N]): one product per index of the leading
+ * (batch) dimensions, which must be equal; trans_a/trans_b transpose each
+ * matrix. */
+bool ir_rule_bmatmul(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	int64_t ta = flag_attr(n, IR_ATTR_TRANS_A), tb = flag_attr(n, IR_ATTR_TRANS_B);
+	if (!need_float(n, 0, -1, d) || !need_float(n, 1, in(n, 0)->rank, d))
+		return false;
+	const ir_type *a = in(n, 0), *b = in(n, 1);
+	int r = a->rank;
+	if (r < 3)
+		return fail(n, d, "operands must have a batch dimension and rank 3 or more");
+	if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+		return fail(n, d, "trans_a and trans_b must be 0 or 1");
+	for (int i = 0; i < r - 2; i++)
+		if (a->dim[i] != b->dim[i])
+			return fail(n, d, "batch dimension %d differs: %lld vs %lld", i, (long long)a->dim[i],
+				(long long)b->dim[i]);
+	int64_t m = a->dim[r - 2 + ta], ka = a->dim[r - 1 - ta], kb = b->dim[r - 2 + tb],
+		nn = b->dim[r - 1 - tb];
+	if (ka != kb)
+		return fail(n, d, "inner dimensions differ: %lld vs %lld", (long long)ka, (long long)kb);
+	*out = *a;
+	out->dim[r - 2] = m;
+	out->dim[r - 1] = nn;
+	return true;
+}
+
+/* broadcast_add(x, b): b's shape is x's last dimensions, and b is added to
+ * every slice of x along the others ([N,T,D] + [D] or + [T,D]). */
+bool ir_rule_broadcast_add(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_float(n, 0, -1, d) || !need_float(n, 1, -1, d))
+		return false;
+	const ir_type *x = in(n, 0), *b = in(n, 1);
+	char s[128], t[128];
+	bool ok = b->rank >= 1 && b->rank < x->rank;
+	for (int i = 0; ok && i < b->rank; i++)
+		ok = b->dim[i] == x->dim[x->rank - b->rank + i];
+	if (!ok)
+		return fail(n, d, "operand 1 must have the last dimensions of operand 0, got %s and %s",
+			tstr(x, s, sizeof s), tstr(b, t, sizeof t));
+	*out = *x;
+	return true;
+}
+
+/* heads_split(x [N,T,P*h*d]) {heads h, part p, parts P}: part p of the P
+ * equal column blocks (q, k or v of qkv), its columns j*d .. j*d+d-1 being
+ * head j: [N,h,T,d]. */
+bool ir_rule_heads_split(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	int64_t h = ir_node_int(n, IR_ATTR_HEADS), part = ir_node_int(n, IR_ATTR_PART),
+		parts = ir_node_int(n, IR_ATTR_PARTS);
+	if (!need_float(n, 0, 3, d))
+		return false;
+	const ir_type *x = in(n, 0);
+	if (parts < 1 || parts > 3)
+		return fail(n, d, "parts must be 1, 2 or 3, got %lld", (long long)parts);
+	if (part < 0 || part >= parts)
+		return fail(n, d, "part %lld out of range 0..%lld", (long long)part, (long long)parts - 1);
+	if (h < 1 || h > x->dim[2] / parts || x->dim[2] % parts != 0 || (x->dim[2] / parts) % h != 0)
+		return fail(n, d, "cannot split %lld columns into %lld parts of %lld heads",
+			(long long)x->dim[2], (long long)parts, (long long)h);
+	int64_t dims[4] = {x->dim[0], h, x->dim[1], x->dim[2] / parts / h};
+	*out = ir_type_make(x->dtype, 4, dims);
+	return true;
+}
+
+/* heads_merge(x0 [N,h,T,d], ...): the heads of each operand side by side
+ * in column order, the operands after one another: [N,T,nin*h*d].  Its
+ * adjoint is heads_split. */
+bool ir_rule_heads_merge(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	for (int i = 0; i < n->nin; i++)
+		if (!need_float(n, i, 4, d) || !need_same_shape(n, 0, i, d))
+			return false;
+	const ir_type *x = in(n, 0);
+	int64_t dims[3] = {x->dim[0], x->dim[2], n->nin * x->dim[1] * x->dim[3]};
+	*out = ir_type_make(x->dtype, 3, dims);
+	return true;
+}
+
+/* to_tokens(x [N,C,H,W]) = [N,H*W,C]: the feature vector of pixel (i,j) is
+ * token i*W + j. */
+bool ir_rule_to_tokens(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_float(n, 0, 4, d))
+		return false;
+	const ir_type *x = in(n, 0);
+	int64_t dims[3] = {x->dim[0], 0, x->dim[1]};
+	if (!ir_size_mul(x->dim[2], x->dim[3], &dims[1]))
+		return fail(n, d, "the number of tokens overflows");
+	*out = ir_type_make(x->dtype, 3, dims);
+	return true;
+}
+
+/* from_tokens(x [N,T,C]) : [N,C,H,W], declared, with H*W = T: to_tokens'
+ * adjoint (and inverse). */
+bool ir_rule_from_tokens(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_float(n, 0, 3, d) || !need_declared(n, out, 4, d))
+		return false;
+	const ir_type *x = in(n, 0);
+	char s[128];
+	int64_t hw;
+	if (out->dim[0] != x->dim[0] || out->dim[1] != x->dim[2] || out->dim[2] < 1 || out->dim[3] < 1 ||
+	    !ir_size_mul(out->dim[2], out->dim[3], &hw) || hw != x->dim[1])
+		return fail(n, d, "result must be [%lld,%lld,H,W] with H*W = %lld, got %s", (long long)x->dim[0],
+			(long long)x->dim[2], (long long)x->dim[1], tstr(out, s, sizeof s));
+	out->dtype = x->dtype;
 	return true;
 }

@@ -13,6 +13,10 @@
  * backward, including the accumulation into their input's gradient, stays
  * in the F or G scope (the schedule pass relies on that).
  *
+ * The heads_split parts of one tensor (q, k and v of qkv) pass their
+ * gradients on together: held until the sweep reaches the split tensor,
+ * then one heads_merge of them (a zero const for a part without one).
+ *
  * Batch norm in training mode is bn_norm(x, bn_stats(x), gamma, beta); its
  * rule gives the full gradient through the batch statistics, so bn_stats
  * itself passes nothing on.  Running-statistic updates are effects, not
@@ -29,6 +33,11 @@ typedef struct {
 	const char *scope;    /* scope of the node whose rule is running */
 	ir_pos pos;
 	bool failed;
+	/* heads_split's gradients, by the id of the split tensor: its parts'
+	 * (split_part[3*id + part]) and one of its splits; merged into one
+	 * gradient when the sweep reaches the tensor, after all its splits. */
+	ir_node **split_part;
+	ir_node **split_like;
 } differ;
 
 static ir_node *make_n(differ *D, ir_op op, ir_node *const *in, int nin)
@@ -126,24 +135,90 @@ static void fail(differ *D, const ir_node *n, const char *why)
 	D->failed = true;
 }
 
+/* matmul and bmatmul: the same rule, per batch index for bmatmul. */
 static void matmul_grads(differ *D, ir_node *n, ir_node *dy)
 {
 	const ir_attr *a = ir_node_attr(n, IR_ATTR_TRANS_A), *b = ir_node_attr(n, IR_ATTR_TRANS_B);
 	int64_t ta = a ? a->u.i : 0, tb = b ? b->u.i : 0;
 	ir_node *A = n->in[0], *B = n->in[1], *da, *db;
+	ir_op op = n->op;
+	if (op == IR_OP_MATMUL && (B->type.rank == 3 || (A->type.rank == 3 && ta))) {
+		fail(D, n, "only a dense layer's use of tokens [N,T,K] (operand 0, not transposed) is differentiable");
+		return;
+	}
 	/* C = op(A) op(B) */
 	if (!ta)
-		da = with_int(D, make(D, IR_OP_MATMUL, dy, B), IR_ATTR_TRANS_B, !tb);
+		da = with_int(D, make(D, op, dy, B), IR_ATTR_TRANS_B, !tb);
 	else
-		da = with_int(D, with_int(D, make(D, IR_OP_MATMUL, B, dy), IR_ATTR_TRANS_A, tb),
+		da = with_int(D, with_int(D, make(D, op, B, dy), IR_ATTR_TRANS_A, tb),
 			IR_ATTR_TRANS_B, 1);
 	if (!tb)
-		db = with_int(D, make(D, IR_OP_MATMUL, A, dy), IR_ATTR_TRANS_A, !ta);
+		db = with_int(D, make(D, op, A, dy), IR_ATTR_TRANS_A, !ta);
 	else
-		db = with_int(D, with_int(D, make(D, IR_OP_MATMUL, dy, A), IR_ATTR_TRANS_A, 1),
+		db = with_int(D, with_int(D, make(D, op, dy, A), IR_ATTR_TRANS_A, 1),
 			IR_ATTR_TRANS_B, ta);
 	contribute(D, A, typed(D, da));
 	contribute(D, B, typed(D, db));
+}
+
+/* broadcast_add(x, b): db is dy summed over the dimensions b is repeated
+ * along. */
+static void broadcast_add_grads(differ *D, ir_node *n, ir_node *dy)
+{
+	int64_t axes[IR_MAX_RANK];
+	int lead = n->type.rank - n->in[1]->type.rank;
+	for (int i = 0; i < lead; i++)
+		axes[i] = i;
+	ir_node *db = make(D, IR_OP_REDUCE_SUM, dy, NULL);
+	ir_node_set_ints(D->g, db, IR_ATTR_AXES, axes, lead);
+	contribute(D, n->in[0], dy);
+	contribute(D, n->in[1], typed(D, db));
+}
+
+static ir_node *heads_split_of(differ *D, ir_node *dy, int64_t heads, int64_t part, int64_t parts)
+{
+	ir_node *s = make(D, IR_OP_HEADS_SPLIT, dy, NULL);
+	with_int(D, s, IR_ATTR_HEADS, heads);
+	with_int(D, s, IR_ATTR_PART, part);
+	with_int(D, s, IR_ATTR_PARTS, parts);
+	return typed(D, s);
+}
+
+/* heads_split: the part's gradient waits for the other parts' (see
+ * merge_split_grads). */
+static void heads_split_grad(differ *D, ir_node *n, ir_node *dy)
+{
+	int id = n->in[0]->id;
+	ir_node *like = D->split_like[id];
+	if (like && (ir_node_int(like, IR_ATTR_PARTS) != ir_node_int(n, IR_ATTR_PARTS) ||
+		     ir_node_int(like, IR_ATTR_HEADS) != ir_node_int(n, IR_ATTR_HEADS))) {
+		fail(D, n, "splits of one tensor into different heads or parts have no gradient rule");
+		return;
+	}
+	D->split_like[id] = n;
+	ir_node **slot = &D->split_part[3 * id + ir_node_int(n, IR_ATTR_PART)];
+	*slot = *slot ? typed(D, make(D, IR_OP_ADD, *slot, dy)) : dy;
+}
+
+/* x's splits are all done: one heads_merge of their gradients (zeros for a
+ * part nothing depends on) is x's gradient from them, so the three parts of
+ * qkv come back in one tensor without adding three. */
+static void merge_split_grads(differ *D, ir_node *x)
+{
+	ir_node *like = D->split_like[x->id], *in[3];
+	int parts = (int)ir_node_int(like, IR_ATTR_PARTS);
+	D->scope = like->scope;
+	D->pos = like->pos;
+	for (int p = 0; p < parts; p++) {
+		in[p] = D->split_part[3 * x->id + p];
+		if (!in[p]) {
+			in[p] = make(D, IR_OP_CONST, NULL, NULL);
+			ir_node_set_float(D->g, in[p], IR_ATTR_VALUE, 0);
+			in[p]->type = like->type;
+			typed(D, in[p]);
+		}
+	}
+	contribute(D, x, typed(D, make_n(D, IR_OP_HEADS_MERGE, in, parts)));
 }
 
 static void bn_grads(differ *D, ir_node *n, ir_node *dy)
@@ -242,6 +317,26 @@ static void rule(differ *D, ir_node *n, ir_node *dy)
 		contribute(D, x, dy);
 		contribute(D, n->in[1], sum_but_channels(D, dy));
 		break;
+	/* ---- attention and token layout */
+	case IR_OP_BMATMUL:
+		matmul_grads(D, n, dy);
+		break;
+	case IR_OP_BROADCAST_ADD:
+		broadcast_add_grads(D, n, dy);
+		break;
+	case IR_OP_HEADS_SPLIT:
+		heads_split_grad(D, n, dy);
+		break;
+	case IR_OP_HEADS_MERGE:
+		for (int p = 0; p < n->nin; p++)
+			contribute(D, n->in[p], heads_split_of(D, dy, n->in[0]->type.dim[1], p, n->nin));
+		break;
+	case IR_OP_TO_TOKENS:
+		contribute(D, x, declared(D, IR_OP_FROM_TOKENS, dy, NULL, n, &x->type));
+		break;
+	case IR_OP_FROM_TOKENS:
+		contribute(D, x, typed(D, make(D, IR_OP_TO_TOKENS, dy, NULL)));
+		break;
 	default:
 		fail(D, n, "has no gradient rule");
 	}
@@ -305,14 +400,17 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 		return 1;
 	ir_graph_renumber(g);
 	int nfwd = g->n;
-	differ D = {g, ctx, calloc((size_t)nfwd, sizeof(ir_node *)), loss->scope, loss->pos, false};
-	if (!D.grad)
+	differ D = {g, ctx, calloc((size_t)nfwd, sizeof(ir_node *)), loss->scope, loss->pos, false,
+		calloc(3 * (size_t)nfwd, sizeof(ir_node *)), calloc((size_t)nfwd, sizeof(ir_node *))};
+	if (!D.grad || !D.split_part || !D.split_like)
 		IR_DIE("out of memory");
 
 	/* d(mean cross-entropy)/d(logits) seeds the sweep. */
 	contribute(&D, loss->in[0], typed(&D, make(&D, IR_OP_SOFTMAX_XENT_GRAD, loss->in[0], loss->in[1])));
 	for (int i = loss->id - 1; i >= 0 && !D.failed; i--) {
 		ir_node *n = g->nodes[i];
+		if (D.split_like[i])
+			merge_split_grads(&D, n);
 		if (!D.grad[i] || n->role != IR_ROLE_FWD || ir_op_has(n->op, IR_OPF_SRC))
 			continue;
 		D.scope = n->scope;
@@ -339,5 +437,7 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 		typed(&D, out);
 	}
 	free(D.grad);
+	free(D.split_part);
+	free(D.split_like);
 	return D.failed;
 }

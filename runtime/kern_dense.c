@@ -1,5 +1,6 @@
-/* kern_dense.c: the reference kernels of matmul (BLAS), bias_add and
- * reduce_sum.
+/* kern_dense.c: the reference kernels of matmul (BLAS; a rank-3 operand
+ * [N,T,K] is the matrix [N*T,K] in place), bmatmul (one BLAS product per
+ * batch index), bias_add and reduce_sum.
  *
  * reduce_sum handles any rank and any increasing set of axes: runs of
  * adjacent kept (or reduced) dimensions are merged first, so the common
@@ -27,14 +28,26 @@ static blasint bi(int64_t v)
 	return (blasint)v;
 }
 
-/* matmul(a, b) {trans_a, trans_b}: [M,K]·[K,N] → [M,N]. */
+/* The rows (all dimensions but the last, merged) of a tensor viewed as a
+ * matrix: [N,T,K] is [N*T,K] (ir_rule_matmul). */
+static int64_t rows_of(const ir_type *t)
+{
+	int64_t r = 1;
+	for (int i = 0; i < t->rank - 1; i++)
+		r *= t->dim[i];
+	return r;
+}
+
+/* matmul(a, b) {trans_a, trans_b}: [M,K]·[K,N] → [M,N], a rank-3 operand
+ * read as its matrix in place. */
 bool K(rt_k_matmul)(const rt_kargs *a, rt_err *e)
 {
 	const ir_attr *ta_attr = ir_node_attr(a->n, IR_ATTR_TRANS_A);
 	const ir_attr *tb_attr = ir_node_attr(a->n, IR_ATTR_TRANS_B);
 	bool ta = ta_attr && ta_attr->u.i, tb = tb_attr && tb_attr->u.i;
 	const ir_type *at = &a->n->in[0]->type, *bt = &a->n->in[1]->type;
-	int64_t m = a->n->type.dim[0], n = a->n->type.dim[1], k = at->dim[ta ? 0 : 1];
+	int64_t m = rows_of(&a->n->type), n = a->n->type.dim[a->n->type.rank - 1];
+	int64_t lda = at->dim[at->rank - 1], ldb = bt->dim[bt->rank - 1], k = ta ? rows_of(at) : lda;
 	real *c = a->out;
 	if (m == 0 || n == 0)
 		return true;
@@ -44,7 +57,41 @@ bool K(rt_k_matmul)(const rt_kargs *a, rt_err *e)
 		return true;
 	}
 	GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bi(m),
-		bi(n), bi(k), 1, a->in[0], bi(at->dim[1]), a->in[1], bi(bt->dim[1]), 0, c, bi(n));
+		bi(n), bi(k), 1, a->in[0], bi(lda), a->in[1], bi(ldb), 0, c, bi(n));
+	return true;
+}
+
+static bool flag(const ir_node *n, ir_attr_kind k)
+{
+	const ir_attr *a = ir_node_attr(n, k);
+	return a && a->u.i;
+}
+
+/* bmatmul(a [B..,M,K], b [B..,K,N]) {trans_a, trans_b} → [B..,M,N]. */
+bool K(rt_k_bmatmul)(const rt_kargs *a, rt_err *e)
+{
+	const ir_type *at = &a->n->in[0]->type, *bt = &a->n->in[1]->type, *ct = &a->n->type;
+	bool ta = flag(a->n, IR_ATTR_TRANS_A), tb = flag(a->n, IR_ATTR_TRANS_B);
+	int r = ct->rank;
+	int64_t batch = 1;
+	for (int i = 0; i < r - 2; i++)
+		batch *= ct->dim[i];
+	int64_t m = ct->dim[r - 2], n = ct->dim[r - 1], k = at->dim[ta ? r - 2 : r - 1];
+	int64_t lda = at->dim[r - 1], ldb = bt->dim[r - 1];
+	int64_t sa = at->dim[r - 2] * lda, sb = bt->dim[r - 2] * ldb, sc = m * n;
+	const real *A = a->in[0], *B = a->in[1];
+	real *C = a->out;
+	if (m == 0 || n == 0)
+		return true;
+	for (int64_t i = 0; i < batch; i++) {
+		if (k == 0) {
+			for (int64_t j = 0; j < sc; j++)
+				C[i * sc + j] = 0;
+			continue;
+		}
+		GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bi(m),
+			bi(n), bi(k), 1, A + i * sa, bi(lda), B + i * sb, bi(ldb), 0, C + i * sc, bi(n));
+	}
 	return true;
 }
 

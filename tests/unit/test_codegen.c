@@ -693,6 +693,7 @@ int main(void)
 		return status;
 	SRunner *sr = srunner_create(codegen_suite());
 	srunner_add_suite(sr, cg_ops_suite());
+	srunner_add_suite(sr, cg_attn_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
