@@ -2,7 +2,8 @@
 # AdamW end to end: `--set optimizer=adamw` trains a RevNet preset a few
 # steps with the loss going down, the interpreter and native code agreeing
 # step by step; `revc mem` counts its state (m and v per parameter, the
-# step count t) as optimiser state: two momentum buffers' worth, plus t.
+# step count t) as optimiser state: two momentum buffers' worth, plus t;
+# the planned peak equals the tracked high-water mark for every strategy.
 # Usage: adamw.sh REVC ROOT
 set -u
 revc=$(realpath "$1") root=$(realpath "$2") fail=0
@@ -34,4 +35,13 @@ mom64=$(opt --dtype f64)
 [ -n "$mom" ] && [ "$adam" = $((2 * mom + 4)) ] || bad "optimiser state: adamw $adam bytes, momentum $mom"
 [ -n "$mom64" ] && [ "$adam64" = $((2 * mom64 + 8)) ] || bad "optimiser state f64: adamw $adam64 bytes, momentum $mom64"
 echo "adamw: optimiser state $adam bytes (momentum: $mom)"
+# The interpreter's tracking mode counts real allocations: equal to the plan.
+for st in revnet store checkpoint; do
+  "$revc" mem models/fashion.rev --set units=1,1,1 --set batch=8 --set optimizer=adamw --engine interp --measure \
+    --strategy $st --json > "$tmp/m.json" 2>"$tmp/m.err" || { bad "mem --measure --strategy $st"; cat "$tmp/m.err"; continue; }
+  plan=$(grep -o '"peak_bytes":[0-9]*' "$tmp/m.json" | head -n1 | cut -d: -f2)
+  real=$(grep -o '"measured_peak_bytes":[0-9]*' "$tmp/m.json" | head -n1 | cut -d: -f2)
+  [ -n "$plan" ] && [ "$plan" = "$real" ] || bad "$st: planned peak $plan bytes, measured $real"
+  echo "adamw: $st planned peak $plan bytes = measured $real"
+done
 [ $fail -eq 0 ]
