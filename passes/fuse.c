@@ -13,7 +13,9 @@
  *
  * A group grows from a FUSE node by pulling a reader of its members up to
  * just after the group, and only when everything that reader depends on
- * (operands and ordering edges) already runs by then.  So fusion never
+ * (operands and ordering edges) already runs by then -- except that an
+ * optimiser node's operands that depend on nothing (a parameter's states,
+ * the lr input) move up to just before the group with it.  So fusion never
  * moves a node ahead of anything it must run after, ordering edges
  * included, and never moves anything else at all. */
 #include <stdlib.h>
@@ -26,11 +28,22 @@ static bool fusable(const ir_node *n)
 	return ir_op_has(n->op, IR_OPF_FUSE) && ir_dtype_is_float(n->type.dtype);
 }
 
-/* Does every dependency of c run at or before position `last`? */
+/* A source that depends on nothing (input, param, state): moving it
+ * earlier changes no result and no buffer's life (inputs live from step 0,
+ * params and state outside the arena). */
+static bool free_source(const ir_node *n)
+{
+	return ir_op_has(n->op, IR_OPF_SRC) && n->op != IR_OP_CONST && n->nin == 0 && n->nafter == 0;
+}
+
+/* Does every dependency of c run at or before position `last`?  For an
+ * optimiser node an operand that is a free source may come later: the
+ * schedule may place a parameter's states just before their first use, and
+ * fusion moves them up, ahead of the group, instead. */
 static bool deps_before(const ir_node *c, int last)
 {
 	for (int k = 0; k < c->nin; k++)
-		if (c->in[k]->id > last)
+		if (c->in[k]->id > last && !(c->role == IR_ROLE_OPT && free_source(c->in[k])))
 			return false;
 	for (int k = 0; k < c->nafter; k++)
 		if (c->after[k]->id > last)
@@ -100,13 +113,20 @@ int ps_fuse(ir_graph *g, ps_ctx *ctx)
 	for (int i = 0; i < g->n; i++) {
 		if (!fusable(g->nodes[i]) || g->nodes[i]->op == IR_OP_CONST)
 			continue;
-		int last = i;
-		for (int j; last - i + 1 < IR_MAX_GROUP && (j = next_member(g, &u, i, last)) >= 0;) {
-			move_up(g, j, last + 1);
+		int first = i, last = i;
+		for (int j; last - first + 1 < IR_MAX_GROUP && (j = next_member(g, &u, first, last)) >= 0;) {
+			ir_node *c = g->nodes[j];
+			for (int k = 0; k < c->nin; k++)
+				if (c->in[k]->id > last) { /* a free source (deps_before) */
+					move_up(g, c->in[k]->id, first);
+					first++;
+					last++;
+				}
+			move_up(g, c->id, last + 1);
 			last++;
 		}
-		if (last > i) {
-			for (int k = i; k <= last; k++)
+		if (last > first) {
+			for (int k = first; k <= last; k++)
 				g->nodes[k]->group = groups;
 			groups++;
 		}

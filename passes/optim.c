@@ -12,8 +12,8 @@
  *       t  = adam_count($adamw.t)                 once, t in place
  *       c1 = adam_bias(t) {beta=beta1}            once: 1 - beta1^t
  *       c2 = adam_bias(t) {beta=beta2}            once: 1 - beta2^t
- *       m  = adam_m($NAME.m, g) {beta=beta1}      m in place
- *       v  = adam_v($NAME.v, g) {beta=beta2}      v in place
+ *       m  = adam_m($NAME.m, g) {beta=beta1}      m in place, after c1, c2
+ *       v  = adam_v($NAME.v, g) {beta=beta2}      v in place, after c1, c2
  *       w  = adamw($NAME, m, v, lr, c1, c2) {eps [, wd]}   w in place
  *   with new zero-initialised states $NAME.m, $NAME.v and the scalar step
  *   count $adamw.t (steps taken), so the bias corrections are computed once
@@ -113,6 +113,12 @@ static ir_node *adamw_update(ir_graph *g, ps_ctx *ctx, ir_node *p, ir_node *m, i
 	ir_node *nv = opt_node(g, IR_OP_ADAM_V, in_v, 2, out);
 	ir_node_set_float(g, nv, IR_ATTR_BETA, ctx->beta2);
 	nv->type = v->type;
+	/* The moments wait for the bias corrections, so the weight update can
+	 * join them in one fused loop whatever order the schedule picks. */
+	ir_node_add_after(g, nm, s->c1);
+	ir_node_add_after(g, nm, s->c2);
+	ir_node_add_after(g, nv, s->c1);
+	ir_node_add_after(g, nv, s->c2);
 	ir_node *in[6] = {p, nm, nv, lr, s->c1, s->c2};
 	ir_node *w = opt_node(g, IR_OP_ADAMW, in, 6, out);
 	ir_node_set_float(g, w, IR_ATTR_EPS, ctx->eps);

@@ -366,11 +366,11 @@ END_TEST
 	"  %10 = opt adam_count($adamw.t) : " t "[]\n" \
 	"  %11 = opt adam_bias(%10) {beta=0.9} : " t "[]\n" \
 	"  %12 = opt adam_bias(%10) {beta=0.999} : " t "[]\n" \
-	"  %13 = opt adam_m($w.m, %1) {beta=0.9} : " t "[2,3]\n" \
-	"  %14 = opt adam_v($w.v, %1) {beta=0.999} : " t "[2,3]\n" \
+	"  %13 = opt adam_m($w.m, %1) {beta=0.9} : " t "[2,3] after(%11, %12)\n" \
+	"  %14 = opt adam_v($w.v, %1) {beta=0.999} : " t "[2,3] after(%11, %12)\n" \
 	"  %15 = opt adamw($w, %13, %14, %0, %11, %12) {eps=1e-08, wd=0.05} : " t "[2,3]\n" \
-	"  %16 = opt adam_m($b.m, %2) {beta=0.9} : " t "[3]\n" \
-	"  %17 = opt adam_v($b.v, %2) {beta=0.999} : " t "[3]\n" \
+	"  %16 = opt adam_m($b.m, %2) {beta=0.9} : " t "[3] after(%11, %12)\n" \
+	"  %17 = opt adam_v($b.v, %2) {beta=0.999} : " t "[3] after(%11, %12)\n" \
 	"  %18 = opt adamw($b, %16, %17, %0, %11, %12) {eps=1e-08} : " t "[3]\n" \
 	"}\n"
 

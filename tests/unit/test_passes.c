@@ -509,8 +509,8 @@ START_TEST(test_optim_adamw)
 	               "  %12 = opt adam_count($adamw.t) : f32[]\n"
 	               "  %13 = opt adam_bias(%12) {beta=0.5} : f32[]\n"
 	               "  %14 = opt adam_bias(%12) {beta=0.75} : f32[]\n"
-	               "  %15 = opt adam_m($w.m, %11) {beta=0.5} : f32[4,3]\n"
-	               "  %16 = opt adam_v($w.v, %11) {beta=0.75} : f32[4,3]\n"
+	               "  %15 = opt adam_m($w.m, %11) {beta=0.5} : f32[4,3] after(%13, %14)\n"
+	               "  %16 = opt adam_v($w.v, %11) {beta=0.75} : f32[4,3] after(%13, %14)\n"
 	               "  %17 = opt adamw($w, %15, %16, %0, %13, %14) {eps=1e-06, wd=0.125} : f32[4,3] after(%7)\n"
 	               "}\n");
 	ps_ctx_free(&ctx);
