@@ -357,21 +357,21 @@ END_TEST
 	"  %1 = input {name=\"g\"} : " t "[2,3]\n" \
 	"  %2 = input {name=\"gb\"} : " t "[3]\n" \
 	"  $adamw.t = state : " t "[]\n" \
-	"  $w = param : " t "[2,3]\n" \
-	"  $w.m = state : " t "[2,3]\n" \
-	"  $w.v = state : " t "[2,3]\n" \
-	"  $b = param : " t "[3]\n" \
-	"  $b.m = state : " t "[3]\n" \
-	"  $b.v = state : " t "[3]\n" \
+	"  $d.w = param : " t "[2,3]\n" \
+	"  $d.w.m = state : " t "[2,3]\n" \
+	"  $d.w.v = state : " t "[2,3]\n" \
+	"  $d.b = param : " t "[3]\n" \
+	"  $d.b.m = state : " t "[3]\n" \
+	"  $d.b.v = state : " t "[3]\n" \
 	"  %10 = opt adam_count($adamw.t) : " t "[]\n" \
 	"  %11 = opt adam_bias(%10) {beta=0.9} : " t "[]\n" \
 	"  %12 = opt adam_bias(%10) {beta=0.999} : " t "[]\n" \
-	"  %13 = opt adam_m($w.m, %1) {beta=0.9} : " t "[2,3] after(%11, %12)\n" \
-	"  %14 = opt adam_v($w.v, %1) {beta=0.999} : " t "[2,3] after(%11, %12)\n" \
-	"  %15 = opt adamw($w, %13, %14, %0, %11, %12) {eps=1e-08, wd=0.05} : " t "[2,3]\n" \
-	"  %16 = opt adam_m($b.m, %2) {beta=0.9} : " t "[3] after(%11, %12)\n" \
-	"  %17 = opt adam_v($b.v, %2) {beta=0.999} : " t "[3] after(%11, %12)\n" \
-	"  %18 = opt adamw($b, %16, %17, %0, %11, %12) {eps=1e-08} : " t "[3]\n" \
+	"  %13 = opt adam_m($d.w.m, %1) {beta=0.9} : " t "[2,3] after(%11, %12)\n" \
+	"  %14 = opt adam_v($d.w.v, %1) {beta=0.999} : " t "[2,3] after(%11, %12)\n" \
+	"  %15 = opt adamw($d.w, %13, %14, %0, %11, %12) {eps=1e-08, wd=0.05} : " t "[2,3]\n" \
+	"  %16 = opt adam_m($d.b.m, %2) {beta=0.9} : " t "[3] after(%11, %12)\n" \
+	"  %17 = opt adam_v($d.b.v, %2) {beta=0.999} : " t "[3] after(%11, %12)\n" \
+	"  %18 = opt adamw($d.b, %16, %17, %0, %11, %12) {eps=1e-08} : " t "[3]\n" \
 	"}\n"
 
 /* AdamW's update: the step count and bias corrections fuse into one scalar
@@ -399,9 +399,9 @@ START_TEST(test_fusion_adamw)
 	ck_assert_int_eq(groups, 3);
 	cgt_poke pokes[10] = {{"adamw.t", 0, 0}};
 	for (int k = 0; k < 6; k++)
-		pokes[1 + k] = (cgt_poke){"w.v", k, 0.01 * (k + 1)};
+		pokes[1 + k] = (cgt_poke){"d.w.v", k, 0.01 * (k + 1)};
 	for (int k = 0; k < 3; k++)
-		pokes[7 + k] = (cgt_poke){"b.v", k, k == 0 ? 0 : 0.02 * k};
+		pokes[7 + k] = (cgt_poke){"d.b.v", k, k == 0 ? 0 : 0.02 * k};
 	double err = cgt_compare_poked(g, threads, 13, 3, pokes, 10, NULL, NULL, NULL);
 	ck_assert_msg(err <= (dt == IR_F32 ? 1e-6 : 1e-14), "case %d: %g", _i, err);
 	ir_graph_free(g);
