@@ -328,19 +328,25 @@ END_TEST
 	"  %18 = sgd($gamma.gamma, %17, %2) : " t "[4] after(%7, %13)\n" \
 	"}\n"
 
+/* IR text parsed, verified and planned for `threads` threads. */
+static ir_graph *parse_planned(const char *name, const char *text, int threads)
+{
+	ir_diags d;
+	ir_diags_init(&d);
+	ir_graph *g = ir_parse(name, text, strlen(text), &d);
+	ck_assert_msg(g && ir_verify(g, &d), "%s", d.n ? d.items[0].msg : "");
+	ir_diags_free(&d);
+	cgt_plan(g, threads);
+	return g;
+}
+
 /* A training-shaped chain that fuses: BN apply + ReLU, ReLU backward into
  * BN backward + accumulation, and a momentum + SGD update. */
 START_TEST(test_fusion_chain)
 {
 	ir_dtype dt = _i % 2 ? IR_F64 : IR_F32;
 	int threads = _i / 2 ? 2 : 1;
-	const char *text = dt == IR_F32 ? CHAIN("f32") : CHAIN("f64");
-	ir_diags d;
-	ir_diags_init(&d);
-	ir_graph *g = ir_parse("chain.ir", text, strlen(text), &d);
-	ck_assert_msg(g && ir_verify(g, &d), "%s", d.n ? d.items[0].msg : "");
-	ir_diags_free(&d);
-	cgt_plan(g, threads);
+	ir_graph *g = parse_planned("chain.ir", dt == IR_F32 ? CHAIN("f32") : CHAIN("f64"), threads);
 	int grouped = 0;
 	for (int i = 0; i < g->n; i++)
 		grouped += g->nodes[i]->group >= 0;
@@ -383,13 +389,7 @@ START_TEST(test_fusion_adamw)
 {
 	ir_dtype dt = _i % 2 ? IR_F64 : IR_F32;
 	int threads = _i / 2 ? 2 : 1;
-	const char *text = dt == IR_F32 ? ADAMW("f32") : ADAMW("f64");
-	ir_diags d;
-	ir_diags_init(&d);
-	ir_graph *g = ir_parse("adamw.ir", text, strlen(text), &d);
-	ck_assert_msg(g && ir_verify(g, &d), "%s", d.n ? d.items[0].msg : "");
-	ir_diags_free(&d);
-	cgt_plan(g, threads);
+	ir_graph *g = parse_planned("adamw.ir", dt == IR_F32 ? ADAMW("f32") : ADAMW("f64"), threads);
 	int grouped = 0, groups = 0;
 	for (int i = 0; i < g->n; i++) {
 		grouped += g->nodes[i]->group >= 0;

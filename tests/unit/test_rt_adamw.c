@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "kernel_net.h"
 #include "runtime_suites.h"
 
 #define LR 1e-3
@@ -51,7 +51,7 @@ static double *values(const rt_npy *a)
 	return v;
 }
 
-static ir_node *leaf(ir_graph *g, ir_dtype dt, int rank, const int64_t *dim)
+static ir_node *leaf_of(ir_graph *g, ir_dtype dt, int rank, const int64_t *dim)
 {
 	ir_node *n = ir_node_new(g, IR_OP_INPUT, NULL, 0);
 	n->type = ir_type_make(dt, rank, dim);
@@ -68,15 +68,6 @@ static ir_node *node(ir_graph *g, ir_op op, ir_node **in, int nin, double beta)
 	}
 	n->type = in[0]->type;
 	return n;
-}
-
-static void run(const ir_node *n, void *out, const void *const *in)
-{
-	rt_kargs a = {.n = n, .out = out};
-	for (int i = 0; i < n->nin; i++)
-		a.in[i] = in[i];
-	rt_err e;
-	ck_assert_msg(rt_kernel_get(n)(&a, &e), "%s: %s", ir_op_name(n->op), e.msg);
 }
 
 /* A buffer of n values of dtype dt from doubles (malloc'd). */
@@ -129,9 +120,9 @@ static void step_one(const char *name, ir_dtype dt, double worst[3])
 	double *w0 = values(&pw), *g = values(&pg), *want_w = values(&pstep), *want_m = values(&pm), *want_v = values(&pv);
 
 	ir_graph *gr = ir_graph_new("adamw");
-	ir_node *t = leaf(gr, dt, 0, NULL), *lr = leaf(gr, dt, 0, NULL);
-	ir_node *w = leaf(gr, dt, pw.rank, pw.dim), *gn = leaf(gr, dt, pw.rank, pw.dim);
-	ir_node *m = leaf(gr, dt, pw.rank, pw.dim), *v = leaf(gr, dt, pw.rank, pw.dim);
+	ir_node *t = leaf_of(gr, dt, 0, NULL), *lr = leaf_of(gr, dt, 0, NULL);
+	ir_node *w = leaf_of(gr, dt, pw.rank, pw.dim), *gn = leaf_of(gr, dt, pw.rank, pw.dim);
+	ir_node *m = leaf_of(gr, dt, pw.rank, pw.dim), *v = leaf_of(gr, dt, pw.rank, pw.dim);
 	ir_node *count = node(gr, IR_OP_ADAM_COUNT, &t, 1, 0);
 	ir_node *c1 = node(gr, IR_OP_ADAM_BIAS, &count, 1, 0.9), *c2 = node(gr, IR_OP_ADAM_BIAS, &count, 1, 0.999);
 	ir_node *am = node(gr, IR_OP_ADAM_M, (ir_node *[]){m, gn}, 2, 0.9);
@@ -154,12 +145,12 @@ static void step_one(const char *name, ir_dtype dt, double worst[3])
 	double *zeros = calloc((size_t)n + 1, sizeof *zeros);
 	ck_assert(zeros);
 	void *mb = buffer(dt, zeros, n), *vb = buffer(dt, zeros, n);
-	run(count, tb, (const void *[]){tb});
-	run(c1, c1b, (const void *[]){tb});
-	run(c2, c2b, (const void *[]){tb});
-	run(am, mb, (const void *[]){mb, gb});
-	run(av, vb, (const void *[]){vb, gb});
-	run(aw, wb, (const void *[]){wb, mb, vb, lrb, c1b, c2b});
+	call_n(count, tb, (const void *[]){tb});
+	call_n(c1, c1b, (const void *[]){tb});
+	call_n(c2, c2b, (const void *[]){tb});
+	call_n(am, mb, (const void *[]){mb, gb});
+	call_n(av, vb, (const void *[]){vb, gb});
+	call_n(aw, wb, (const void *[]){wb, mb, vb, lrb, c1b, c2b});
 	ck_assert(at(dt, tb, 0) == 1);
 
 	double em = max_err(dt, mb, want_m, n, NULL, false) / max_abs(want_m, n);

@@ -672,16 +672,6 @@ START_TEST(test_optimiser)
 }
 END_TEST
 
-/* Runs node n on operands in (its nin of them) into out. */
-static void call_n(const ir_node *n, void *out, const void *const *in)
-{
-	rt_kargs a = {.n = n, .out = out};
-	for (int i = 0; i < n->nin; i++)
-		a.in[i] = in[i];
-	rt_err e;
-	ck_assert_msg(rt_kernel_get(n)(&a, &e), "%s", e.msg);
-}
-
 /* AdamW over three steps from m = v = t = 0, with and without weight decay
  * (lr 1e-2, betas 0.9 and 0.999, eps 1e-8), against torch.optim.AdamW run
  * in float64 (PyTorch 1.13; its order of evaluation differs, to rounding):
