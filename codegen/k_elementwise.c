@@ -3,13 +3,14 @@
  * written out only when something after the group reads them.
  *
  * Members: const, add, sub, scale, relu, relu_grad, bias_add, bn_norm,
- * bn_infer, bn_dx, global_avgpool_grad, momentum, sgd, broadcast_add.  All
- * have the same number of elements.  An operand is either an element of a
- * tensor of that size (a member's value or a buffer), or broadcast: one per
- * channel ([C]), batch statistics ([2,C]: mean at c, variance at C + c), one
- * per (n, c) row ([N,C], global_avgpool_grad's incoming gradient), a
- * scalar, or repeated along the leading dimensions (broadcast_add's b, read
- * at the element index modulo its size, in either kind of loop).
+ * bn_infer, bn_dx, global_avgpool_grad, momentum, sgd, adam_count,
+ * adam_bias, adam_m, adam_v, adamw, broadcast_add.  All have the same
+ * number of elements.  An operand is either an element of a tensor of that
+ * size (a member's value or a buffer), or broadcast: one per channel ([C]),
+ * batch statistics ([2,C]: mean at c, variance at C + c), one per (n, c)
+ * row ([N,C], global_avgpool_grad's incoming gradient), a scalar, or
+ * repeated along the leading dimensions (broadcast_add's b, read at the
+ * element index modulo its size, in either kind of loop).
  *
  * Loops: a group with broadcast operands runs over rows r = n·C + c of its
  * [N,C,H,W] (or [N,C]) space, loading per-channel values once per row, with
@@ -51,6 +52,8 @@ static rd_kind operand_kind(const ir_node *n, int k)
 		return k == 2 ? RD_SCALAR : RD_ELEM;
 	case IR_OP_BROADCAST_ADD:
 		return k == 0 ? RD_ELEM : RD_TRAIL;
+	case IR_OP_ADAMW: /* w, m, v, then the scalars lr, c1, c2 */
+		return k >= 3 ? RD_SCALAR : RD_ELEM;
 	default:
 		return RD_ELEM;
 	}
@@ -253,6 +256,35 @@ static LLVMValueRef compute(emitter *e, int i, LLVMValueRef idx)
 	}
 	case IR_OP_SGD:
 		return cg_fsub(k, operand(e, i, 0, idx), cg_fmul(k, e->pre[i][2], operand(e, i, 1, idx)));
+	/* AdamW: as runtime/kern_optim.c, the same expressions in the same order. */
+	case IR_OP_ADAM_COUNT:
+		return cg_fadd(k, operand(e, i, 0, idx), cg_real(k, 1));
+	case IR_OP_ADAM_BIAS: {
+		/* 1 - beta^t in double, rounded once */
+		LLVMValueRef args[2] = {cg_f64(k, ir_node_float(n, IR_ATTR_BETA)), f64v(e, i, 0, idx)};
+		LLVMTypeRef ty = k->m->f64, fty;
+		LLVMValueRef pow = cg_intrinsic(k, "llvm.pow", &ty, 1, &fty);
+		return cg_to_real(k, cg_fsub(k, cg_f64(k, 1), LLVMBuildCall2(k->b, fty, pow, args, 2, "")));
+	}
+	case IR_OP_ADAM_M:
+	case IR_OP_ADAM_V: {
+		/* beta*m + (1 - beta)*g, beta*v + (1 - beta)*(g*g) */
+		double beta = ir_node_float(n, IR_ATTR_BETA);
+		LLVMValueRef g = operand(e, i, 1, idx);
+		if (n->op == IR_OP_ADAM_V)
+			g = cg_fmul(k, g, g);
+		return cg_fadd(k, cg_fmul(k, cg_real(k, beta), operand(e, i, 0, idx)), cg_fmul(k, cg_real(k, 1.0 - beta), g));
+	}
+	case IR_OP_ADAMW: {
+		/* w - lr*((m/c1)/(sqrt(v/c2) + eps) [+ wd*w]) */
+		LLVMValueRef w = operand(e, i, 0, idx);
+		LLVMValueRef den = cg_fadd(k, cg_math(k, "llvm.sqrt", cg_fdiv(k, operand(e, i, 2, idx), e->pre[i][5])),
+			cg_real(k, ir_node_float(n, IR_ATTR_EPS)));
+		LLVMValueRef step = cg_fdiv(k, cg_fdiv(k, operand(e, i, 1, idx), e->pre[i][4]), den);
+		if (ir_node_attr(n, IR_ATTR_WD))
+			step = cg_fadd(k, step, cg_fmul(k, cg_real(k, ir_node_float(n, IR_ATTR_WD)), w));
+		return cg_fsub(k, w, cg_fmul(k, e->pre[i][3], step));
+	}
 	default:
 		IR_DIE("%s is not elementwise", ir_op_name(n->op));
 	}

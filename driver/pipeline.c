@@ -11,6 +11,10 @@ ir_graph *drv_spec_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ct
 {
 	ctx->momentum = s->momentum;
 	ctx->weight_decay = s->weight_decay;
+	ctx->adamw = s->optimizer == FE_OPT_ADAMW;
+	ctx->beta1 = s->beta1;
+	ctx->beta2 = s->beta2;
+	ctx->eps = s->eps;
 	if (!ctx->workspace)
 		ctx->workspace = rt_workspace_fn;
 	if (!fe_spec_check_sizes(s, dt, &ctx->diags))

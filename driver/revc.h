@@ -302,8 +302,9 @@ typedef struct {
 	char kept[4200];            /* with save_dir: what it holds now ("the last checkpoint (step 30) is in ck") */
 } revc_train_result;
 
-/* Trains the compiled model with momentum SGD at the spec's learning rates
- * from start (or the checkpoint resumed) to the last step. */
+/* Trains the compiled model with the spec's optimiser (momentum SGD, or
+ * AdamW with optimizer = adamw) at its learning rates from start (or the
+ * checkpoint resumed) to the last step. */
 bool revc_train_run(revc_model *m, const revc_train_config *c, revc_train_result *r, revc_error **err);
 
 /* ---- checkpoints ----------------------------------------------------------- */
@@ -313,8 +314,9 @@ bool revc_train_run(revc_model *m, const revc_train_config *c, revc_train_result
  * (docs/checkpoints.md). */
 bool revc_save(const revc_model *m, const char *dir, int64_t step, revc_error **err);
 /* With step NULL, loads parameters and running statistics from dir (any
- * directory of NAME.npy files, NumPy's too; momentum buffers start at
- * zero); else a checkpoint, whose step *step gets. */
+ * directory of NAME.npy files, NumPy's too; optimiser state -- momentum
+ * buffers, AdamW's moments and step count -- starts at zero); else a
+ * checkpoint, whose step *step gets. */
 bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err);
 
 /* ---- checks ---------------------------------------------------------------- */

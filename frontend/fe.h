@@ -39,6 +39,7 @@
 #define FE_MAX_WINDOW IR_MAX_WINDOW /* largest kernel, stride and pooling window */
 
 typedef enum { FE_BLOCK_BASIC, FE_BLOCK_BOTTLENECK, FE_BLOCK_COUNT } fe_block;
+typedef enum { FE_OPT_MOMENTUM, FE_OPT_ADAMW, FE_OPT_COUNT } fe_optimizer;
 typedef enum { FE_DATA_SYNTHETIC, FE_DATA_FASHION_MNIST, FE_DATA_CIFAR10, FE_DATA_COUNT } fe_dataset;
 
 typedef enum {
@@ -73,6 +74,8 @@ typedef struct fe_spec {
 	int64_t seed;
 	char dataset[FE_MAX_DATASET]; /* as written, e.g. "cifar10:data/x" */
 	fe_dataset dataset_kind;
+	fe_optimizer optimizer; /* momentum SGD, or AdamW with beta1, beta2, eps */
+	double beta1, beta2, eps;
 
 	/* Where each key was last assigned: pos at its key, vpos at its (first)
 	 * value.  file is NULL for a default.  seq orders assignments (0: the
@@ -136,6 +139,7 @@ const char *fe_spec_dataset_dir(const fe_spec *s);
 
 const char *fe_block_name(fe_block b);
 const char *fe_dataset_name(fe_dataset k);
+const char *fe_optimizer_name(fe_optimizer o);
 
 /* The key table, for help output and docs. */
 const char *fe_key_name(fe_key k);

@@ -23,6 +23,15 @@ _Static_assert(sizeof block_names / sizeof block_names[0] == FE_BLOCK_COUNT, "bl
 static const char *const dataset_names[] = {"synthetic", "fashion-mnist", "cifar10"};
 _Static_assert(sizeof dataset_names / sizeof dataset_names[0] == FE_DATA_COUNT, "dataset names");
 
+static const char *const optimizer_names[] = {"momentum", "adamw"};
+_Static_assert(sizeof optimizer_names / sizeof optimizer_names[0] == FE_OPT_COUNT, "optimizer names");
+
+const char *fe_optimizer_name(fe_optimizer o)
+{
+	IR_ASSERT(o >= 0 && o < FE_OPT_COUNT);
+	return optimizer_names[o];
+}
+
 const char *fe_block_name(fe_block b)
 {
 	IR_ASSERT(b >= 0 && b < FE_BLOCK_COUNT);
@@ -197,6 +206,18 @@ void fe_spec_store(fe_spec *s, fe_key k, const fe_value *v, ir_pos kpos)
 		strcpy(s->dataset, v->text);
 		s->dataset_kind = (fe_dataset)v->i[0];
 		break;
+	case FE_KEY_OPTIMIZER:
+		s->optimizer = (fe_optimizer)v->i[0];
+		break;
+	case FE_KEY_BETA1:
+		s->beta1 = v->f[0];
+		break;
+	case FE_KEY_BETA2:
+		s->beta2 = v->f[0];
+		break;
+	case FE_KEY_EPS:
+		s->eps = v->f[0];
+		break;
 	case FE_KEY_COUNT:
 		IR_DIE("bad key");
 	}
@@ -232,7 +253,8 @@ bool fe_spec_equal(const fe_spec *a, const fe_spec *b)
 		a->init_max_pool == b->init_max_pool && a->block == b->block && a->batch == b->batch &&
 		a->momentum == b->momentum && a->weight_decay == b->weight_decay &&
 		a->steps == b->steps && a->epochs == b->epochs && a->seed == b->seed &&
-		a->dataset_kind == b->dataset_kind;
+		a->dataset_kind == b->dataset_kind && a->optimizer == b->optimizer && a->beta1 == b->beta1 &&
+		a->beta2 == b->beta2 && a->eps == b->eps;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b)

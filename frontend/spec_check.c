@@ -118,6 +118,10 @@ static bool check_schedule(const fe_spec *s, ir_diags *d)
 	if (s->weight_decay < 0)
 		return fail_at(d, s->vpos[FE_KEY_WEIGHT_DECAY], "weight_decay must not be negative, found %g",
 			s->weight_decay);
+	if (!(s->beta1 >= 0 && s->beta1 < 1))
+		return fail_at(d, s->vpos[FE_KEY_BETA1], "beta1 must be in [0, 1), found %g", s->beta1);
+	if (!(s->beta2 >= 0 && s->beta2 < 1))
+		return fail_at(d, s->vpos[FE_KEY_BETA2], "beta2 must be in [0, 1), found %g", s->beta2);
 	return true;
 }
 

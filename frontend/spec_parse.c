@@ -392,6 +392,16 @@ static bool convert_one(scanner *sc, fe_key k, const tok *t, fe_value *v, int i)
 		IR_ASSERT(i == 0);
 		if (k == FE_KEY_DATASET)
 			return convert_dataset(sc, t, v);
+		if (k == FE_KEY_OPTIMIZER) {
+			for (int o = 0; o < FE_OPT_COUNT; o++) {
+				if (word_is(t, fe_optimizer_name((fe_optimizer)o))) {
+					v->i[0] = o;
+					return true;
+				}
+			}
+			return fail(sc, t->col, "unknown optimizer '%s' (expected momentum or adamw)",
+				show(w, sizeof w, t->s, t->n));
+		}
 		IR_ASSERT(k == FE_KEY_BLOCK);
 		for (int b = 0; b < FE_BLOCK_COUNT; b++) {
 			if (word_is(t, fe_block_name((fe_block)b))) {

@@ -114,6 +114,18 @@ static void print_value(FILE *out, const fe_spec *s, fe_key k)
 	case FE_KEY_DATASET:
 		fputs(s->dataset, out);
 		break;
+	case FE_KEY_OPTIMIZER:
+		fputs(fe_optimizer_name(s->optimizer), out);
+		break;
+	case FE_KEY_BETA1:
+		print_real(out, s->beta1);
+		break;
+	case FE_KEY_BETA2:
+		print_real(out, s->beta2);
+		break;
+	case FE_KEY_EPS:
+		print_real(out, s->eps);
+		break;
 	case FE_KEY_LR:
 	case FE_KEY_COUNT:
 		IR_DIE("no value to print for key %d", (int)k);

@@ -10,6 +10,7 @@
  *
  * Layouts: activations NCHW, conv weights OIHW, dense weights [out, in].
  */
+#include <math.h>
 #include <string.h>
 
 #include "shape.h"
@@ -755,5 +756,63 @@ bool ir_rule_from_tokens(const ir_node *n, ir_type *out, ir_diags *d)
 		return fail(n, d, "result must be [%lld,%lld,H,W] with H*W = %lld, got %s", (long long)x->dim[0],
 			(long long)x->dim[2], (long long)x->dim[1], tstr(out, s, sizeof s));
 	out->dtype = x->dtype;
+	return true;
+}
+
+/* ---- AdamW */
+
+/* A beta attribute must be in [0, 1). */
+static bool need_beta(const ir_node *n, ir_diags *d)
+{
+	double b = ir_node_float(n, IR_ATTR_BETA);
+	if (!(b >= 0 && b < 1))
+		return fail(n, d, "beta must be in [0, 1), got %g", b);
+	return true;
+}
+
+/* adam_count(t): t + 1, t a float scalar (the steps taken). */
+bool ir_rule_adam_count(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_float(n, 0, 0, d))
+		return false;
+	*out = *in(n, 0);
+	return true;
+}
+
+/* adam_bias(t) {beta}: the scalar 1 - beta^t. */
+bool ir_rule_adam_bias(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_float(n, 0, 0, d) || !need_beta(n, d))
+		return false;
+	*out = *in(n, 0);
+	return true;
+}
+
+/* adam_m(m, g), adam_v(v, g) {beta}: a moment and the gradient, one shape. */
+bool ir_rule_adam_moment(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_float(n, 0, -1, d) || !need_float(n, 1, -1, d) || !need_same_shape(n, 0, 1, d) ||
+	    !need_beta(n, d))
+		return false;
+	*out = *in(n, 0);
+	return true;
+}
+
+/* adamw(w, m, v, lr, c1, c2) {eps [, wd]}: w, m, v of one shape; lr and the
+ * bias corrections c1, c2 scalars. */
+bool ir_rule_adamw(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	for (int i = 0; i < 3; i++)
+		if (!need_float(n, i, -1, d) || !need_same_shape(n, 0, i, d))
+			return false;
+	for (int i = 3; i < 6; i++)
+		if (!need_float(n, i, 0, d))
+			return false;
+	double eps = ir_node_float(n, IR_ATTR_EPS);
+	if (!(eps > 0 && isfinite(eps)))
+		return fail(n, d, "eps must be positive, got %g", eps);
+	if (ir_node_attr(n, IR_ATTR_WD) && !(ir_node_float(n, IR_ATTR_WD) >= 0))
+		return fail(n, d, "wd must not be negative, got %g", ir_node_float(n, IR_ATTR_WD));
+	*out = *in(n, 0);
 	return true;
 }

@@ -436,10 +436,31 @@ static bool *repeats(const ir_graph *g, const char *(*key)(const ir_node *))
 	return rep;
 }
 
+/* Does n read a member of the group run [first, i), or, an optimiser node
+ * as a sibling, a full-size operand a member reads (AdamW's moments share
+ * the gradient; passes/fuse.c)? */
+static bool reads_member(const ir_graph *g, const ir_node *n, int first, int i)
+{
+	for (int k = 0; k < n->nin; k++) {
+		const ir_node *o = n->in[k];
+		if (o->id >= first && o->id < i)
+			return true;
+		if (n->role != IR_ROLE_OPT || !ir_type_eq(&o->type, &n->type))
+			continue;
+		for (int j = first; j < i; j++)
+			for (int l = 0; l < g->nodes[j]->nin; l++)
+				if (g->nodes[j]->in[l] == o)
+					return true;
+	}
+	return false;
+}
+
 /* Fusion groups (IR_MAX_GROUP): contiguous runs of the schedule, a group
  * that starts again after it ended being reported; in each run, members
  * computable element by element, of one result type, each after the first
- * reading an earlier member, at most IR_MAX_GROUP of them. */
+ * reading an earlier member (an optimiser node: or a full-size operand of
+ * one), at most
+ * IR_MAX_GROUP of them. */
 static void check_groups(verifier *v)
 {
 	const ir_graph *g = v->g;
@@ -471,12 +492,8 @@ static void check_groups(verifier *v)
 			ir_type_str(&n->type, a, sizeof a);
 			ir_type_str(&f->type, b, sizeof b);
 			report(v, n, "is in group %d, but its result %s is not the group's %s", n->group, a, b);
-		} else if (i > first) {
-			bool reads = false;
-			for (int k = 0; k < n->nin && !reads; k++)
-				reads = n->in[k]->id >= first && n->in[k]->id < i;
-			if (!reads)
-				report(v, n, "is in group %d, but reads no member before it", n->group);
+		} else if (i > first && !reads_member(g, n, first, i)) {
+			report(v, n, "is in group %d, but reads no member before it", n->group);
 		}
 		if (i - first == IR_MAX_GROUP)
 			report(v, n, "is in group %d, which has more than %d members", n->group, IR_MAX_GROUP);

@@ -81,7 +81,7 @@ static int by_name(const void *a, const void *b)
 }
 
 /* autodiff: the loss, and every param's gradient as an output or consumed
- * by its sgd step. */
+ * by its sgd (or adamw) step. */
 static void check_autodiff(claims *c)
 {
 	const ir_graph *g = c->g;
@@ -96,7 +96,7 @@ static void check_autodiff(claims *c)
 			loss = loss || strcmp(ir_node_str(v, IR_ATTR_NAME), "loss") == 0;
 			if (ps_grad_param_name(v))
 				have[n++] = ps_grad_param_name(v);
-		} else if (v->op == IR_OP_SGD && v->in[0]->name) {
+		} else if ((v->op == IR_OP_SGD || v->op == IR_OP_ADAMW) && v->in[0]->name) {
 			have[n++] = v->in[0]->name;
 		}
 	}
@@ -107,7 +107,7 @@ static void check_autodiff(claims *c)
 	for (int i = 0; i < g->n && c->ok; i++) {
 		const ir_node *p = g->nodes[i];
 		if (p->op == IR_OP_PARAM && !bsearch(&p->name, have, (size_t)n, sizeof *have, by_name))
-			refute(c, p, "autodiff", "it has no gradient (no output \"%s\", no sgd step)",
+			refute(c, p, "autodiff", "it has no gradient (no output \"%s\", no sgd or adamw step)",
 				ps_grad_output_name(want, sizeof want, p->name));
 	}
 	free(have);

@@ -3,15 +3,19 @@
  * requires: schedule.
  * guarantees: nodes sharing a group(N) annotation are contiguous in the
  *   schedule, all flagged FUSE (computable element by element), all of one
- *   result shape, and each after the first reads an earlier member: a chain
- *   one kernel computes in one loop (codegen/k_elementwise.c).  Typical
- *   groups: batch-norm apply + ReLU, the reconstruction subtraction with what
+ *   result shape, and each after the first reads an earlier member (or, for
+ *   optimiser nodes, shares a full-size operand with one): a chain one
+ *   kernel computes in one loop (codegen/k_elementwise.c).  Typical groups:
+ *   batch-norm apply + ReLU, the reconstruction subtraction with what
  *   follows it, batch-norm backward + gradient accumulation, the optimiser's
- *   momentum + SGD update.
+ *   momentum + SGD update, AdamW's two moments (siblings reading the same
+ *   gradient) + its weight update.
  *
  * A group grows from a FUSE node by pulling a reader of its members up to
  * just after the group, and only when everything that reader depends on
- * (operands and ordering edges) already runs by then.  So fusion never
+ * (operands and ordering edges) already runs by then -- except that an
+ * optimiser node's operands that depend on nothing (a parameter's states,
+ * the lr input) move up to just before the group with it.  So fusion never
  * moves a node ahead of anything it must run after, ordering edges
  * included, and never moves anything else at all. */
 #include <stdlib.h>
@@ -24,11 +28,22 @@ static bool fusable(const ir_node *n)
 	return ir_op_has(n->op, IR_OPF_FUSE) && ir_dtype_is_float(n->type.dtype);
 }
 
-/* Does every dependency of c run at or before position `last`? */
+/* A source that depends on nothing (input, param, state): moving it
+ * earlier changes no result and no buffer's life (inputs live from step 0,
+ * params and state outside the arena). */
+static bool free_source(const ir_node *n)
+{
+	return ir_op_has(n->op, IR_OPF_SRC) && n->op != IR_OP_CONST && n->nin == 0 && n->nafter == 0;
+}
+
+/* Does every dependency of c run at or before position `last`?  For an
+ * optimiser node an operand that is a free source may come later: the
+ * schedule may place a parameter's states just before their first use, and
+ * fusion moves them up, ahead of the group, instead. */
 static bool deps_before(const ir_node *c, int last)
 {
 	for (int k = 0; k < c->nin; k++)
-		if (c->in[k]->id > last)
+		if (c->in[k]->id > last && !(c->role == IR_ROLE_OPT && free_source(c->in[k])))
 			return false;
 	for (int k = 0; k < c->nafter; k++)
 		if (c->after[k]->id > last)
@@ -46,25 +61,41 @@ static void move_up(ir_graph *g, int from, int to)
 		g->nodes[i]->id = i;
 }
 
+/* The earliest of the readers of node id s (a start_id) after `last` that
+ * can join a group of this shape and move up to last + 1 (only optimiser
+ * nodes when `opt`); best so far, else -1. */
+static int earliest_reader(const ir_users *u, int s, int last, const ir_type *shape, bool opt, int best)
+{
+	for (int k = u->start[s]; k < u->start[s + 1]; k++) {
+		const ir_node *c = u->user[k];
+		if (c->id <= last || (best >= 0 && c->id >= best))
+			continue;
+		if (!fusable(c) || c->group >= 0 || !ir_type_eq(&c->type, shape) || (opt && c->role != IR_ROLE_OPT))
+			continue;
+		if (deps_before(c, last))
+			best = c->id;
+	}
+	return best;
+}
+
 /* The earliest node after `last` that reads a member of the group
- * [first, last], can join it, and can move up to last + 1; or -1.  Only
- * readers of members are candidates, so this costs the group's fan-out,
- * not the graph's length. */
+ * [first, last], can join it, and can move up to last + 1; or -1.  An
+ * optimiser node may also join as a sibling of an optimiser member, reading
+ * the same full-size operand (AdamW's adam_m and adam_v both read the
+ * gradient).  Only readers of members and of their operands are candidates,
+ * so this costs the group's fan-out, not the graph's length. */
 static int next_member(const ir_graph *g, const ir_users *u, int first, int last)
 {
 	const ir_type *shape = &g->nodes[first]->type;
 	int best = -1;
 	for (int m = first; m <= last; m++) {
-		int s = g->nodes[m]->start_id;
-		for (int k = u->start[s]; k < u->start[s + 1]; k++) {
-			const ir_node *c = u->user[k];
-			if (c->id <= last || (best >= 0 && c->id >= best))
-				continue;
-			if (!fusable(c) || c->group >= 0 || !ir_type_eq(&c->type, shape))
-				continue;
-			if (deps_before(c, last))
-				best = c->id;
-		}
+		const ir_node *n = g->nodes[m];
+		best = earliest_reader(u, n->start_id, last, shape, false, best);
+		if (n->role != IR_ROLE_OPT)
+			continue;
+		for (int k = 0; k < n->nin; k++)
+			if (ir_type_eq(&n->in[k]->type, shape))
+				best = earliest_reader(u, n->in[k]->start_id, last, shape, true, best);
 	}
 	return best;
 }
@@ -82,13 +113,20 @@ int ps_fuse(ir_graph *g, ps_ctx *ctx)
 	for (int i = 0; i < g->n; i++) {
 		if (!fusable(g->nodes[i]) || g->nodes[i]->op == IR_OP_CONST)
 			continue;
-		int last = i;
-		for (int j; last - i + 1 < IR_MAX_GROUP && (j = next_member(g, &u, i, last)) >= 0;) {
-			move_up(g, j, last + 1);
+		int first = i, last = i;
+		for (int j; last - first + 1 < IR_MAX_GROUP && (j = next_member(g, &u, first, last)) >= 0;) {
+			ir_node *c = g->nodes[j];
+			for (int k = 0; k < c->nin; k++)
+				if (c->in[k]->id > last) { /* a free source (deps_before) */
+					move_up(g, c->in[k]->id, first);
+					first++;
+					last++;
+				}
+			move_up(g, c->id, last + 1);
 			last++;
 		}
-		if (last > i) {
-			for (int k = i; k <= last; k++)
+		if (last > first) {
+			for (int k = first; k <= last; k++)
 				g->nodes[k]->group = groups;
 			groups++;
 		}

@@ -19,6 +19,9 @@ void ps_ctx_init(ps_ctx *ctx)
 	ctx->optimizer = true;
 	ctx->momentum = 0.9;
 	ctx->weight_decay = 2e-4;
+	ctx->beta1 = 0.9;
+	ctx->beta2 = 0.999;
+	ctx->eps = 1e-8;
 }
 
 static const char *const strategies[] = {

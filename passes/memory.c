@@ -62,15 +62,22 @@ void ps_memory_free(ps_memory *m)
 	memset(m, 0, sizeof *m);
 }
 
+/* Does op update optimiser state (operand 0) in place? */
+static bool optimizer_update(ir_op op)
+{
+	return op == IR_OP_MOMENTUM || op == IR_OP_ADAM_M || op == IR_OP_ADAM_V || op == IR_OP_ADAM_COUNT;
+}
+
 void ps_memory_persistent(const ir_graph *g, int64_t persistent[PS_MEM_CAT_COUNT])
 {
-	/* Momentum buffers are optimiser state, the rest (parameters, running
-	 * statistics) parameters. */
+	/* What an optimiser update writes in place (momentum buffers, AdamW's
+	 * moments and step count) is optimiser state, the rest (parameters,
+	 * running statistics) parameters. */
 	bool *opt = calloc((size_t)g->n + 1, sizeof *opt);
 	if (!opt)
 		IR_DIE("out of memory");
 	for (int i = 0; i < g->n; i++)
-		if (g->nodes[i]->op == IR_OP_MOMENTUM)
+		if (optimizer_update(g->nodes[i]->op))
 			opt[g->nodes[i]->in[0]->id] = true;
 	persistent[PS_MEM_PARAMS] = persistent[PS_MEM_OPTSTATE] = 0;
 	for (int i = 0; i < g->n; i++) {
@@ -182,7 +189,8 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 	free(first_of);
 
 	/* What each buffer holds.  A parameter gradient is what an optimiser
-	 * step consumes (momentum's operand 1) or a "grad:" output shows; a
+	 * step consumes (operand 1 of momentum, adam_m, adam_v) or a "grad:"
+	 * output shows; a
 	 * saved activation is a forward value something outside the forward
 	 * pass reads; everything else is transient. */
 	bool *read_late = calloc((size_t)nb + 1, sizeof *read_late);
@@ -197,7 +205,7 @@ bool ps_memory_compute(const ir_graph *g, ir_node *const *order, ps_workspace_fn
 				read_late[b] = true;
 		}
 		int g_b = -1;
-		if (r->op == IR_OP_MOMENTUM)
+		if (r->op == IR_OP_MOMENTUM || r->op == IR_OP_ADAM_M || r->op == IR_OP_ADAM_V)
 			g_b = m->buf_of[r->in[1]->id];
 		else if (ps_grad_param_name(r))
 			g_b = m->buf_of[r->in[0]->id];

@@ -37,6 +37,8 @@ typedef struct {
 	bool optimizer;       /* optim: add the SGD step (else gradients stay outputs) */
 	double momentum;      /* optim: SGD momentum (docs/model.md: 0.9) */
 	double weight_decay;  /* optim: on conv and dense weights (2e-4) */
+	bool adamw;           /* optim: AdamW instead of momentum SGD */
+	double beta1, beta2, eps; /* optim: AdamW's (0.9, 0.999, 1e-8) */
 	ps_workspace_fn workspace; /* schedule, liveness, plan: the backend's needs (NULL: none) */
 	void *workspace_user;      /* passed to workspace */
 	const char *schedule; /* schedule: the heuristic it chose (set by the pass) */
@@ -177,7 +179,7 @@ void ps_recompute_redirect(const ps_recompute *r, ir_node *n);
 typedef enum {
 	PS_MEM_PARAMS,    /* parameters and running statistics (persistent) */
 	PS_MEM_GRADS,     /* parameter gradients */
-	PS_MEM_OPTSTATE,  /* momentum buffers (persistent) */
+	PS_MEM_OPTSTATE,  /* momentum buffers, AdamW moments and step (persistent) */
 	PS_MEM_SAVED,     /* forward values the backward pass reads */
 	PS_MEM_TRANSIENT, /* other activations, recomputations, gradients */
 	PS_MEM_WORKSPACE, /* kernel scratch */

@@ -352,8 +352,8 @@ void rt_dir_abort(rt_dir *d);
 
 /* ---- the parameter store (runtime/store.c) ------------------------------ */
 
-/* A named persistent tensor: a parameter, a running statistic or a
- * momentum buffer. */
+/* A named persistent tensor: a parameter, a running statistic or
+ * optimiser state (a momentum buffer, AdamW's moments and step count). */
 typedef struct {
 	char *name;
 	ir_type type;
@@ -386,7 +386,8 @@ bool rt_store_init_tensor(rt_tensor *t, uint64_t seed, rt_err *e);
 bool rt_store_load_tensor(rt_tensor *t, const char *dir, rt_err *e);
 /* Adds every param and state of g that s lacks, initialised per docs/model.md
  * from seed: weights (".w") Glorot-uniform, ".gamma" 1, ".beta" and ".b" 0,
- * ".mean" 0, ".var" 1, momentum buffers (".mom") 0.  A tensor already there
+ * ".mean" 0, ".var" 1, optimiser state 0 (momentum buffers ".mom", AdamW's
+ * moments ".m" and ".v" and step count "adamw.t").  A tensor already there
  * must have the graph's type. */
 bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_err *e);
 /* Loads every param and state of g from DIR/NAME.npy, converting to the
@@ -397,8 +398,8 @@ bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_
  * a manifest, that must be of kind params or checkpoint ("'G' holds
  * gradients (revc grad --out), not parameters"), and every tensor is
  * checked against its list before any file is read; without one, the
- * files are read one by one.  With params_only, momentum buffers start at
- * zero instead. */
+ * files are read one by one.  With params_only, optimiser state (momentum
+ * buffers, AdamW's moments and step count) starts at zero instead. */
 bool rt_store_load(rt_store *s, const ir_graph *g, const char *dir, bool params_only, rt_err *e);
 /* The same with DIR's manifest already read: m, or NULL when it has none. */
 bool rt_store_load_with(rt_store *s, const ir_graph *g, const char *dir, const rt_manifest *m, bool params_only,

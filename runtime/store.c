@@ -163,8 +163,15 @@ static bool glorot(rt_tensor *t, uint64_t seed, rt_err *e)
 	return true;
 }
 
+/* Is state n optimiser state, by name (passes/optim.c names it): momentum
+ * ".mom", AdamW's moments ".m", ".v" and its step count "adamw.t". */
+static bool optimizer_state(const char *n)
+{
+	return ends_with(n, ".mom") || ends_with(n, ".m") || ends_with(n, ".v") || strcmp(n, "adamw.t") == 0;
+}
+
 /* Initial value by name (docs/model.md): weights ".w" Glorot, ".gamma" 1,
- * ".beta" and ".b" 0; state ".mean" 0, ".var" 1, ".mom" 0. */
+ * ".beta" and ".b" 0; state ".mean" 0, ".var" 1, optimiser state 0. */
 bool rt_store_init_tensor(rt_tensor *t, uint64_t seed, rt_err *e)
 {
 	const char *n = t->name;
@@ -180,10 +187,10 @@ bool rt_store_init_tensor(rt_tensor *t, uint64_t seed, rt_err *e)
 	} else {
 		if (ends_with(n, ".var"))
 			fill(t, 1);
-		else if (ends_with(n, ".mean") || ends_with(n, ".mom"))
+		else if (ends_with(n, ".mean") || optimizer_state(n))
 			fill(t, 0);
 		else
-			return rt_errorf(e, "no initialiser for state '%s' (names end in .mean, .var or .mom)", n);
+			return rt_errorf(e, "no initialiser for state '%s' (names end in .mean, .var, .mom, .m or .v)", n);
 	}
 	return true;
 }
@@ -303,7 +310,7 @@ bool rt_store_load_with(rt_store *s, const ir_graph *g, const char *dir, const r
 			ok = false;
 		else if (!t && !(t = rt_store_add(s, nd->name, &nd->type, nd->op == IR_OP_PARAM, e)))
 			ok = false;
-		else if (params_only && nd->op == IR_OP_STATE && ends_with(nd->name, ".mom"))
+		else if (params_only && nd->op == IR_OP_STATE && optimizer_state(nd->name))
 			ok = rt_store_init_tensor(t, 0, e);
 		else
 			want[n++] = (int)(t - s->t);

@@ -54,4 +54,17 @@ if [ "$(uname -m)" = x86_64 ]; then
   (cd "$root" && "$revc" compile "${spec[@]}" --cpu x86-64-v4 -o "$tmp/v4.o" --name tiny) || fail "revc compile --cpu x86-64-v4"
   objdump -d v4.o | grep -q zmm || fail "x86-64-v4 code has no 512-bit registers"
 fi
+# AdamW: the library's steps match the JIT's, and it saves m, v and t.
+mkdir "$tmp/aw" && cd "$tmp/aw" || exit 1
+aw=("${spec[@]}" --set optimizer=adamw)
+(cd "$root" && "$revc" compile "${aw[@]}" -o "$tmp/aw/libtiny.so" --header "$tmp/aw/tiny.h" --name tiny) || fail "revc compile, AdamW"
+cc -O2 -I. "$root/tests/aot/main.c" -L. -ltiny -lopenblas -lm -Wl,-rpath,"$tmp/aw" -o main || fail "building against the AdamW library"
+(cd "$root" && "$revc" init "${aw[@]}" --seed 3 --out "$tmp/aw/init") 2>/dev/null || fail "revc init, AdamW"
+(cd "$root" && "$revc" grad "${aw[@]}" --params "$tmp/aw/init" --input "$tmp/x.npy" --labels "$tmp/y.npy" \
+  --train-steps 3 --lr 0.1 --params-out "$tmp/aw/jit") > jit.txt || fail "revc grad --train-steps, AdamW"
+./main 3 "$tmp/aw/jit" "$tmp/aw/lib" > lib.txt || fail "the AdamW library's training does not match the JIT's"
+paste jit.txt lib.txt | awk '{ d = $4 - $8; if (d < 0) d = -d; if (d > 1e-5 * ($4 < 0 ? -$4 : $4)) bad = 1 } END { exit bad }' \
+  || { paste jit.txt lib.txt; fail "AdamW losses differ"; }
+[ -f lib/adamw.t.npy ] && [ -f lib/s0.u0.f.conv0.w.m.npy ] && [ -f lib/s0.u0.f.conv0.w.v.npy ] || fail "the AdamW library did not save m, v and t"
+cd "$tmp" || exit 1
 echo "aot: library and object match the JIT: $(tr '\n' ' ' < lib.txt)"

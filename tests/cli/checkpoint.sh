@@ -198,5 +198,28 @@ left=$(cd "$tmp" && for t in k.tmp.*; do [ -d "$t" ] && [ -z "$(ls -A "$t")" ] &
 [ "$(cat "$d.tmp.foobar/notes.txt")" = mine ] && [ "$(cat "$d.tmp.Sub123/keep/file")" = k ] || bad "a user's file was removed"
 grep -qx 'step 2' "$d/revc-manifest.txt" || bad "the save after the kills did not land"
 
+# ---- AdamW: m, v and the step count t are saved, and a resume is exact ----
+adamw=(models/fashion.rev --data synthetic --set batch=8 --set units=1,1,1 --set optimizer=adamw --set lr=1e-3)
+n=$((n + 1))
+if "$revc" train "${adamw[@]}" --engine interp --steps 6 --save "$tmp/aw6" >/dev/null 2>"$tmp/err" &&
+   "$revc" train "${adamw[@]}" --engine interp --steps 2 --save "$tmp/aw2" >/dev/null 2>>"$tmp/err" &&
+   "$revc" train "${adamw[@]}" --engine interp --steps 6 --resume "$tmp/aw2" --save "$tmp/aw2" >/dev/null 2>>"$tmp/err"; then
+  for f in "$tmp"/aw6/*.npy; do
+    cmp -s "$f" "$tmp/aw2/$(basename "$f")" || bad "AdamW: $(basename "$f") differs after resuming at step 2"
+  done
+  [ "$(ls "$tmp/aw6" | wc -l)" -eq "$(ls "$tmp/aw2" | wc -l)" ] || bad "AdamW: the resumed checkpoint has other files"
+  [ -f "$tmp/aw6/init.conv.w.m.npy" ] && [ -f "$tmp/aw6/init.conv.w.v.npy" ] || bad "AdamW: no moments saved"
+  ls "$tmp"/aw6/*.mom.npy >/dev/null 2>&1 && bad "AdamW: momentum buffers saved"
+  [ "$(tail -c 4 "$tmp/aw6/adamw.t.npy" | od -An -tf4 | tr -d ' ')" = 6 ] || bad "AdamW: the step count saved is not 6"
+else
+  bad "AdamW checkpoints"; tail -n3 "$tmp/err"
+fi
+# A checkpoint without the step count, or a momentum one, does not resume AdamW.
+cp -r "$tmp/aw2" "$tmp/awnot"; rm "$tmp/awnot/adamw.t.npy"; sed -i '/^tensor adamw\.t /d' "$tmp/awnot/revc-manifest.txt"
+expect 1 "cannot resume: '.*awnot' has no tensor 'adamw\.t', which the model needs" \
+  "$revc" train "${adamw[@]}" --engine interp --steps 4 --resume "$tmp/awnot"
+expect 1 "cannot resume: '.*ck1' has no tensor 'adamw\.t', which the model needs" \
+  "$revc" train "${adamw[@]}" --engine interp --steps 8 --resume "$tmp/ck1"
+
 echo "checkpoint: $n checks, $fail failed"
 [ $fail -eq 0 ]

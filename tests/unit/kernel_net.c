@@ -210,6 +210,15 @@ void call(const ir_node *n, void *out, const void *in0, const void *in1, const v
 	ck_assert_msg(rt_kernel_get(n)(&a, &e), "%s", e.msg);
 }
 
+void call_n(const ir_node *n, void *out, const void *const *in)
+{
+	rt_kargs a = {.n = n, .out = out};
+	for (int i = 0; i < n->nin; i++)
+		a.in[i] = in[i];
+	rt_err e;
+	ck_assert_msg(rt_kernel_get(n)(&a, &e), "%s: %s", ir_op_name(n->op), e.msg);
+}
+
 /* Copies doubles into a buffer of dtype dt (at most 8 elements). */
 void *as(ir_dtype dt, const double *v, int n, void *buf)
 {

@@ -50,6 +50,8 @@ void fd_check(net *t, ir_node *x, ir_node *y, ir_node *dy, ir_node *grad, double
 	const char *what);
 
 void call(const ir_node *n, void *out, const void *in0, const void *in1, const void *in2);
+/* The same with all of n's operands, in[0 .. n->nin-1]. */
+void call_n(const ir_node *n, void *out, const void *const *in);
 void *as(ir_dtype dt, const double *v, int n, void *buf);
 void check_buf(const char *what, ir_dtype dt, const void *got, const double *want, int n);
 

@@ -14,5 +14,6 @@ Suite *rt_rng_suite(void);
 Suite *rt_data_suite(void);
 Suite *rt_batch_suite(void);
 Suite *rt_npy_suite(void);
+Suite *rt_adamw_suite(void);
 
 #endif

@@ -328,25 +328,82 @@ END_TEST
 	"  %18 = sgd($gamma.gamma, %17, %2) : " t "[4] after(%7, %13)\n" \
 	"}\n"
 
+/* IR text parsed, verified and planned for `threads` threads. */
+static ir_graph *parse_planned(const char *name, const char *text, int threads)
+{
+	ir_diags d;
+	ir_diags_init(&d);
+	ir_graph *g = ir_parse(name, text, strlen(text), &d);
+	ck_assert_msg(g && ir_verify(g, &d), "%s", d.n ? d.items[0].msg : "");
+	ir_diags_free(&d);
+	cgt_plan(g, threads);
+	return g;
+}
+
 /* A training-shaped chain that fuses: BN apply + ReLU, ReLU backward into
  * BN backward + accumulation, and a momentum + SGD update. */
 START_TEST(test_fusion_chain)
 {
 	ir_dtype dt = _i % 2 ? IR_F64 : IR_F32;
 	int threads = _i / 2 ? 2 : 1;
-	const char *text = dt == IR_F32 ? CHAIN("f32") : CHAIN("f64");
-	ir_diags d;
-	ir_diags_init(&d);
-	ir_graph *g = ir_parse("chain.ir", text, strlen(text), &d);
-	ck_assert_msg(g && ir_verify(g, &d), "%s", d.n ? d.items[0].msg : "");
-	ir_diags_free(&d);
-	cgt_plan(g, threads);
+	ir_graph *g = parse_planned("chain.ir", dt == IR_F32 ? CHAIN("f32") : CHAIN("f64"), threads);
 	int grouped = 0;
 	for (int i = 0; i < g->n; i++)
 		grouped += g->nodes[i]->group >= 0;
 	ck_assert_int_ge(grouped, 6);
 	double err = cgt_compare(g, threads, 11, 2);
 	ck_assert_msg(err <= (dt == IR_F32 ? 1e-5 : 1e-12), "case %d: %g", _i, err);
+	ir_graph_free(g);
+}
+END_TEST
+
+#define ADAMW(t) \
+	"graph @adamw {\n" \
+	"  %0 = input {name=\"lr\"} : " t "[]\n" \
+	"  %1 = input {name=\"g\"} : " t "[2,3]\n" \
+	"  %2 = input {name=\"gb\"} : " t "[3]\n" \
+	"  $adamw.t = state : " t "[]\n" \
+	"  $d.w = param : " t "[2,3]\n" \
+	"  $d.w.m = state : " t "[2,3]\n" \
+	"  $d.w.v = state : " t "[2,3]\n" \
+	"  $d.b = param : " t "[3]\n" \
+	"  $d.b.m = state : " t "[3]\n" \
+	"  $d.b.v = state : " t "[3]\n" \
+	"  %10 = opt adam_count($adamw.t) : " t "[]\n" \
+	"  %11 = opt adam_bias(%10) {beta=0.9} : " t "[]\n" \
+	"  %12 = opt adam_bias(%10) {beta=0.999} : " t "[]\n" \
+	"  %13 = opt adam_m($d.w.m, %1) {beta=0.9} : " t "[2,3] after(%11, %12)\n" \
+	"  %14 = opt adam_v($d.w.v, %1) {beta=0.999} : " t "[2,3] after(%11, %12)\n" \
+	"  %15 = opt adamw($d.w, %13, %14, %0, %11, %12) {eps=1e-08, wd=0.05} : " t "[2,3]\n" \
+	"  %16 = opt adam_m($d.b.m, %2) {beta=0.9} : " t "[3] after(%11, %12)\n" \
+	"  %17 = opt adam_v($d.b.v, %2) {beta=0.999} : " t "[3] after(%11, %12)\n" \
+	"  %18 = opt adamw($d.b, %16, %17, %0, %11, %12) {eps=1e-08} : " t "[3]\n" \
+	"}\n"
+
+/* AdamW's update: the step count and bias corrections fuse into one scalar
+ * kernel, each parameter's two moments (siblings reading its gradient) and
+ * weight into one loop; three steps from t = 0 and v >= 0 (the random
+ * fill's state is in [-0.5, 0.5], which no second moment can be) agree with
+ * the interpreter. */
+START_TEST(test_fusion_adamw)
+{
+	ir_dtype dt = _i % 2 ? IR_F64 : IR_F32;
+	int threads = _i / 2 ? 2 : 1;
+	ir_graph *g = parse_planned("adamw.ir", dt == IR_F32 ? ADAMW("f32") : ADAMW("f64"), threads);
+	int grouped = 0, groups = 0;
+	for (int i = 0; i < g->n; i++) {
+		grouped += g->nodes[i]->group >= 0;
+		groups = g->nodes[i]->group + 1 > groups ? g->nodes[i]->group + 1 : groups;
+	}
+	ck_assert_int_eq(grouped, 9);
+	ck_assert_int_eq(groups, 3);
+	cgt_poke pokes[10] = {{"adamw.t", 0, 0}};
+	for (int k = 0; k < 6; k++)
+		pokes[1 + k] = (cgt_poke){"d.w.v", k, 0.01 * (k + 1)};
+	for (int k = 0; k < 3; k++)
+		pokes[7 + k] = (cgt_poke){"d.b.v", k, k == 0 ? 0 : 0.02 * k};
+	double err = cgt_compare_poked(g, threads, 13, 3, pokes, 10, NULL, NULL, NULL);
+	ck_assert_msg(err <= (dt == IR_F32 ? 1e-6 : 1e-14), "case %d: %g", _i, err);
 	ir_graph_free(g);
 }
 END_TEST
@@ -666,6 +723,7 @@ static Suite *codegen_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_conv, 0, 4 * NCONV);
 	tcase_add_loop_test(tc, test_fusion_chain, 0, 4);
+	tcase_add_loop_test(tc, test_fusion_adamw, 0, 4);
 	tcase_add_test(tc, test_every_op_has_a_native_path);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("steps");

@@ -508,6 +508,16 @@ START_TEST(test_print_roundtrip)
 	ck_assert_ptr_nonnull(strstr(text, "\nlr_list = 0.1,0.12345678901234568,3e-300,1e+300\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\nweight_decay = 1.5e-07\n"));
 	free(text);
+	/* AdamW's keys print and read back; the defaults are PyTorch's. */
+	load(&s, "models/fashion.rev", NULL);
+	ck_assert(s.optimizer == FE_OPT_MOMENTUM && s.beta1 == 0.9 && s.beta2 == 0.999 && s.eps == 1e-8);
+	static const char *const adamw[] = {"optimizer=adamw", "beta1=0", "beta2=0.99999999999", "eps=3e-300", NULL};
+	load(&s, "models/fashion.rev", adamw);
+	ck_assert(s.optimizer == FE_OPT_ADAMW && s.beta1 == 0 && s.beta2 == 0.99999999999 && s.eps == 3e-300);
+	check_roundtrip(&s);
+	text = print_str(&s);
+	ck_assert_ptr_nonnull(strstr(text, "\noptimizer = adamw\nbeta1 = 0\nbeta2 = 0.99999999999\neps = 3e-300\n"));
+	free(text);
 	/* A constant rate prints as lr. */
 	static const char *const constant[] = {"lr=0.1", NULL};
 	load(&s, "models/fashion.rev", constant);

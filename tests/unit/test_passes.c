@@ -459,6 +459,74 @@ START_TEST(test_options_check)
 END_TEST
 
 /* Gradient outputs are named "grad:PARAM", and only outputs are. */
+/* ---- optim: AdamW ------------------------------------------------------ */
+
+#define DIFFERENTIATED(extra) \
+	"graph @d passes(shape, autodiff) {\n" \
+	"  %0 = input {name=\"x\"} : f32[2,3]\n" \
+	"  %1 = input {name=\"labels\"} : i32[2]\n" \
+	"  $w = param : f32[4,3]\n" \
+	extra \
+	"  %3 = matmul(%0, $w) {trans_b=1} : f32[2,4]\n" \
+	"  %4 = softmax_xent(%3, %1) : f32[]\n" \
+	"  %5 = output(%4) {name=\"loss\"} : f32[]\n" \
+	"  %6 = bwd softmax_xent_grad(%3, %1) : f32[2,4]\n" \
+	"  %7 = bwd matmul(%6, %0) {trans_a=1} : f32[4,3]\n" \
+	"  %8 = output(%7) {name=\"grad:w\"} : f32[4,3]\n" \
+	"}\n"
+
+/* With ctx.adamw the gradient output becomes the step count, its bias
+ * corrections and the three updates, with the context's settings; a graph
+ * that already holds $w.m is refused. */
+START_TEST(test_optim_adamw)
+{
+	ir_graph *g = parse_ok(DIFFERENTIATED(""));
+	ps_ctx ctx;
+	ps_ctx_init(&ctx);
+	ctx.adamw = true;
+	ctx.beta1 = 0.5;
+	ctx.beta2 = 0.75;
+	ctx.eps = 1e-6;
+	ctx.weight_decay = 0.125;
+	ck_assert_int_eq(ps_optim(g, &ctx), 0);
+	ir_diags d;
+	ir_diags_init(&d);
+	ck_assert(ir_verify(g, &d));
+	ir_diags_free(&d);
+	expect_text(g, "graph @d passes(shape, autodiff) {\n"
+	               "  %0 = input {name=\"lr\"} : f32[]\n"
+	               "  $adamw.t = state : f32[]\n"
+	               "  %2 = input {name=\"x\"} : f32[2,3]\n"
+	               "  %3 = input {name=\"labels\"} : i32[2]\n"
+	               "  $w = param : f32[4,3]\n"
+	               "  $w.m = state : f32[4,3]\n"
+	               "  $w.v = state : f32[4,3]\n"
+	               "  %7 = matmul(%2, $w) {trans_b=1} : f32[2,4]\n"
+	               "  %8 = softmax_xent(%7, %3) : f32[]\n"
+	               "  %9 = output(%8) {name=\"loss\"} : f32[]\n"
+	               "  %10 = bwd softmax_xent_grad(%7, %3) : f32[2,4]\n"
+	               "  %11 = bwd matmul(%10, %2) {trans_a=1} : f32[4,3]\n"
+	               "  %12 = opt adam_count($adamw.t) : f32[]\n"
+	               "  %13 = opt adam_bias(%12) {beta=0.5} : f32[]\n"
+	               "  %14 = opt adam_bias(%12) {beta=0.75} : f32[]\n"
+	               "  %15 = opt adam_m($w.m, %11) {beta=0.5} : f32[4,3] after(%13, %14)\n"
+	               "  %16 = opt adam_v($w.v, %11) {beta=0.75} : f32[4,3] after(%13, %14)\n"
+	               "  %17 = opt adamw($w, %15, %16, %0, %13, %14) {eps=1e-06, wd=0.125} : f32[4,3] after(%7)\n"
+	               "}\n");
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+
+	g = parse_ok(DIFFERENTIATED("  $w.m = state : f32[4,3]\n"));
+	ps_ctx_init(&ctx);
+	ctx.adamw = true;
+	ck_assert_int_eq(ps_optim(g, &ctx), 1);
+	ck_assert_int_eq(ctx.diags.n, 1);
+	ck_assert_str_eq(ctx.diags.items[0].msg, "optim: $w already has its AdamW state $w.m");
+	ps_ctx_free(&ctx);
+	ir_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_grad_names)
 {
 	ir_graph *g = parse_ok("graph @g {\n"
@@ -507,6 +575,7 @@ static Suite *passes_suite(void)
 	tcase_add_test(tc, test_claims_liveness);
 	tcase_add_test(tc, test_manager_refuses_stale);
 	tcase_add_test(tc, test_grad_names);
+	tcase_add_test(tc, test_optim_adamw);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -672,6 +672,90 @@ START_TEST(test_optimiser)
 }
 END_TEST
 
+/* AdamW over three steps from m = v = t = 0, with and without weight decay
+ * (lr 1e-2, betas 0.9 and 0.999, eps 1e-8), against torch.optim.AdamW run
+ * in float64 (PyTorch 1.13; its order of evaluation differs, to rounding):
+ * the moments m and v after each step, and the weights with wd 0 and 0.1.
+ * Element 2 has a zero gradient at t = 1 (m = v = 0: no move) and 1e-9 at
+ * t = 2, where eps matters. */
+START_TEST(test_adamw)
+{
+	static const double w0[4] = {0.5, -1.25, 2.0, 0.0}, lr = 1e-2;
+	static const double g[3][4] = {{0.1, -0.02, 0.0, 3.0}, {-0.3, 0.01, 1e-9, 2.5}, {0.2, -0.05, -0.4, -1.0}};
+	static const double m_want[3][4] = {
+		{0.009999999999999998, -0.0019999999999999996, 0.0, 0.29999999999999993},
+		{-0.020999999999999994, -0.0007999999999999999, 9.999999999999998e-11, 0.5199999999999999},
+		{0.0011, -0.005719999999999999, -0.03999999990999999, 0.36799999999999994}};
+	static const double v_want[3][4] = {
+		{1.0000000000000011e-05, 4.000000000000004e-07, 0.0, 0.009000000000000008},
+		{9.999000000000008e-05, 4.996000000000005e-07, 1.000000000000001e-21, 0.015241000000000013},
+		{0.0001398900100000001, 2.999100400000003e-06, 0.00016000000000000018, 0.016225759000000013}};
+	static const double w_want[2][3][4] = {
+		{{0.4900000009999999, -1.2400000049999975, 2.0, -0.009999999966666666},
+		 {0.49494189911200653, -1.2373366362881086, 1.9995084506883856, -0.01991172867663841},
+		 {0.4947540221765934, -1.23066435199942, 2.0058965863915215, -0.025747784794408906}},
+		{{0.4895000009999999, -1.2387500049999975, 1.998, -0.009999999966666666},
+		 {0.4939523991110065, -1.2348478862831087, 1.9955104506883856, -0.01990172867667174},
+		 {0.4932705697764824, -1.226940754108137, 1.999903075940833, -0.025717883065765567}}};
+	for (int dt = 0; dt < 2; dt++)
+		for (int wd = 0; wd < 2; wd++) {
+			net t;
+			net_init(&t, dt ? IR_F64 : IR_F32);
+			ir_node *tn = input(&t, 0, NULL, 0, 1), *lrn = input(&t, 0, NULL, 0, 1);
+			ir_node *wn = input(&t, 1, (int64_t[]){4}, 0, 1), *gn = input(&t, 1, (int64_t[]){4}, 0, 1);
+			ir_node *mn = input(&t, 1, (int64_t[]){4}, 0, 1), *vn = input(&t, 1, (int64_t[]){4}, 0, 1);
+			ir_node *count = fin(op(&t, IR_OP_ADAM_COUNT, 1, tn));
+			ir_node *c1 = op(&t, IR_OP_ADAM_BIAS, 1, count), *c2 = op(&t, IR_OP_ADAM_BIAS, 1, count);
+			ir_node_set_float(t.g, c1, IR_ATTR_BETA, 0.9);
+			ir_node_set_float(t.g, c2, IR_ATTR_BETA, 0.999);
+			ir_node *am = op(&t, IR_OP_ADAM_M, 2, mn, gn), *av = op(&t, IR_OP_ADAM_V, 2, vn, gn);
+			ir_node_set_float(t.g, am, IR_ATTR_BETA, 0.9);
+			ir_node_set_float(t.g, av, IR_ATTR_BETA, 0.999);
+			ir_node *aw = op(&t, IR_OP_ADAMW, 6, wn, am, av, lrn, c1, c2);
+			ir_node_set_float(t.g, aw, IR_ATTR_EPS, 1e-8);
+			if (wd)
+				ir_node_set_float(t.g, aw, IR_ATTR_WD, 0.1);
+			fin(c1);
+			fin(c2);
+			fin(am);
+			fin(av);
+			fin(aw);
+			double tb[1] = {0}, c1b[1], c2b[1], lrb[1], wb[4], gb[4], mb[4] = {0}, vb[4] = {0};
+			as(t.dt, tb, 1, tb); /* 0 in either type */
+			as(t.dt, &lr, 1, lrb);
+			as(t.dt, w0, 4, wb);
+			as(t.dt, mb, 4, mb);
+			as(t.dt, vb, 4, vb);
+			for (int s = 0; s < 3; s++) {
+				double step = s + 1, bias[2] = {1 - pow(0.9, step), 1 - pow(0.999, step)};
+				call_n(count, tb, (const void *[]){tb});
+				check_buf("adam_count in place", t.dt, tb, &step, 1);
+				call_n(c1, c1b, (const void *[]){tb});
+				call_n(c2, c2b, (const void *[]){tb});
+				check_buf("adam_bias beta 0.9", t.dt, c1b, &bias[0], 1);
+				check_buf("adam_bias beta 0.999", t.dt, c2b, &bias[1], 1);
+				as(t.dt, g[s], 4, gb);
+				call_n(am, mb, (const void *[]){mb, gb});
+				call_n(av, vb, (const void *[]){vb, gb});
+				call_n(aw, wb, (const void *[]){wb, mb, vb, lrb, c1b, c2b});
+				double got[3][4];
+				for (int i = 0; i < 4; i++) {
+					const void *b[3] = {mb, vb, wb};
+					for (int k = 0; k < 3; k++)
+						got[k][i] = t.dt == IR_F32 ? (double)((const float *)b[k])[i] : ((const double *)b[k])[i];
+				}
+				double tol = t.dt == IR_F32 ? 1e-6 : 1e-14;
+				check_close("adam_m in place", got[0], m_want[s], 4, tol);
+				check_close("adam_v in place", got[1], v_want[s], 4, tol);
+				check_close(wd ? "adamw with wd in place" : "adamw in place", got[2], w_want[wd][s], 4, tol);
+				/* The element with no gradient yet does not move at t = 1. */
+				ck_assert(s > 0 || wd || got[2][2] == w0[2]);
+			}
+			net_free(&t);
+		}
+}
+END_TEST
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 START_TEST(test_every_op_has_kernels)
@@ -719,6 +803,7 @@ Suite *rt_kern_ops_suite(void)
 	tcase_add_test(tc, test_layout_fd);
 	tcase_add_test(tc, test_layout_forward);
 	tcase_add_test(tc, test_optimiser);
+	tcase_add_test(tc, test_adamw);
 	tcase_add_test(tc, test_every_op_has_kernels);
 	suite_add_tcase(s, tc);
 	return s;
