@@ -33,7 +33,7 @@ enum { OPT_FORMAT, OPT_AFTER, OPT_OUTPUT, OPT_DTYPE, OPT_STRATEGY, OPT_EVAL, OPT
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* The model of FILE: a spec (.rev) with its overrides, or IR. */
-static revc_model *open_model(const char *file, bool spec, const cli_model *sets, revc_error **err)
+static revc_model *open_model(const char *file, bool spec, const cli_sets *sets, revc_error **err)
 {
 	return spec ? revc_model_from_file(file, sets->sets, sets->nsets, err) : revc_model_from_ir(file, err);
 }
@@ -47,7 +47,7 @@ int cmd_dump(int argc, char **argv)
 	revc_options o;
 	revc_options_init(&o);
 	ps_options popts = {0};
-	cli_model m = {0};
+	cli_sets m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
 		case CLI_ERROR:
@@ -66,7 +66,7 @@ int cmd_dump(int argc, char **argv)
 		case OPT_OUTPUT: out = val; break;
 		case OPT_EVAL: eval = true; break;
 		case OPT_SET:
-			if (!cli_model_add_set(&m, a.cmd, val))
+			if (!cli_sets_add(&m, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:

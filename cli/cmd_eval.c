@@ -58,7 +58,7 @@ typedef struct {
 	bool json, train_split;
 	revc_options o;
 	ps_options popts;
-	cli_model sets;
+	cli_sets sets;
 } eval_args;
 
 /* The options into *e; -1 when the command goes on, else its exit status. */
@@ -85,7 +85,7 @@ static int parse(int argc, char **argv, eval_args *e)
 			break;
 		case OPT_JSON: e->json = true; break;
 		case OPT_SET:
-			if (!cli_model_add_set(&e->sets, a.cmd, val))
+			if (!cli_sets_add(&e->sets, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:

@@ -238,7 +238,7 @@ int cmd_mem(int argc, char **argv)
 	revc_options_init(&o);
 	o.threads = 2;
 	ps_options popts = {0};
-	cli_model m = {0};
+	cli_sets m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
 		case CLI_ERROR:
@@ -262,7 +262,7 @@ int cmd_mem(int argc, char **argv)
 		case OPT_TIMELINE: timeline = val; break;
 		case OPT_MEASURE: o.measure = true; break;
 		case OPT_SET:
-			if (!cli_model_add_set(&m, a.cmd, val))
+			if (!cli_sets_add(&m, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:

@@ -178,7 +178,7 @@ static void summary(revc_model *m, const revc_options *o, const revc_train_resul
 }
 
 /* After the options: the model, its data and the run. */
-static int train(const char *spec, const cli_model *sets, const revc_options *o, const ps_options *popts,
+static int train(const char *spec, const cli_sets *sets, const revc_options *o, const ps_options *popts,
 	const char *data, revc_train_config *c, bool json)
 {
 	int status = EXIT_USER;
@@ -230,7 +230,7 @@ done:
 
 /* The options into c, o and the rest; -1 when the command goes on, else
  * its exit status. */
-static int parse(int argc, char **argv, const char **spec, const char **data, bool *json, cli_model *sets,
+static int parse(int argc, char **argv, const char **spec, const char **data, bool *json, cli_sets *sets,
 	revc_options *o, ps_options *popts, revc_train_config *c)
 {
 	cli_args a;
@@ -266,7 +266,7 @@ static int parse(int argc, char **argv, const char **spec, const char **data, bo
 			break;
 		case OPT_JSON: *json = true; break;
 		case OPT_SET:
-			if (!cli_model_add_set(sets, a.cmd, val))
+			if (!cli_sets_add(sets, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:
@@ -299,7 +299,7 @@ int cmd_train(int argc, char **argv)
 {
 	const char *spec = NULL, *data = NULL;
 	bool json = false;
-	cli_model sets = {0};
+	cli_sets sets = {0};
 	revc_options o;
 	revc_options_init(&o);
 	ps_options popts = {0};

@@ -51,3 +51,12 @@ bool cli_write_output(const char *path, const char *text, size_t len)
 	}
 	return true;
 }
+
+void cli_model_engine_json(const revc_model *m)
+{
+	printf("\"engine\":\"%s\",", revc_model_engine(m));
+	if (revc_model_cpu(m))
+		printf("\"cpu\":\"%s\",", revc_model_cpu(m));
+	else
+		printf("\"cpu\":null,");
+}

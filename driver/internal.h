@@ -181,6 +181,10 @@ bool drv_model_plan(revc_model *m, int k, const ps_options *popts, revc_error **
 bool drv_model_exec(revc_model *m, int k, revc_error **err);
 /* The first graph built (the store's tensors are its). */
 ir_graph *drv_model_first(const revc_model *m);
+/* Plans m's spec as drv_spec_plan does, the dumps popts asks for (without
+ * a dump directory) added to m's; NULL with the error against m's sources. */
+ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *popts,
+	revc_error **err);
 /* The pass options of o as the manager takes them (dump_out left NULL). */
 void drv_pass_options(const revc_options *o, ps_options *out);
 ir_dtype drv_dtype(revc_dtype d);

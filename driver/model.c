@@ -178,6 +178,11 @@ double revc_model_lr(const revc_model *m)
 	return m->is_spec ? m->spec.spec.lr_list[0] : 0;
 }
 
+int64_t revc_model_seed(const revc_model *m)
+{
+	return m->is_spec ? m->spec.spec.seed : 0;
+}
+
 bool revc_model_set_batch(revc_model *m, int64_t batch, revc_error **err)
 {
 	if (!m->is_spec || m->engine_on)
