@@ -83,6 +83,18 @@ revc_model *revc_model_from_string(const char *name, const char *text, size_t le
 	return from_spec(m, drv_spec_parse(&m->spec, name, text, len, sets, nsets, err));
 }
 
+/* An IR graph's input x (before or after compiling), or NULL. */
+static const ir_node *ir_input_x(const revc_model *m)
+{
+	const ir_graph *g = m->ir ? m->ir : m->g[DRV_STEP];
+	for (int i = 0; g && i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op == IR_OP_INPUT && strcmp(ir_node_str(n, IR_ATTR_NAME), "x") == 0)
+			return n;
+	}
+	return NULL;
+}
+
 revc_model *revc_model_from_ir(const char *path, revc_error **err)
 {
 	revc_model *m = model_new();
@@ -106,10 +118,14 @@ revc_model *revc_model_from_ir(const char *path, revc_error **err)
 	}
 	ir_diags_free(&d);
 	snprintf(m->name, sizeof m->name, "%s", m->ir->name);
-	for (int i = 0; i < m->ir->n; i++) {
+	const ir_node *x = ir_input_x(m);
+	if (x && x->type.rank > 0)
+		m->batch = x->type.dim[0];
+	/* The classes are the width of the logits the loss reads. */
+	for (int i = 0; i < m->ir->n && !m->classes; i++) {
 		const ir_node *n = m->ir->nodes[i];
-		if (n->op == IR_OP_INPUT && strcmp(ir_node_str(n, IR_ATTR_NAME), "x") == 0 && n->type.rank > 0)
-			m->batch = n->type.dim[0];
+		if (n->op == IR_OP_SOFTMAX_XENT && n->in[0]->type.rank == 2)
+			m->classes = n->in[0]->type.dim[1];
 	}
 	return m;
 }
@@ -169,8 +185,9 @@ void drv_model_add_dumps(revc_model *m, const char *text, size_t len)
 
 void revc_model_input(const revc_model *m, int64_t chw[3])
 {
+	const ir_node *x = m->is_spec ? NULL : ir_input_x(m);
 	for (int k = 0; k < 3; k++)
-		chw[k] = m->is_spec ? m->spec.spec.input[k] : 0;
+		chw[k] = m->is_spec ? m->spec.spec.input[k] : x && x->type.rank == 4 ? x->type.dim[k + 1] : 0;
 }
 
 double revc_model_lr(const revc_model *m)

@@ -114,12 +114,14 @@ revc_model *revc_model_from_ir(const char *path, revc_error **err);
 void revc_model_free(revc_model *m);
 
 /* The spec's name ("fashion"), batch size and number of classes; for an IR
- * model the graph's name, its input's batch and 0. */
+ * model the graph's name, its input's batch and the width of the logits its
+ * loss reads (0 without a loss). */
 const char *revc_model_name(const revc_model *m);
 int64_t revc_model_batch(const revc_model *m);
 int64_t revc_model_classes(const revc_model *m);
-/* The input's C, H, W (zeros for an IR model); the spec's first learning
- * rate (0 for an IR model). */
+/* The input's C, H, W (an IR model's from its input x when that is
+ * [N, C, H, W], else zeros); the spec's first learning rate (0 for an IR
+ * model). */
 void revc_model_input(const revc_model *m, int64_t chw[3]);
 double revc_model_lr(const revc_model *m);
 /* The spec's seed, of its parameters and data order (0 for an IR model). */
