@@ -96,20 +96,18 @@ void cli_print_help(FILE *out, const char *usage, const char *about, const cli_o
 	}
 }
 
-bool cli_pass_option(int k, const char *val, ps_options *opts)
+bool cli_pass_option(int k, const char *val, revc_options *o)
 {
 	switch (k) {
-	case 0: opts->dump_after = val; break;
-	case 1: opts->dump_dir = val; break;
-	case 2: opts->verify_each = true; break;
-	case 3: opts->stop_after = val; break;
-	case 4: opts->only = val; break;
+	case 0: o->dump_after = val; break;
+	case 1: o->dump_dir = val; break;
+	case 2: o->verify_each = true; break;
+	case 3: o->stop_after = val; break;
+	case 4: o->passes = val; break;
 	case 5: {
-		int n;
-		const ps_pass *table = ps_pipeline(&n);
-		for (int i = 0; i < n; i++)
-			printf("%-10s %s%s%s\n", table[i].name, table[i].why,
-				table[i].requires ? "; requires " : "", table[i].requires ? table[i].requires : "");
+		revc_pass p;
+		for (int i = 0; revc_pass_at(i, &p); i++)
+			printf("%-10s %s%s%s\n", p.name, p.why, p.requires ? "; requires " : "", p.requires ? p.requires : "");
 		return false;
 	}
 	}
@@ -247,15 +245,6 @@ int cli_model_option(const char *cmd, const char *name, const char *val, revc_op
 	return cli_revc_option(cmd, name, val, o);
 }
 
-void cli_revc_pass_options(const ps_options *p, revc_options *o)
-{
-	o->dump_after = p->dump_after;
-	o->dump_dir = p->dump_dir;
-	o->verify_each = p->verify_each;
-	o->stop_after = p->stop_after;
-	o->passes = p->only;
-}
-
 void cli_print_dumps(const revc_model *m)
 {
 	const char *d = revc_model_dump(m, NULL);
@@ -279,29 +268,29 @@ bool cli_make_dir(const char *path)
 	return true;
 }
 
-bool cli_pass_options_check(const char *cmd, const ps_options *opts)
+bool cli_pass_options_check(const char *cmd, const revc_options *o)
 {
 	char bad[128];
-	if (ps_options_check(opts, bad, sizeof bad))
+	if (revc_pass_names_ok(o, bad, sizeof bad))
 		return true;
 	cli_usage_error(cmd, "unknown pass '%s'; 'revc dump --print-passes' lists them", bad);
 	return false;
 }
 
-int cli_pass_options_ready(const char *cmd, const ps_options *opts)
+int cli_pass_options_ready(const char *cmd, const revc_options *o)
 {
-	if (!cli_pass_options_check(cmd, opts))
+	if (!cli_pass_options_check(cmd, o))
 		return EXIT_USAGE;
-	if (opts->dump_dir && !cli_make_dir(opts->dump_dir))
+	if (o->dump_dir && !cli_make_dir(o->dump_dir))
 		return EXIT_USER;
 	return EXIT_OK;
 }
 
-bool cli_pipeline_cut(const char *cmd, const ps_options *opts)
+bool cli_pipeline_cut(const char *cmd, const revc_options *o)
 {
-	if (opts->stop_after)
-		fprintf(stderr, "%s: stopped after pass '%s' (--stop-after); nothing run\n", cmd, opts->stop_after);
-	else if (opts->only)
-		fprintf(stderr, "%s: ran passes %s only (--passes); nothing run\n", cmd, opts->only);
-	return opts->stop_after || opts->only;
+	if (o->stop_after)
+		fprintf(stderr, "%s: stopped after pass '%s' (--stop-after); nothing run\n", cmd, o->stop_after);
+	else if (o->passes)
+		fprintf(stderr, "%s: ran passes %s only (--passes); nothing run\n", cmd, o->passes);
+	return o->stop_after || o->passes;
 }

@@ -4,14 +4,10 @@
 #define REVC_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
-#include "cg.h"
-#include "fe.h"
-#include "ir.h"
-#include "driver/internal.h" /* (codegen has an internal.h too) */
-#include "passes.h"
-#include "rt.h"
+#include "revc.h"
 
 /* Exit statuses (documented in the README). */
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_BUDGET = 3 };
@@ -62,23 +58,21 @@ void cli_print_help(FILE *out, const char *usage, const char *about, const cli_o
 #define CLI_PASS_OPT_COUNT 6
 /* Applies pass option number k (0-based within CLI_PASS_OPTS).  Returns
  * false when the command should exit (after --print-passes). */
-bool cli_pass_option(int k, const char *val, ps_options *opts);
+bool cli_pass_option(int k, const char *val, revc_options *o);
 /* Validates pass names; prints a usage error and returns false if one is
  * unknown. */
-bool cli_pass_options_check(const char *cmd, const ps_options *opts);
+bool cli_pass_options_check(const char *cmd, const revc_options *o);
 /* After parsing: checks the pass names (else EXIT_USAGE) and makes the dump
  * directory (else EXIT_USER); EXIT_OK when the command may go on. */
-int cli_pass_options_ready(const char *cmd, const ps_options *opts);
+int cli_pass_options_ready(const char *cmd, const revc_options *o);
 /* Whether --stop-after or --passes cut the pipeline short; then it says so
  * on stderr, and a command that runs its graphs (train, grad, bench, eval,
  * check) exits 0 once they are built and dumped, without running them. */
-bool cli_pipeline_cut(const char *cmd, const ps_options *opts);
+bool cli_pipeline_cut(const char *cmd, const revc_options *o);
 /* An option of the commands that compile a model, by its long name
  * (engine, cpu, threads, max-memory, check-numerics, strategy, dtype), into
  * o: 1 when it was one, 0 when not, -1 after a usage error. */
 int cli_revc_option(const char *cmd, const char *name, const char *val, revc_options *o);
-/* The pass options as the driver takes them, into o. */
-void cli_revc_pass_options(const ps_options *p, revc_options *o);
 /* Prints the dumps the pass options asked of the model on stderr, as the
  * pass manager would have. */
 void cli_print_dumps(const revc_model *m);
@@ -88,16 +82,6 @@ bool cli_make_dir(const char *path);
 
 /* ---- reporting (cli/report.c) ----------------------------------------- */
 
-/* A loaded source file, kept so diagnostics can show the offending line. */
-typedef drv_source cli_source;
-
-/* Diagnostics cli_report prints at most (the library keeps IR_MAX_DIAGS
- * and counts the rest). */
-#define CLI_MAX_DIAGS DRV_MAX_DIAGS
-
-/* Prints d's diagnostics on stderr, each with its source line where srcs
- * holds the file: the first CLI_MAX_DIAGS, then "... and N more errors". */
-void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs);
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints a library error, frees it and returns its exit status (its kind). */
 int cli_revc_error(revc_error *err);
@@ -194,15 +178,11 @@ int cmd_mem(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 
-/* "512MiB", "1.5GB", "2e9": bytes (cmd_mem.c). */
-bool cli_parse_size(const char *s, int64_t *out);
-/* 1536 -> "1.5 KiB", up to GiB with two decimals (cmd_mem.c). */
-void cli_human_bytes(char *buf, size_t n, int64_t bytes);
 
 /* ---- limits (cli/limits.c) ------------------------------------------------ */
 
 #define CLI_MAX_MEMORY_OPT {"max-memory", 0, "SIZE", "refuse to run when parameters + optimiser state + planned arena (+ data, for train and eval) exceed SIZE"}
 #define CLI_CHECK_NUMERICS_OPT {"check-numerics", 0, NULL, "stop at the first NaN or Inf and name the node that made it"}
-/* Parses --max-memory (cli_parse_size, > 0); prints a usage error. */
+/* Parses --max-memory (revc_parse_size, > 0); prints a usage error. */
 bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out);
 #endif

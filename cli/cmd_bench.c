@@ -44,7 +44,6 @@ typedef struct {
 	bool json;
 	revc_options o;
 	revc_bench_options b;
-	ps_options popts;
 	cli_sets sets;
 } bench_args;
 
@@ -72,7 +71,7 @@ static int parse(cli_args *a, bench_args *o)
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
 		default:
-			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &o->popts))
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &o->o))
 				return EXIT_OK;
 			if (k < OPT_PASS0 && cli_model_option(a->cmd, opts[k].name, val, &o->o, &o->sets) < 0)
 				return EXIT_USAGE;
@@ -82,12 +81,11 @@ static int parse(cli_args *a, bench_args *o)
 		return cli_usage_error(a->cmd, "missing SPEC");
 	int ready = cli_engine_check(a->cmd, o->o.engine, o->o.cpu);
 	if (ready == EXIT_OK)
-		ready = cli_pass_options_ready(a->cmd, &o->popts);
+		ready = cli_pass_options_ready(a->cmd, &o->o);
 	if (ready != EXIT_OK)
 		return ready;
 	if (o->o.dump_llvm && !cli_make_dir(o->o.dump_llvm))
 		return EXIT_USER;
-	cli_revc_pass_options(&o->popts, &o->o);
 	return -1;
 }
 
@@ -173,7 +171,7 @@ static int bench(revc_model *m, bench_args *o, double rss_base)
 	if (!ok)
 		return cli_revc_error(err);
 	if (r.cut) {
-		cli_pipeline_cut("revc bench", &o->popts);
+		cli_pipeline_cut("revc bench", &o->o);
 		return EXIT_OK;
 	}
 	bench_info i = {m, o, cli_rss_mib(), rss_base};

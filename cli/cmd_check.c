@@ -57,7 +57,6 @@ typedef struct {
 	char fd_opt[32];
 	revc_options o;
 	revc_check_options c;
-	ps_options popts;
 	cli_sets sets;
 } check_args;
 
@@ -102,7 +101,7 @@ static int parse(cli_args *a, check_args *o)
 			fd_only(o, "samples", "it sets the finite-difference check");
 			break;
 		case OPT_SEED:
-			if (!cli_parse_int(a->cmd, "--seed", val, 0, INT32_MAX, &o->c.seed))
+			if (!cli_parse_int(a->cmd, "--seed", val, 0, REVC_INT_MAX, &o->c.seed))
 				return EXIT_USAGE;
 			break;
 		case OPT_TOL:
@@ -118,7 +117,7 @@ static int parse(cli_args *a, check_args *o)
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
 		default:
-			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &o->popts))
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &o->o))
 				return EXIT_OK;
 			if (k < OPT_PASS0 && cli_model_option(a->cmd, opts[k].name, val, &o->o, &o->sets) < 0)
 				return EXIT_USAGE;
@@ -141,8 +140,7 @@ static int validate(const char *cmd, check_args *o)
 		return cli_usage_error(cmd, "--json goes with --drift");
 	int ready = o->drift ? EXIT_OK : cli_engine_check(cmd, o->o.engine, o->o.cpu);
 	if (ready == EXIT_OK)
-		ready = cli_pass_options_ready(cmd, &o->popts);
-	cli_revc_pass_options(&o->popts, &o->o);
+		ready = cli_pass_options_ready(cmd, &o->o);
 	return ready == EXIT_OK ? -1 : ready;
 }
 
@@ -170,7 +168,7 @@ static int run_check(revc_model *m, const check_args *o)
 	if (!ok) {
 		status = cli_revc_error(err);
 	} else if (r.cut) {
-		cli_pipeline_cut("revc check", &o->popts);
+		cli_pipeline_cut("revc check", &o->o);
 	} else {
 		print_report(&r, o->c.tolerance);
 		status = r.failed ? EXIT_USER : EXIT_OK;

@@ -87,7 +87,6 @@ typedef struct {
 	int64_t steps;
 	double lr;
 	revc_options o;
-	ps_options popts;
 	cli_sets sets;
 } grad_args;
 
@@ -110,12 +109,11 @@ static int check(const char *cmd, grad_args *g)
 		return cli_usage_error(cmd, "%s and --state-out name the same directory", g->steps ? "--params-out" : "--out");
 	int ready = cli_engine_check(cmd, g->o.engine, g->o.cpu);
 	if (ready == EXIT_OK)
-		ready = cli_pass_options_ready(cmd, &g->popts);
+		ready = cli_pass_options_ready(cmd, &g->o);
 	if (ready != EXIT_OK)
 		return ready;
 	g->o.graphs = g->steps ? REVC_GRAPH_STEP : REVC_GRAPH_GRAD;
 	g->o.no_run = true; /* (prepared once the parameters are in) */
-	cli_revc_pass_options(&g->popts, &g->o);
 	return -1;
 }
 
@@ -161,7 +159,7 @@ static int parse(int argc, char **argv, grad_args *g)
 		default:
 			if (k < OPT_PASS0 && cli_revc_option(a.cmd, opts[k].name, val, &g->o) < 0)
 				return EXIT_USAGE;
-			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &g->popts))
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &g->o))
 				return EXIT_OK;
 		}
 	}
@@ -181,7 +179,7 @@ static int grad(revc_model *m, const grad_args *g, revc_batch *b)
 	bool ok = revc_model_compile(m, &g->o, &err);
 	cli_print_dumps(m);
 	if (ok && revc_model_cut(m)) {
-		cli_pipeline_cut("revc grad", &g->popts);
+		cli_pipeline_cut("revc grad", &g->o);
 		return EXIT_OK;
 	}
 	if (!ok || !revc_load(m, g->params, NULL, &err))

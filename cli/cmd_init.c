@@ -42,7 +42,7 @@ int cmd_init(int argc, char **argv)
 			out = val;
 			break;
 		case OPT_SEED:
-			if (!cli_parse_int(a.cmd, "--seed", val, 0, FE_INT_MAX, &seed))
+			if (!cli_parse_int(a.cmd, "--seed", val, 0, REVC_INT_MAX, &seed))
 				return EXIT_USAGE;
 			break;
 		case OPT_SET:

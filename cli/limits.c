@@ -6,7 +6,7 @@
 
 bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out)
 {
-	if (cli_parse_size(val, out) && *out > 0)
+	if (revc_parse_size(val, out) && *out > 0)
 		return true;
 	cli_usage_error(cmd, "--max-memory must be a size such as 512MiB, 1.5GB or 1000000, not '%s'", val);
 	return false;

@@ -6,13 +6,6 @@
 #include "cli.h"
 #include "rt.h"
 
-void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs)
-{
-	char *text = drv_diags_format(d, srcs, nsrcs);
-	fputs(text, stderr);
-	free(text);
-}
-
 _Static_assert((int)REVC_ERR_USER == EXIT_USER && (int)REVC_ERR_USAGE == EXIT_USAGE &&
 	(int)REVC_ERR_BUDGET == EXIT_BUDGET, "an error's kind is its exit status");
 

@@ -18,6 +18,23 @@ void drv_pass_options(const revc_options *o, ps_options *out)
 		.stop_after = o->stop_after, .only = o->passes};
 }
 
+bool revc_pass_at(int i, revc_pass *out)
+{
+	int n;
+	const ps_pass *t = ps_pipeline(&n);
+	if (i < 0 || i >= n)
+		return false;
+	*out = (revc_pass){t[i].name, t[i].why, t[i].requires};
+	return true;
+}
+
+bool revc_pass_names_ok(const revc_options *o, char *bad, size_t n)
+{
+	ps_options popts;
+	drv_pass_options(o, &popts);
+	return ps_options_check(&popts, bad, n);
+}
+
 bool revc_cpu_known(const char *name)
 {
 	return cg_cpu_known(name);
@@ -31,10 +48,8 @@ bool revc_options_check(const revc_options *o, revc_error **err)
 	if (cpu && !cg_cpu_known(cpu))
 		return drv_errorf(err, REVC_ERR_USAGE,
 			"--cpu must be native or an LLVM CPU name such as x86-64-v3 or znver3, not '%s'", cpu);
-	ps_options popts;
-	drv_pass_options(o, &popts);
 	char bad[64];
-	if (!ps_options_check(&popts, bad, sizeof bad))
+	if (!revc_pass_names_ok(o, bad, sizeof bad))
 		return drv_errorf(err, REVC_ERR_USAGE, "unknown pass '%s'; 'revc dump --print-passes' lists them", bad);
 	return drv_engine_check(o->engine, cpu, err);
 }

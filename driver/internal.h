@@ -47,12 +47,7 @@ bool drv_error_diags(revc_error **err, revc_error_kind kind, const ir_diags *d, 
 bool drv_errorf(revc_error **err, revc_error_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool drv_error_rt(revc_error **err, const rt_err *e);
 
-/* ---- sizes (driver/size.c) ------------------------------------------------- */
-
-/* "512MiB", "1.5GB", "2e9": bytes. */
-bool drv_parse_size(const char *s, int64_t *out);
-/* 1536 -> "1.5 KiB", up to GiB with two decimals. */
-void drv_human_bytes(char *buf, size_t n, int64_t bytes);
+/* Sizes: revc_parse_size and revc_format_bytes (revc.h, driver/size.c). */
 
 /* ---- engines (driver/engine.c) ----------------------------------------------- */
 

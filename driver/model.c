@@ -15,6 +15,21 @@ const char *revc_version(void)
 	return REVC_VERSION;
 }
 
+const char *revc_llvm_version(void)
+{
+	return cg_llvm_version();
+}
+
+const char *revc_blas_version(void)
+{
+	return rt_blas_version();
+}
+
+const char *revc_blas_core(void)
+{
+	return rt_blas_core();
+}
+
 void revc_options_init(revc_options *o)
 {
 	memset(o, 0, sizeof *o);
@@ -25,6 +40,7 @@ void revc_options_init(revc_options *o)
 	o->max_memory = -1;
 }
 
+_Static_assert(REVC_INT_MAX == FE_INT_MAX, "revc.h's largest spec integer is the frontend's");
 _Static_assert((int)REVC_STORE == (int)PS_STORE && (int)REVC_REVNET == (int)PS_REVNET &&
 	(int)REVC_CHECKPOINT == (int)PS_CHECKPOINT && PS_STRATEGY_COUNT == 3, "revc_strategy is ps_strategy");
 _Static_assert(PS_STRATEGY_DEFAULT == PS_REVNET, "revc_options_init's default strategy is the passes'");

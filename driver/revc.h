@@ -36,6 +36,13 @@ extern "C" {
 /* "0.2.0": the library's version, which may differ from the header's. */
 const char *revc_version(void);
 
+/* What this librevc was built with: LLVM's version ("19.1.7"), OpenBLAS's
+ * ("OpenBLAS 0.3.21 ..."), and the kernels OpenBLAS runs on this host
+ * ("SkylakeX", "Haswell"). */
+const char *revc_llvm_version(void);
+const char *revc_blas_version(void);
+const char *revc_blas_core(void);
+
 /* ---- errors -------------------------------------------------------------- */
 
 typedef enum {
@@ -50,6 +57,16 @@ typedef struct revc_error revc_error;
 const char *revc_error_message(const revc_error *e);
 revc_error_kind revc_error_kind_of(const revc_error *e);
 void revc_error_free(revc_error *e);
+
+/* ---- sizes ----------------------------------------------------------------- */
+
+/* "512MiB", "1.5GB", "2e9", "1000000": bytes; false for anything else. */
+bool revc_parse_size(const char *s, int64_t *out);
+/* 1536 -> "1.5 KiB", up to GiB with two decimals. */
+void revc_format_bytes(char *buf, size_t n, int64_t bytes);
+
+/* Every integer in a spec (a seed, a batch, a count of steps) is at most this. */
+#define REVC_INT_MAX 2147483647
 
 /* ---- options --------------------------------------------------------------- */
 
@@ -96,6 +113,16 @@ bool revc_options_check(const revc_options *o, revc_error **err);
 /* Whether LLVM knows CPU name ("native", "x86-64-v3", "znver3"), whether or
  * not this host can run its code. */
 bool revc_cpu_known(const char *name);
+/* The pipeline's passes in order (revc dump --print-passes): pass i's
+ * name, what it is for, and the pass it requires (NULL if none); false
+ * past the last. */
+typedef struct {
+	const char *name, *why, *requires;
+} revc_pass;
+bool revc_pass_at(int i, revc_pass *out);
+/* Whether every pass o names (dump_after but "all", stop_after, passes)
+ * exists; else the first that does not into bad. */
+bool revc_pass_names_ok(const revc_options *o, char *bad, size_t n);
 /* "store" / "revnet" / "checkpoint" and back; false for other names. */
 const char *revc_strategy_name(revc_strategy s);
 bool revc_strategy_parse(const char *name, revc_strategy *out);
