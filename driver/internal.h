@@ -1,8 +1,8 @@
 /* internal.h: what the driver's files share behind revc.h: the model
  * handle, errors from the lower modules' diagnostics, the engine glue and
  * the pipeline choices (workspace, evaluation pipeline, --max-memory).
- * The CLI uses these too while its commands move onto revc.h; nothing
- * below the driver includes this. */
+ * The CLI goes through revc.h (it borrows only tools.h's JSON string
+ * escaper); nothing below the driver includes this. */
 #ifndef REVC_DRV_INTERNAL_H
 #define REVC_DRV_INTERNAL_H
 
