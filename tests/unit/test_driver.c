@@ -529,6 +529,52 @@ START_TEST(test_npy_batch_and_dirs)
 }
 END_TEST
 
+/* The arena a header emitted for dir/tiny.o declares. */
+static long long header_arena(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f, "%s", path);
+	char line[256];
+	long long arena = -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "#define TINY_ARENA_BYTES %lldLL", &arena) == 1)
+			break;
+	fclose(f);
+	return arena;
+}
+
+/* revc_emit of a model not compiled emits for the default strategy
+ * (revnet), as revc compile does: its header's arena is revc_emit_with's
+ * under REVC_REVNET, not under REVC_STORE. */
+START_TEST(test_emit_defaults)
+{
+	revc_model *m = tiny_model();
+	char dir[] = "/tmp/revc-test-emit-XXXXXX", obj[100], hdr[100];
+	ck_assert(mkdtemp(dir));
+	snprintf(obj, sizeof obj, "%s/tiny.o", dir);
+	snprintf(hdr, sizeof hdr, "%s/tiny.h", dir);
+	revc_error *err = NULL;
+	ck_assert_msg(revc_emit(m, obj, hdr, NULL, &err), "%s", revc_error_message(err));
+	long long arena = header_arena(hdr);
+	revc_emit_options e;
+	revc_emit_options_init(&e);
+	ck_assert(e.strategy == REVC_REVNET);
+	ck_assert_msg(revc_emit_with(m, obj, &e, &err), "%s", revc_error_message(err));
+	ck_assert_int_eq(e.arena_bytes, arena);
+	e.strategy = REVC_STORE;
+	ck_assert_msg(revc_emit_with(m, obj, &e, &err), "%s", revc_error_message(err));
+	ck_assert_int_gt(e.arena_bytes, arena);
+	char name[64];
+	ck_assert(revc_emit_default_prefix("d/libfoo.so", name, sizeof name) && strcmp(name, "foo") == 0);
+	ck_assert(!revc_emit_default_prefix("foo.a", name, sizeof name));
+	ck_assert(revc_emit_prefix_ok("_x2") && !revc_emit_prefix_ok("2x"));
+	char cmd[200];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	revc_model_free(m);
+}
+END_TEST
+
 START_TEST(test_version)
 {
 	char want[32];
@@ -557,6 +603,7 @@ int main(void)
 	tcase_add_test(tc, test_check_gradients);
 	tcase_add_test(tc, test_bench);
 	tcase_add_test(tc, test_npy_batch_and_dirs);
+	tcase_add_test(tc, test_emit_defaults);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
