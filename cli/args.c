@@ -1,7 +1,10 @@
-/* args.c: a small option parser shared by the subcommands.  Accepts
- * --name=value, --name value, -x value, and "--" to end options. */
+/* args.c: a small option parser shared by the subcommands (it accepts
+ * --name=value, --name value, -x value, and "--" to end options), and the
+ * options they share: the model's (--set, --engine, --cpu, --strategy, ...)
+ * into revc.h's options, and the pass options. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -93,31 +96,127 @@ void cli_print_help(FILE *out, const char *usage, const char *about, const cli_o
 	}
 }
 
-bool cli_pass_option(int k, const char *val, ps_options *opts)
+bool cli_pass_option(int k, const char *val, revc_options *o)
 {
 	switch (k) {
-	case 0: opts->dump_after = val; break;
-	case 1: opts->dump_dir = val; break;
-	case 2: opts->verify_each = true; break;
-	case 3: opts->stop_after = val; break;
-	case 4: opts->only = val; break;
+	case 0: o->dump_after = val; break;
+	case 1: o->dump_dir = val; break;
+	case 2: o->verify_each = true; break;
+	case 3: o->stop_after = val; break;
+	case 4: o->passes = val; break;
 	case 5: {
-		int n;
-		const ps_pass *table = ps_pipeline(&n);
-		for (int i = 0; i < n; i++)
-			printf("%-10s %s%s%s\n", table[i].name, table[i].why,
-				table[i].requires ? "; requires " : "", table[i].requires ? table[i].requires : "");
+		revc_pass p;
+		for (int i = 0; revc_pass_at(i, &p); i++)
+			printf("%-10s %s%s%s\n", p.name, p.why, p.requires ? "; requires " : "", p.requires ? p.requires : "");
 		return false;
 	}
 	}
 	return true;
 }
 
+bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
+	int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(val, &end, 10);
+	if (!*val || *end || errno || v < lo || v > hi) {
+		cli_usage_error(cmd, "%s must be an integer from %lld to %lld, not '%s'", opt,
+			(long long)lo, (long long)hi, val);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+bool cli_is_spec(const char *path)
+{
+	size_t n = strlen(path);
+	return n > 4 && strcmp(path + n - 4, ".rev") == 0;
+}
+
+bool cli_sets_add(cli_sets *s, const char *cmd, const char *assignment)
+{
+	if (s->nsets == CLI_MAX_SETS) {
+		cli_usage_error(cmd, "more than %d --set options", CLI_MAX_SETS);
+		return false;
+	}
+	s->sets[s->nsets++] = assignment;
+	return true;
+}
+
+revc_model *cli_model_open(const char *path, const cli_sets *s)
+{
+	revc_error *err = NULL;
+	revc_model *m = revc_model_from_file(path, s->sets, s->nsets, &err);
+	if (!m)
+		cli_revc_error(err);
+	return m;
+}
+
+static bool parse_engine(const char *cmd, const char *val, revc_engine *out)
+{
+	if (strcmp(val, "interp") == 0)
+		*out = REVC_INTERP;
+	else if (strcmp(val, "jit") == 0)
+		*out = REVC_JIT;
+	else {
+		cli_usage_error(cmd, "--engine must be interp or jit, not '%s'", val);
+		return false;
+	}
+	return true;
+}
+
+bool cli_cpu_parse(const char *cmd, const char *val, const char **out)
+{
+	if (!revc_cpu_known(val)) {
+		cli_usage_error(cmd, "--cpu must be native or an LLVM CPU name such as x86-64-v3 or znver3, not '%s'", val);
+		return false;
+	}
+	*out = val;
+	return true;
+}
+
+int cli_engine_check(const char *cmd, revc_engine kind, const char *cpu)
+{
+	if (!cpu)
+		return EXIT_OK;
+	if (kind != REVC_JIT)
+		return cli_usage_error(cmd, "--cpu applies to --engine jit (the interpreter is plain C)");
+	revc_options o;
+	revc_options_init(&o);
+	o.engine = kind;
+	o.cpu = cpu;
+	revc_error *err = NULL;
+	return revc_options_check(&o, &err) ? EXIT_OK : cli_revc_error(err);
+}
+
+static bool parse_dtype(const char *cmd, const char *val, revc_dtype *out)
+{
+	if (strcmp(val, "f32") == 0)
+		*out = REVC_F32;
+	else if (strcmp(val, "f64") == 0)
+		*out = REVC_F64;
+	else {
+		cli_usage_error(cmd, "--dtype must be f32 or f64, not '%s'", val);
+		return false;
+	}
+	return true;
+}
+
+bool cli_parse_strategy(const char *cmd, const char *val, revc_strategy *out)
+{
+	if (revc_strategy_parse(val, out))
+		return true;
+	cli_usage_error(cmd, "--strategy must be store, revnet or checkpoint, not '%s'", val);
+	return false;
+}
+
 int cli_revc_option(const char *cmd, const char *name, const char *val, revc_options *o)
 {
 	int64_t n;
 	if (strcmp(name, "engine") == 0)
-		return cli_engine_parse(cmd, val, &o->engine) ? 1 : -1;
+		return parse_engine(cmd, val, &o->engine) ? 1 : -1;
 	if (strcmp(name, "cpu") == 0)
 		return cli_cpu_parse(cmd, val, &o->cpu) ? 1 : -1;
 	if (strcmp(name, "threads") == 0) {
@@ -132,30 +231,18 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 		o->check_numerics = true;
 		return 1;
 	}
-	if (strcmp(name, "strategy") == 0) {
-		ps_strategy s;
-		if (!cli_parse_strategy(cmd, val, &s))
-			return -1;
-		o->strategy = (revc_strategy)s;
-		return 1;
-	}
-	if (strcmp(name, "dtype") == 0) {
-		ir_dtype dt;
-		if (!cli_parse_dtype(cmd, val, &dt))
-			return -1;
-		o->dtype = dt == IR_F64 ? REVC_F64 : REVC_F32;
-		return 1;
-	}
+	if (strcmp(name, "strategy") == 0)
+		return cli_parse_strategy(cmd, val, &o->strategy) ? 1 : -1;
+	if (strcmp(name, "dtype") == 0)
+		return parse_dtype(cmd, val, &o->dtype) ? 1 : -1;
 	return 0;
 }
 
-void cli_revc_pass_options(const ps_options *p, revc_options *o)
+int cli_model_option(const char *cmd, const char *name, const char *val, revc_options *o, cli_sets *sets)
 {
-	o->dump_after = p->dump_after;
-	o->dump_dir = p->dump_dir;
-	o->verify_each = p->verify_each;
-	o->stop_after = p->stop_after;
-	o->passes = p->only;
+	if (strcmp(name, "set") == 0)
+		return cli_sets_add(sets, cmd, val) ? 1 : -1;
+	return cli_revc_option(cmd, name, val, o);
 }
 
 void cli_print_dumps(const revc_model *m)
@@ -181,29 +268,29 @@ bool cli_make_dir(const char *path)
 	return true;
 }
 
-bool cli_pass_options_check(const char *cmd, const ps_options *opts)
+bool cli_pass_options_check(const char *cmd, const revc_options *o)
 {
 	char bad[128];
-	if (ps_options_check(opts, bad, sizeof bad))
+	if (revc_pass_names_ok(o, bad, sizeof bad))
 		return true;
 	cli_usage_error(cmd, "unknown pass '%s'; 'revc dump --print-passes' lists them", bad);
 	return false;
 }
 
-int cli_pass_options_ready(const char *cmd, const ps_options *opts)
+int cli_pass_options_ready(const char *cmd, const revc_options *o)
 {
-	if (!cli_pass_options_check(cmd, opts))
+	if (!cli_pass_options_check(cmd, o))
 		return EXIT_USAGE;
-	if (opts->dump_dir && !cli_make_dir(opts->dump_dir))
+	if (o->dump_dir && !cli_make_dir(o->dump_dir))
 		return EXIT_USER;
 	return EXIT_OK;
 }
 
-bool cli_pipeline_cut(const char *cmd, const ps_options *opts)
+bool cli_pipeline_cut(const char *cmd, const revc_options *o)
 {
-	if (opts->stop_after)
-		fprintf(stderr, "%s: stopped after pass '%s' (--stop-after); nothing run\n", cmd, opts->stop_after);
-	else if (opts->only)
-		fprintf(stderr, "%s: ran passes %s only (--passes); nothing run\n", cmd, opts->only);
-	return opts->stop_after || opts->only;
+	if (o->stop_after)
+		fprintf(stderr, "%s: stopped after pass '%s' (--stop-after); nothing run\n", cmd, o->stop_after);
+	else if (o->passes)
+		fprintf(stderr, "%s: ran passes %s only (--passes); nothing run\n", cmd, o->passes);
+	return o->stop_after || o->passes;
 }

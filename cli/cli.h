@@ -4,14 +4,10 @@
 #define REVC_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
-#include "cg.h"
-#include "fe.h"
-#include "ir.h"
-#include "driver/internal.h" /* (codegen has an internal.h too) */
-#include "passes.h"
-#include "rt.h"
+#include "revc.h"
 
 /* Exit statuses (documented in the README). */
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_BUDGET = 3 };
@@ -62,23 +58,21 @@ void cli_print_help(FILE *out, const char *usage, const char *about, const cli_o
 #define CLI_PASS_OPT_COUNT 6
 /* Applies pass option number k (0-based within CLI_PASS_OPTS).  Returns
  * false when the command should exit (after --print-passes). */
-bool cli_pass_option(int k, const char *val, ps_options *opts);
+bool cli_pass_option(int k, const char *val, revc_options *o);
 /* Validates pass names; prints a usage error and returns false if one is
  * unknown. */
-bool cli_pass_options_check(const char *cmd, const ps_options *opts);
+bool cli_pass_options_check(const char *cmd, const revc_options *o);
 /* After parsing: checks the pass names (else EXIT_USAGE) and makes the dump
  * directory (else EXIT_USER); EXIT_OK when the command may go on. */
-int cli_pass_options_ready(const char *cmd, const ps_options *opts);
+int cli_pass_options_ready(const char *cmd, const revc_options *o);
 /* Whether --stop-after or --passes cut the pipeline short; then it says so
  * on stderr, and a command that runs its graphs (train, grad, bench, eval,
  * check) exits 0 once they are built and dumped, without running them. */
-bool cli_pipeline_cut(const char *cmd, const ps_options *opts);
+bool cli_pipeline_cut(const char *cmd, const revc_options *o);
 /* An option of the commands that compile a model, by its long name
  * (engine, cpu, threads, max-memory, check-numerics, strategy, dtype), into
  * o: 1 when it was one, 0 when not, -1 after a usage error. */
 int cli_revc_option(const char *cmd, const char *name, const char *val, revc_options *o);
-/* The pass options as the driver takes them, into o. */
-void cli_revc_pass_options(const ps_options *p, revc_options *o);
 /* Prints the dumps the pass options asked of the model on stderr, as the
  * pass manager would have. */
 void cli_print_dumps(const revc_model *m);
@@ -88,16 +82,6 @@ bool cli_make_dir(const char *path);
 
 /* ---- reporting (cli/report.c) ----------------------------------------- */
 
-/* A loaded source file, kept so diagnostics can show the offending line. */
-typedef drv_source cli_source;
-
-/* Diagnostics cli_report prints at most (the library keeps IR_MAX_DIAGS
- * and counts the rest). */
-#define CLI_MAX_DIAGS DRV_MAX_DIAGS
-
-/* Prints d's diagnostics on stderr, each with its source line where srcs
- * holds the file: the first CLI_MAX_DIAGS, then "... and N more errors". */
-void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs);
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints a library error, frees it and returns its exit status (its kind). */
 int cli_revc_error(revc_error *err);
@@ -105,58 +89,51 @@ int cli_revc_error(revc_error *err);
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 bool cli_write_output(const char *path, const char *text, size_t len);
 
-/* ---- models from specs (cli/model.c) ---------------------------------- */
+/* ---- models and their options (cli/args.c) ------------------------------ */
 
 #define CLI_MAX_SETS 64
 
-/* A spec, its overrides, and the texts diagnostics point into. */
+/* A command's --set overrides, "KEY=VALUE" in command-line order. */
 typedef struct {
-	const char *path;
-	char *text;
-	size_t len;
-	const char *sets[CLI_MAX_SETS]; /* "KEY=VALUE", in command-line order */
+	const char *sets[CLI_MAX_SETS];
 	int nsets;
-	char *sets_text;                /* the sets, one per line */
-	size_t sets_len;
-	fe_spec spec;
-} cli_model;
+} cli_sets;
 
 /* The option every spec-reading command takes. */
 #define CLI_SET_OPT {"set", 0, "KEY=VALUE", "override a spec key (repeatable; lists comma-separated)"}
 
 bool cli_is_spec(const char *path); /* a .rev file */
-bool cli_model_add_set(cli_model *m, const char *cmd, const char *assignment);
-/* Reads, overrides and checks the spec; reports, frees what it read and
- * returns false on error. */
-bool cli_model_load(cli_model *m, const char *path);
-void cli_model_free(cli_model *m);
-void cli_model_report(const cli_model *m, const ir_diags *d);
-/* Lowers the spec and runs the pipeline as opts say (ctx: the spec's
- * optimiser settings, and the interpreter's workspace unless one is set);
- * NULL with the errors in ctx->diags. */
-ir_graph *cli_model_plan(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
-	const ps_options *opts);
-/* cli_model_plan, reporting errors. */
-ir_graph *cli_model_graph(const cli_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx,
-	const ps_options *opts);
+bool cli_sets_add(cli_sets *s, const char *cmd, const char *assignment);
+/* The spec as a model, with the sets; NULL after printing the error. */
+revc_model *cli_model_open(const char *path, const cli_sets *s);
+/* cli_revc_option, or --set (into sets): the options of the commands
+ * that compile a spec. */
+int cli_model_option(const char *cmd, const char *name, const char *val, revc_options *o, cli_sets *sets);
 
-/* The passes an evaluation graph goes through: no autodiff, no optimiser. */
-#define cli_eval_passes drv_eval_passes
-/* The eval pipeline under the command's pass options: *out is user with the
- * dump tag "eval" and, of cli_eval_passes, only the passes user->only names
- * (all without it), written into only[n].  Returns out. */
-const ps_options *cli_eval_options(const ps_options *user, ps_options *out, char *only, size_t n);
-
-/* The name of PS_STRATEGY_DEFAULT (ps_ctx_init), for the help texts;
- * model.c asserts they agree. */
+/* The name of revc_options_init's default strategy (REVC_REVNET), for the
+ * help texts. */
 #define CLI_STRATEGY_DEFAULT "revnet"
 /* --strategy of the commands that build a training step. */
 #define CLI_STRATEGY_OPT {"strategy", 0, "NAME", "store, revnet or checkpoint (default " CLI_STRATEGY_DEFAULT ")"}
 
-bool cli_parse_dtype(const char *cmd, const char *val, ir_dtype *out);
-bool cli_parse_strategy(const char *cmd, const char *val, ps_strategy *out);
+bool cli_parse_strategy(const char *cmd, const char *val, revc_strategy *out);
 bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
 	int64_t *out);
+
+#define CLI_ENGINE_OPT {"engine", 0, "interp|jit", "run with the reference interpreter or native code (default jit)"}
+/* Every command that generates code takes --cpu (docs/codegen.md). */
+#define CLI_CPU_OPT {"cpu", 0, "NAME", "code for CPU NAME: native (default) or LLVM's name, e.g. x86-64-v3 (AVX2), znver3; OPENBLAS_CORETYPE=Haswell makes BLAS AVX2 too"}
+
+/* --cpu: "native" or a CPU LLVM knows (not necessarily one this host can
+ * run), into *out; prints a usage error. */
+bool cli_cpu_parse(const char *cmd, const char *val, const char **out);
+/* With the other usage checks, before anything is loaded: --cpu (cpu not
+ * NULL) with the interpreter is a usage error (EXIT_USAGE), code for a
+ * CPU this host cannot run a user error (EXIT_USER); else EXIT_OK. */
+int cli_engine_check(const char *cmd, revc_engine kind, const char *cpu);
+/* The engine as JSON members on stdout: "engine":"jit","cpu":"znver4",
+ * (cpu null for the interpreter), each with its comma. */
+void cli_model_engine_json(const revc_model *m);
 
 /* ---- progress (cli/progress.c) ---------------------------------------------- */
 
@@ -189,41 +166,6 @@ int cli_signal_caught(void);
 /* "SIGINT", "SIGTERM". */
 const char *cli_signal_name(int sig);
 
-/* ---- engines (cli/engine.c) ----------------------------------------------- */
-
-typedef revc_engine cli_engine_kind;
-#define CLI_ENGINE_INTERP REVC_INTERP
-#define CLI_ENGINE_JIT REVC_JIT
-
-#define CLI_ENGINE_OPT {"engine", 0, "interp|jit", "run with the reference interpreter or native code (default jit)"}
-/* Every command that generates code takes --cpu (docs/codegen.md). */
-#define CLI_CPU_OPT {"cpu", 0, "NAME", "code for CPU NAME: native (default) or LLVM's name, e.g. x86-64-v3 (AVX2), znver3; OPENBLAS_CORETYPE=Haswell makes BLAS AVX2 too"}
-
-/* The driver's engine (driver/engine.c); these report its errors. */
-typedef drv_engine cli_engine;
-
-bool cli_engine_parse(const char *cmd, const char *val, cli_engine_kind *out);
-/* --cpu: "native" or a CPU LLVM knows (not necessarily one this host can
- * run), into *out; prints a usage error. */
-bool cli_cpu_parse(const char *cmd, const char *val, const char **out);
-/* With the other usage checks, before anything is loaded: --cpu (cpu not
- * NULL) with the interpreter is a usage error (EXIT_USAGE), code for a
- * CPU this host cannot run a user error (EXIT_USER); else EXIT_OK. */
-int cli_engine_check(const char *cmd, cli_engine_kind kind, const char *cpu);
-#define cli_engine_init drv_engine_init
-#define cli_engine_plan drv_engine_plan
-/* Prepares to run planned g (compiling it for the JIT); reports errors. */
-rt_exec *cli_engine_exec(cli_engine *e, const ir_graph *g, rt_store *store);
-#define cli_engine_free drv_engine_free
-#define cli_engine_name drv_engine_name
-#define cli_engine_cpu drv_engine_cpu
-#define cli_engine_label drv_engine_label
-/* The same as JSON members on stdout: "engine":"jit","cpu":"znver4", (cpu
- * null for the interpreter), each with its comma. */
-void cli_engine_json(const cli_engine *e);
-/* The same for a compiled model. */
-void cli_model_engine_json(const revc_model *m);
-
 /* ---- subcommands ------------------------------------------------------ */
 
 int cmd_dump(int argc, char **argv);
@@ -236,22 +178,11 @@ int cmd_mem(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 
-/* "512MiB", "1.5GB", "2e9": bytes (cmd_mem.c). */
-bool cli_parse_size(const char *s, int64_t *out);
-/* 1536 -> "1.5 KiB", up to GiB with two decimals (cmd_mem.c). */
-void cli_human_bytes(char *buf, size_t n, int64_t bytes);
 
 /* ---- limits (cli/limits.c) ------------------------------------------------ */
 
 #define CLI_MAX_MEMORY_OPT {"max-memory", 0, "SIZE", "refuse to run when parameters + optimiser state + planned arena (+ data, for train and eval) exceed SIZE"}
 #define CLI_CHECK_NUMERICS_OPT {"check-numerics", 0, NULL, "stop at the first NaN or Inf and name the node that made it"}
-/* Parses --max-memory (cli_parse_size, > 0); prints a usage error. */
+/* Parses --max-memory (revc_parse_size, > 0); prints a usage error. */
 bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out);
-/* With limit >= 0: the persistent tensors of graphs[0] plus the planned
- * arenas of all n graphs must fit in limit bytes, else one error line naming
- * the total and the limit, and false.  Call it before allocating any. */
-bool cli_check_max_memory(int64_t limit, ir_graph *const *graphs, int n);
-/* revc check --drift (drift.c): computes the drift report (driver/drift.c),
- * prints it and returns the exit status. */
-int cli_check_drift(const cli_model *m, uint64_t seed, bool json);
 #endif

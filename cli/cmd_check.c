@@ -1,15 +1,12 @@
 /* cmd_check.c: `revc check` compares the gradients revc computes with
  * central finite differences of the loss, in f64, on sampled coordinates of
- * every parameter (driver/check.c says how), or with --drift reports how far
- * the reversible backward pass strays from ordinary backprop
- * (driver/drift.c).  This file parses the options, builds the two graphs
- * the check runs and prints its report. */
+ * every parameter (revc_check_gradients; driver/check.c says how), or with
+ * --drift reports how far the reversible backward pass strays from
+ * ordinary backprop (revc_drift).  This file parses the options and prints
+ * the reports. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
-#include "rt.h"
-#include "tools.h"
 
 static const char usage[] =
 	"revc check SPEC [--set KEY=VALUE ...] [--samples K] [--seed S] [--tolerance T]\n"
@@ -54,24 +51,41 @@ CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* What the command line asked for. */
 typedef struct {
-	const char *spec, *cpu;
-	cli_engine_kind engine;
-	int64_t samples, seed;
-	double tol, h;
+	const char *spec;
 	bool drift, json;
 	const char *fd_only, *fd_why; /* an option --drift does not take, and why */
-	char pass_opt[32];
-	ps_strategy strategy;
-	ps_options popts;
-	cli_model m;
+	char fd_opt[32];
+	revc_options o;
+	revc_check_options c;
+	cli_sets sets;
 } check_args;
+
+/* Notes an option that --drift does not take. */
+static void fd_only(check_args *o, const char *name, const char *why)
+{
+	snprintf(o->fd_opt, sizeof o->fd_opt, "--%s", name);
+	o->fd_only = o->fd_opt, o->fd_why = why;
+}
+
+/* --tolerance and --step. */
+static bool parse_fraction(const char *cmd, const char *opt, const char *val, double *out)
+{
+	char *end;
+	double v = strtod(val, &end);
+	if (!*val || *end || !(v > 0 && v < 1)) {
+		cli_usage_error(cmd, "%s must be a number in (0, 1), not '%s'", opt, val);
+		return false;
+	}
+	*out = v;
+	return true;
+}
 
 /* The options; -1 when the command goes on, else its exit status. */
 static int parse(cli_args *a, check_args *o)
 {
 	const char *val;
+	int64_t n;
 	for (int k; (k = cli_next(a, opts, &val)) != CLI_END;) {
-		char *end;
 		switch (k) {
 		case CLI_ERROR:
 			return EXIT_USAGE;
@@ -81,61 +95,42 @@ static int parse(cli_args *a, check_args *o)
 			o->spec = val;
 			break;
 		case OPT_SAMPLES:
-			if (!cli_parse_int(a->cmd, "--samples", val, 1, 1000000, &o->samples))
+			if (!cli_parse_int(a->cmd, "--samples", val, 1, 1000000, &n))
 				return EXIT_USAGE;
-			o->fd_only = "--samples", o->fd_why = "it sets the finite-difference check";
+			o->c.samples = (int)n;
+			fd_only(o, "samples", "it sets the finite-difference check");
 			break;
 		case OPT_SEED:
-			if (!cli_parse_int(a->cmd, "--seed", val, 0, FE_INT_MAX, &o->seed))
+			if (!cli_parse_int(a->cmd, "--seed", val, 0, REVC_INT_MAX, &o->c.seed))
 				return EXIT_USAGE;
 			break;
 		case OPT_TOL:
-		case OPT_STEP: {
-			double v = strtod(val, &end);
-			if (!*val || *end || !(v > 0 && v < 1))
-				return cli_usage_error(a->cmd, "%s must be a number in (0, 1), not '%s'",
-					k == OPT_TOL ? "--tolerance" : "--step", val);
-			*(k == OPT_TOL ? &o->tol : &o->h) = v;
-			o->fd_only = k == OPT_TOL ? "--tolerance" : "--step";
-			o->fd_why = "it sets the finite-difference check";
-			break;
-		}
-		case OPT_STRATEGY:
-			if (!cli_parse_strategy(a->cmd, val, &o->strategy))
+		case OPT_STEP:
+			if (!parse_fraction(a->cmd, k == OPT_TOL ? "--tolerance" : "--step", val,
+				k == OPT_TOL ? &o->c.tolerance : &o->c.step))
 				return EXIT_USAGE;
-			o->fd_only = "--strategy", o->fd_why = "it compares revnet with store";
-			break;
-		case OPT_ENGINE:
-			if (!cli_engine_parse(a->cmd, val, &o->engine))
-				return EXIT_USAGE;
-			o->fd_only = "--engine", o->fd_why = "it runs its own graphs with the interpreter";
-			break;
-		case OPT_CPU:
-			if (!cli_cpu_parse(a->cmd, val, &o->cpu))
-				return EXIT_USAGE;
-			o->fd_only = "--cpu", o->fd_why = "it runs its own graphs with the interpreter";
+			fd_only(o, opts[k].name, "it sets the finite-difference check");
 			break;
 		case OPT_DRIFT: o->drift = true; break;
 		case OPT_JSON: o->json = true; break;
-		case OPT_SET:
-			if (!cli_model_add_set(&o->m, a->cmd, val))
-				return EXIT_USAGE;
-			break;
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
 			return EXIT_OK;
 		default:
-			if (!cli_pass_option(k - OPT_PASS0, val, &o->popts))
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &o->o))
 				return EXIT_OK;
-			snprintf(o->pass_opt, sizeof o->pass_opt, "--%s", opts[k].name);
-			o->fd_only = o->pass_opt, o->fd_why = "it runs its own graphs with the interpreter";
+			if (k < OPT_PASS0 && cli_model_option(a->cmd, opts[k].name, val, &o->o, &o->sets) < 0)
+				return EXIT_USAGE;
+			if (k != OPT_SET)
+				fd_only(o, opts[k].name, k == OPT_STRATEGY ? "it compares revnet with store"
+					: "it runs its own graphs with the interpreter");
 		}
 	}
 	return -1;
 }
 
 /* The checks of the options together; -1 when the command goes on. */
-static int validate(const char *cmd, const check_args *o)
+static int validate(const char *cmd, check_args *o)
 {
 	if (!o->spec)
 		return cli_usage_error(cmd, "missing SPEC");
@@ -143,122 +138,130 @@ static int validate(const char *cmd, const check_args *o)
 		return cli_usage_error(cmd, "%s does not apply to --drift (%s)", o->fd_only, o->fd_why);
 	if (o->json && !o->drift)
 		return cli_usage_error(cmd, "--json goes with --drift");
-	int ready = o->drift ? EXIT_OK : cli_engine_check(cmd, o->engine, o->cpu);
+	int ready = o->drift ? EXIT_OK : cli_engine_check(cmd, o->o.engine, o->o.cpu);
 	if (ready == EXIT_OK)
-		ready = cli_pass_options_ready(cmd, &o->popts);
+		ready = cli_pass_options_ready(cmd, &o->o);
 	return ready == EXIT_OK ? -1 : ready;
 }
 
-static void print_report(const drv_check_report *r, double tol)
+static void print_report(const revc_check_report *r, double tol)
 {
 	for (int i = 0; i < r->n; i++) {
-		const drv_check_tensor *t = &r->t[i];
+		const revc_check_tensor *t = &r->tensors[i];
 		printf("  %-28s %3d samples %2d on kinks  max|g| %.3e  error %.2e  %s\n", t->name, t->samples,
 			t->kinks, t->scale, t->error, t->ok ? "ok" : "FAIL");
 	}
 	printf("revc check: %d of %d tensors within %g\n", r->n - r->failed, r->n, tol);
 }
 
-/* The two graphs the check runs, over one store: the f64 gradient step
- * (*gx, by the engine) and the loss alone (*fx, by the interpreter). */
-typedef struct {
-	ir_graph *gg, *fg;
-	rt_exec *gx, *fx;
-	rt_store store;
-	cli_engine engine;
-} check_graphs;
-
-/* Builds them; EXIT_OK with *gx and *fx set when the check can run, else
- * the exit status (EXIT_OK too when the pipeline was cut short). */
-static int build(check_args *o, uint64_t seed, check_graphs *c)
+static int run_check(revc_model *m, const check_args *o)
 {
-	ps_ctx ctx, fctx;
-	ps_ctx_init(&ctx);
-	ps_ctx_init(&fctx);
-	ctx.optimizer = false;
-	ctx.strategy = o->strategy;
-	cli_engine_plan(&c->engine, &ctx);
-	ps_options eopts;
-	char eval_only[128];
-	int status = EXIT_USER;
-	rt_err e;
-	c->gg = cli_model_graph(&o->m, IR_F64, FE_LOWER_TRAIN, &ctx, &o->popts);
-	c->fg = c->gg ? cli_model_graph(&o->m, IR_F64, FE_LOWER_TRAIN, &fctx,
-		cli_eval_options(&o->popts, &eopts, eval_only, sizeof eval_only)) : NULL;
-	if (!c->fg)
-		goto done;
-	if (cli_pipeline_cut("revc check", &o->popts)) {
-		status = EXIT_OK;
-		goto done;
+	revc_check_report r;
+	revc_error *err = NULL;
+	bool ok = revc_check_gradients(m, &o->o, &o->c, &r, &err);
+	cli_print_dumps(m);
+	if (r.engine[0]) /* the graphs were built and ran (a run may have failed) */
+		printf("revc check: %s, batch %lld, f64, strategy %s, engine %s, %d samples per tensor, step %g\n",
+			revc_model_name(m), (long long)revc_model_batch(m), revc_strategy_name(o->o.strategy), r.engine,
+			o->c.samples, o->c.step);
+	int status = EXIT_OK;
+	if (!ok) {
+		status = cli_revc_error(err);
+	} else if (r.cut) {
+		cli_pipeline_cut("revc check", &o->o);
+	} else {
+		print_report(&r, o->c.tolerance);
+		status = r.failed ? EXIT_USER : EXIT_OK;
 	}
-	if (!rt_store_init_from_graph(&c->store, c->gg, seed, &e) ||
-	    !(c->fx = rt_exec_new(c->fg, &c->store, RT_EXEC_AUTO, &e))) {
-		cli_error("%s", e.msg);
-		goto done;
-	}
-	if ((c->gx = cli_engine_exec(&c->engine, c->gg, &c->store)))
-		status = EXIT_OK;
-done:
-	ps_ctx_free(&ctx);
-	ps_ctx_free(&fctx);
+	revc_check_report_free(&r);
 	return status;
 }
 
-static int run_check(check_args *o)
+/* ---- --drift ------------------------------------------------------------ */
+
+#define NDT REVC_DRIFT_DTYPES
+static const char *const dtype_names[NDT] = {"f32", "f64"};
+
+static void print_units(const revc_drift_report *r)
 {
-	check_graphs c = {0};
-	rt_store_init(&c.store);
-	/* One BLAS thread: the check's products are small and many, and a
-	 * second thread's hand-offs cost more than it does (revnet-38 at batch
-	 * 8: a third longer, mostly in sched_yield). */
-	cli_engine_init(&c.engine, o->engine, 1, o->cpu);
-	uint64_t seed = (uint64_t)(o->seed >= 0 ? o->seed : o->m.spec.seed);
-	int status = build(o, seed, &c);
-	if (status == EXIT_OK && c.gx) {
-		drv_check_options co = {(int)o->samples, seed, o->tol, o->h};
-		drv_check_report r;
-		ir_diags d;
-		ir_diags_init(&d);
-		char label[96];
-		printf("revc check: %s, batch %lld, f64, strategy %s, engine %s, %lld samples per tensor, step %g\n",
-			o->m.spec.name, (long long)o->m.spec.batch, ps_strategy_name(o->strategy),
-			cli_engine_label(&c.engine, label, sizeof label), (long long)o->samples, o->h);
-		if (drv_check_gradients(c.gx, c.fx, &c.store, o->m.spec.classes, &co, &r, &d)) {
-			print_report(&r, o->tol);
-			status = r.failed ? EXIT_USER : EXIT_OK;
-		} else {
-			cli_report(&d, NULL, 0);
-			status = EXIT_USER;
-		}
-		drv_check_report_free(&r);
-		ir_diags_free(&d);
+	printf("reconstructed unit inputs against the forward values: max|rec - fwd| (abs) and that over max|fwd| (rel)\n");
+	printf("%-8s  %-43s  %s\n", "", dtype_names[0], dtype_names[1]);
+	printf("%-8s", "unit");
+	for (int d = 0; d < NDT; d++)
+		printf("  %10s %10s %10s %10s", "x1 abs", "x1 rel", "x2 abs", "x2 rel");
+	printf("\n");
+	for (int k = 0; k < r->nunits; k++) {
+		const revc_drift_unit *u = &r->units[k];
+		printf("%-8s", u->unit);
+		for (int d = 0; d < NDT; d++)
+			printf("  %10.2e %10.2e %10.2e %10.2e", u->abs[d][0], u->rel[d][0], u->abs[d][1], u->rel[d][1]);
+		printf("\n");
 	}
-	rt_exec_free(c.gx);
-	rt_exec_free(c.fx);
-	rt_store_free(&c.store);
-	ir_graph_free(c.gg);
-	ir_graph_free(c.fg);
-	cli_engine_free(&c.engine);
-	return status;
+	if (r->nunits == 0)
+		printf("  (no invertible unit: every unit changes its width or stride)\n");
+}
+
+static void print_drift(const revc_drift_report *r)
+{
+	int nu = r->nunits, ng = r->ngrads;
+	printf("revc check --drift: %s, batch %lld, seed %llu, revnet against store, %d invertible unit%s\n\n",
+		r->model, (long long)r->batch, (unsigned long long)r->seed, nu, nu == 1 ? "" : "s");
+	print_units(r);
+	printf("\ngradients, revnet against store: angle in degrees over %d tensors\n", ng);
+	for (int d = 0; d < NDT; d++) {
+		const revc_drift_summary *m = &r->sum[d];
+		printf("  %s  worst %.3e (%s), median %.3e\n", dtype_names[d], m->worst_degrees,
+			ng ? r->grads[m->worst_grad].name : "-", m->median_degrees);
+	}
+	printf("\nsummary\n");
+	for (int d = 0; d < NDT; d++) {
+		const revc_drift_summary *m = &r->sum[d];
+		printf("  %s  ", dtype_names[d]);
+		if (nu)
+			printf("largest relative reconstruction error %.2e (%s.x%d), ", m->worst_rel,
+				r->units[m->worst_unit].unit, m->worst_x + 1);
+		printf("largest gradient angle %.2e degrees\n", m->worst_degrees);
+	}
+}
+
+static int run_drift(const revc_model *m, uint64_t seed, bool json)
+{
+	revc_error *err = NULL;
+	if (json) {
+		char *text = revc_drift_json(m, seed, &err);
+		if (!text)
+			return cli_revc_error(err);
+		fputs(text, stdout);
+		free(text);
+		return EXIT_OK;
+	}
+	revc_drift_report r;
+	if (!revc_drift(m, seed, &r, &err))
+		return cli_revc_error(err);
+	print_drift(&r);
+	revc_drift_report_free(&r);
+	return EXIT_OK;
 }
 
 int cmd_check(int argc, char **argv)
 {
 	cli_args a;
 	cli_args_init(&a, "revc check", argc, argv);
-	check_args o = {.engine = CLI_ENGINE_JIT, .samples = 3, .seed = -1, .tol = 1e-6, .h = 1e-5,
-		.strategy = PS_STRATEGY_DEFAULT};
+	check_args o = {0};
+	revc_options_init(&o.o);
+	revc_check_options_init(&o.c);
 	int status = parse(&a, &o);
 	if (status < 0)
 		status = validate(a.cmd, &o);
 	if (status >= 0)
 		return status;
-	if (!cli_model_load(&o.m, o.spec))
+	revc_model *m = cli_model_open(o.spec, &o.sets);
+	if (!m)
 		return EXIT_USER;
 	if (o.drift)
-		status = cli_check_drift(&o.m, (uint64_t)(o.seed >= 0 ? o.seed : o.m.spec.seed), o.json);
+		status = run_drift(m, (uint64_t)(o.c.seed >= 0 ? o.c.seed : revc_model_seed(m)), o.json);
 	else
-		status = run_check(&o);
-	cli_model_free(&o.m);
+		status = run_check(m, &o);
+	revc_model_free(m);
 	return status;
 }

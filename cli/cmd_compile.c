@@ -1,11 +1,9 @@
 /* cmd_compile.c: `revc compile` writes a model as native code ahead of time
  * (driver/aot.c does it): a shared library (libNAME.so) or a relocatable
  * object (NAME.o) holding the training step and the forward pass, with a C
- * header declaring its API. */
-#include <string.h>
-
+ * header declaring its API: revc_emit_with does it, this file parses the
+ * options. */
 #include "cli.h"
-#include "tools.h"
 
 static const char usage[] =
 	"revc compile SPEC -o libNAME.so|NAME.o [--header NAME.h] [--name PREFIX]\n"
@@ -39,10 +37,10 @@ CLI_OPTS_MATCH(opts, OPT_HELP + 1);
 
 /* What the command line asked for. */
 typedef struct {
-	const char *spec;
-	drv_aot_options o;
+	const char *spec, *out;
+	revc_emit_options e;
 	char prefix[64];
-	cli_model m;
+	cli_sets sets;
 } compile_args;
 
 /* The options; -1 when the command goes on, else its exit status. */
@@ -58,20 +56,20 @@ static int parse(cli_args *a, compile_args *c)
 				return cli_usage_error(a->cmd, "unexpected argument '%s'", val);
 			c->spec = val;
 			break;
-		case OPT_OUTPUT: c->o.out = val; break;
-		case OPT_HEADER: c->o.header = val; break;
+		case OPT_OUTPUT: c->out = val; break;
+		case OPT_HEADER: c->e.header = val; break;
 		case OPT_NAME: name = val; break;
 		case OPT_STRATEGY:
-			if (!cli_parse_strategy(a->cmd, val, &c->o.strategy))
+			if (!cli_parse_strategy(a->cmd, val, &c->e.strategy))
 				return EXIT_USAGE;
 			break;
-		case OPT_DUMP: c->o.dump_llvm = val; break;
+		case OPT_DUMP: c->e.dump_llvm = val; break;
 		case OPT_CPU:
-			if (!cli_cpu_parse(a->cmd, val, &c->o.cpu))
+			if (!cli_cpu_parse(a->cmd, val, &c->e.cpu))
 				return EXIT_USAGE;
 			break;
 		case OPT_SET:
-			if (!cli_model_add_set(&c->m, a->cmd, val))
+			if (!cli_sets_add(&c->sets, a->cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:
@@ -81,17 +79,15 @@ static int parse(cli_args *a, compile_args *c)
 	}
 	if (!c->spec)
 		return cli_usage_error(a->cmd, "missing SPEC");
-	bool shared;
-	if (!c->o.out || !drv_aot_default_name(c->o.out, c->prefix, sizeof c->prefix, &shared))
+	if (!c->out || !revc_emit_default_prefix(c->out, c->prefix, sizeof c->prefix))
 		return cli_usage_error(a->cmd, "-o must name a libNAME.so or NAME.o file");
 	if (name)
 		snprintf(c->prefix, sizeof c->prefix, "%s", name);
-	if (!drv_aot_valid_prefix(c->prefix))
+	if (!revc_emit_prefix_ok(c->prefix))
 		return cli_usage_error(a->cmd, "'%s' is not a C identifier (use --name)", c->prefix);
-	if (c->o.dump_llvm && !cli_make_dir(c->o.dump_llvm))
+	if (c->e.dump_llvm && !cli_make_dir(c->e.dump_llvm))
 		return EXIT_USER;
-	c->o.prefix = c->prefix;
-	c->o.source = c->spec;
+	c->e.prefix = c->prefix;
 	return -1;
 }
 
@@ -99,28 +95,20 @@ int cmd_compile(int argc, char **argv)
 {
 	cli_args a;
 	cli_args_init(&a, "revc compile", argc, argv);
-	compile_args c = {.o.strategy = PS_STRATEGY_DEFAULT};
+	compile_args c = {0};
+	revc_emit_options_init(&c.e);
 	int status = parse(&a, &c);
 	if (status >= 0)
 		return status;
-	/* The outputs are checked before the work, the spec after them. */
-	drv_aot aot;
-	ir_diags d;
-	ir_diags_init(&d);
-	bool ok = drv_aot_begin(&aot, &c.o, &d);
-	if (!ok) {
-		cli_report(&d, NULL, 0);
-	} else if (cli_model_load(&c.m, c.spec)) {
-		if ((ok = drv_aot_emit(&aot, &c.m.spec, &d)))
-			fprintf(stderr, "revc compile: wrote %s%s%s (arena %lld bytes)\n", c.o.out, c.o.header ? " and " : "",
-				c.o.header ? c.o.header : "", (long long)aot.arena_bytes);
-		else
-			cli_model_report(&c.m, &d);
-		cli_model_free(&c.m);
-	} else {
-		ok = false;
-	}
-	drv_aot_end(&aot);
-	ir_diags_free(&d);
-	return ok ? EXIT_OK : EXIT_USER;
+	revc_model *m = cli_model_open(c.spec, &c.sets);
+	if (!m)
+		return EXIT_USER;
+	revc_error *err = NULL;
+	if (revc_emit_with(m, c.out, &c.e, &err))
+		fprintf(stderr, "revc compile: wrote %s%s%s (arena %lld bytes)\n", c.out, c.e.header ? " and " : "",
+			c.e.header ? c.e.header : "", (long long)c.e.arena_bytes);
+	else
+		status = cli_revc_error(err);
+	revc_model_free(m);
+	return status < 0 ? EXIT_OK : status;
 }

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "rt.h"
 
 static const char usage[] =
 	"revc dump FILE [--format ir|dot] [--after PASS] [-o FILE] [pass options]\n"
@@ -33,7 +32,7 @@ enum { OPT_FORMAT, OPT_AFTER, OPT_OUTPUT, OPT_DTYPE, OPT_STRATEGY, OPT_EVAL, OPT
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* The model of FILE: a spec (.rev) with its overrides, or IR. */
-static revc_model *open_model(const char *file, bool spec, const cli_model *sets, revc_error **err)
+static revc_model *open_model(const char *file, bool spec, const cli_sets *sets, revc_error **err)
 {
 	return spec ? revc_model_from_file(file, sets->sets, sets->nsets, err) : revc_model_from_ir(file, err);
 }
@@ -46,8 +45,7 @@ int cmd_dump(int argc, char **argv)
 	bool dot = false, eval = false;
 	revc_options o;
 	revc_options_init(&o);
-	ps_options popts = {0};
-	cli_model m = {0};
+	cli_sets m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
 		case CLI_ERROR:
@@ -62,11 +60,11 @@ int cmd_dump(int argc, char **argv)
 				return cli_usage_error(a.cmd, "--format must be ir or dot, not '%s'", val);
 			dot = strcmp(val, "dot") == 0;
 			break;
-		case OPT_AFTER: popts.stop_after = val; break;
+		case OPT_AFTER: o.stop_after = val; break;
 		case OPT_OUTPUT: out = val; break;
 		case OPT_EVAL: eval = true; break;
 		case OPT_SET:
-			if (!cli_model_add_set(&m, a.cmd, val))
+			if (!cli_sets_add(&m, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:
@@ -75,7 +73,7 @@ int cmd_dump(int argc, char **argv)
 		default:
 			if (k < OPT_PASS0 && cli_revc_option(a.cmd, opts[k].name, val, &o) < 0)
 				return EXIT_USAGE;
-			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &popts))
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &o))
 				return EXIT_OK;
 		}
 	}
@@ -84,17 +82,16 @@ int cmd_dump(int argc, char **argv)
 	bool spec = cli_is_spec(file);
 	if (!spec && (m.nsets || eval))
 		return cli_usage_error(a.cmd, "--set and --eval apply to specs (.rev files) only");
-	int ready = cli_pass_options_ready(a.cmd, &popts);
+	int ready = cli_pass_options_ready(a.cmd, &o);
 	if (ready != EXIT_OK)
 		return ready;
 	/* A spec goes through --after (default shape); IR, verified with what
 	 * its passes(...) list claims, through the passes asked for, if any.
 	 * Either plans for the interpreter and runs nothing. */
-	if (spec && !popts.stop_after && !popts.only)
-		popts.stop_after = "shape";
-	if (!spec && !popts.stop_after && !popts.only && !popts.dump_after)
-		popts.only = "";
-	cli_revc_pass_options(&popts, &o);
+	if (spec && !o.stop_after && !o.passes)
+		o.stop_after = "shape";
+	if (!spec && !o.stop_after && !o.passes && !o.dump_after)
+		o.passes = "";
 	o.graphs = eval ? REVC_GRAPH_EVAL : REVC_GRAPH_STEP;
 	o.engine = REVC_INTERP;
 	o.no_run = true;

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "rt.h"
 
 static const char usage[] =
 	"revc eval SPEC --params DIR [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic]\n"
@@ -57,8 +56,7 @@ typedef struct {
 	const char *spec, *params, *data;
 	bool json, train_split;
 	revc_options o;
-	ps_options popts;
-	cli_model sets;
+	cli_sets sets;
 } eval_args;
 
 /* The options into *e; -1 when the command goes on, else its exit status. */
@@ -85,7 +83,7 @@ static int parse(int argc, char **argv, eval_args *e)
 			break;
 		case OPT_JSON: e->json = true; break;
 		case OPT_SET:
-			if (!cli_model_add_set(&e->sets, a.cmd, val))
+			if (!cli_sets_add(&e->sets, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:
@@ -94,7 +92,7 @@ static int parse(int argc, char **argv, eval_args *e)
 		default:
 			if (k < OPT_PASS0 && cli_revc_option(a.cmd, opts[k].name, val, &e->o) < 0)
 				return EXIT_USAGE;
-			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &e->popts))
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &e->o))
 				return EXIT_OK;
 		}
 	}
@@ -104,12 +102,11 @@ static int parse(int argc, char **argv, eval_args *e)
 		return cli_usage_error(a.cmd, "missing --params DIR");
 	int ready = cli_engine_check(a.cmd, e->o.engine, e->o.cpu);
 	if (ready == EXIT_OK)
-		ready = cli_pass_options_ready(a.cmd, &e->popts);
+		ready = cli_pass_options_ready(a.cmd, &e->o);
 	if (ready != EXIT_OK)
 		return ready;
 	e->o.graphs = REVC_GRAPH_EVAL;
 	e->o.no_run = true; /* (prepared once the parameters and data are in) */
-	cli_revc_pass_options(&e->popts, &e->o);
 	return -1;
 }
 
@@ -129,7 +126,7 @@ int cmd_eval(int argc, char **argv)
 	if (model)
 		cli_print_dumps(model);
 	if (ok && revc_model_cut(model))
-		cli_pipeline_cut("revc eval", &e.popts);
+		cli_pipeline_cut("revc eval", &e.o);
 	else if (ok && revc_load(model, e.params, NULL, &err) &&
 		(d = revc_dataset_load(model, e.data, e.train_split, &err)) && revc_evaluate(model, d, &loss, &acc, &err))
 		print(model, d, e.train_split, e.json, loss, acc);

@@ -28,7 +28,7 @@ int cmd_init(int argc, char **argv)
 	cli_args_init(&a, "revc init", argc, argv);
 	const char *spec = NULL, *out = NULL, *val;
 	int64_t seed = -1;
-	cli_model m = {0};
+	cli_sets m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
 		case CLI_ERROR:
@@ -42,11 +42,11 @@ int cmd_init(int argc, char **argv)
 			out = val;
 			break;
 		case OPT_SEED:
-			if (!cli_parse_int(a.cmd, "--seed", val, 0, FE_INT_MAX, &seed))
+			if (!cli_parse_int(a.cmd, "--seed", val, 0, REVC_INT_MAX, &seed))
 				return EXIT_USAGE;
 			break;
 		case OPT_SET:
-			if (!cli_model_add_set(&m, a.cmd, val))
+			if (!cli_sets_add(&m, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:
@@ -61,7 +61,7 @@ int cmd_init(int argc, char **argv)
 	/* The seed as the last override: parameters come from the spec's seed. */
 	char seed_set[40];
 	snprintf(seed_set, sizeof seed_set, "seed=%lld", (long long)seed);
-	if (seed >= 0 && !cli_model_add_set(&m, a.cmd, seed_set))
+	if (seed >= 0 && !cli_sets_add(&m, a.cmd, seed_set))
 		return EXIT_USAGE;
 	revc_error *err = NULL;
 	revc_model *model = revc_model_from_file(spec, m.sets, m.nsets, &err);

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "rt.h"
 
 static const char usage[] =
 	"revc mem SPEC [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|all]\n"
@@ -47,16 +46,6 @@ enum { OPT_STRATEGY, OPT_NO_EDGES, OPT_BUDGET, OPT_JSON, OPT_TIMELINE, OPT_DTYPE
 	OPT_THREADS, OPT_SET, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
-bool cli_parse_size(const char *s, int64_t *out)
-{
-	return drv_parse_size(s, out);
-}
-
-void cli_human_bytes(char *buf, size_t n, int64_t bytes)
-{
-	drv_human_bytes(buf, n, bytes);
-}
-
 static void describe(const revc_memory *r, int k, char *buf, size_t n)
 {
 	char scope[90] = "";
@@ -72,7 +61,7 @@ static void row(const char *name, const revc_memory *r, int nr, int64_t (*get)(c
 	char b[32];
 	printf("%-38s", name);
 	for (int i = 0; i < nr; i++) {
-		cli_human_bytes(b, sizeof b, get(&r[i], arg));
+		revc_format_bytes(b, sizeof b, get(&r[i], arg));
 		printf("%22s", b);
 	}
 	printf("\n");
@@ -120,7 +109,7 @@ static void print_text(const revc_memory *r, int nr, const revc_model *m)
 		for (int k = 0; k < r[i].nlargest; k++) {
 			char d[512];
 			describe(&r[i], k, d, sizeof d);
-			cli_human_bytes(b1, sizeof b1, r[i].largest[k].bytes);
+			revc_format_bytes(b1, sizeof b1, r[i].largest[k].bytes);
 			printf("  %10s  %-20s %s\n", b1, revc_memory_category_name(r[i].largest[k].category), d);
 		}
 	}
@@ -160,13 +149,13 @@ static void print_json(const revc_memory *r, int nr, const revc_model *m)
 static void over_budget(const revc_memory *r, int64_t budget)
 {
 	char b1[32], b2[32], d[512];
-	cli_human_bytes(b1, sizeof b1, r->total_bytes);
-	cli_human_bytes(b2, sizeof b2, budget);
+	revc_format_bytes(b1, sizeof b1, r->total_bytes);
+	revc_format_bytes(b2, sizeof b2, budget);
 	fprintf(stderr, "revc: error: %s needs %s (%lld bytes), over the budget of %s; the peak is at step %lld",
 		revc_strategy_name(r->strategy), b1, (long long)r->total_bytes, b2, (long long)r->peak_step);
 	for (int k = 0; k < r->nlargest && k < 2; k++) {
 		describe(r, k, d, sizeof d);
-		cli_human_bytes(b1, sizeof b1, r->largest[k].bytes);
+		revc_format_bytes(b1, sizeof b1, r->largest[k].bytes);
 		fprintf(stderr, k ? ", then %s (%s)" : ", largest tensor there %s (%s)", d, b1);
 	}
 	fputc('\n', stderr);
@@ -188,8 +177,7 @@ static bool timeline_svg(revc_model *m, const revc_memory *r, const revc_options
 }
 
 /* The plans of the strategies asked for (all, or o's), reported. */
-static int report(revc_model *m, bool all, revc_options *o, const ps_options *popts, bool json, const char *timeline,
-	int64_t budget)
+static int report(revc_model *m, bool all, revc_options *o, bool json, const char *timeline, int64_t budget)
 {
 	revc_memory r[3];
 	int nr = 0;
@@ -209,7 +197,7 @@ static int report(revc_model *m, bool all, revc_options *o, const ps_options *po
 	}
 	cli_print_dumps(m);
 	if (cut) {
-		cli_pipeline_cut("revc mem", popts);
+		cli_pipeline_cut("revc mem", o);
 		return EXIT_OK;
 	}
 	if (json)
@@ -237,8 +225,7 @@ int cmd_mem(int argc, char **argv)
 	revc_options o;
 	revc_options_init(&o);
 	o.threads = 2;
-	ps_options popts = {0};
-	cli_model m = {0};
+	cli_sets m = {0};
 	for (int k; (k = cli_next(&a, opts, &val)) != CLI_END;) {
 		switch (k) {
 		case CLI_ERROR:
@@ -255,14 +242,14 @@ int cmd_mem(int argc, char **argv)
 			break;
 		case OPT_NO_EDGES: o.no_order_edges = true; break;
 		case OPT_BUDGET:
-			if (!cli_parse_size(val, &budget))
+			if (!revc_parse_size(val, &budget))
 				return cli_usage_error(a.cmd, "--budget must be a size such as 512MiB, 1.5GB or 1000000, not '%s'", val);
 			break;
 		case OPT_JSON: json = true; break;
 		case OPT_TIMELINE: timeline = val; break;
 		case OPT_MEASURE: o.measure = true; break;
 		case OPT_SET:
-			if (!cli_model_add_set(&m, a.cmd, val))
+			if (!cli_sets_add(&m, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:
@@ -271,7 +258,7 @@ int cmd_mem(int argc, char **argv)
 		default:
 			if (k < OPT_PASS0 && cli_revc_option(a.cmd, opts[k].name, val, &o) < 0)
 				return EXIT_USAGE;
-			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &popts))
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, &o))
 				return EXIT_OK;
 		}
 	}
@@ -280,15 +267,14 @@ int cmd_mem(int argc, char **argv)
 	/* Tracking mode is the interpreter's: it measures what that plan says. */
 	if (o.measure && o.engine != REVC_INTERP)
 		return cli_usage_error(a.cmd, "--measure runs the interpreter's tracking mode: add --engine interp");
-	int ready = cli_pass_options_ready(a.cmd, &popts);
+	int ready = cli_pass_options_ready(a.cmd, &o);
 	if (ready != EXIT_OK)
 		return ready;
-	cli_revc_pass_options(&popts, &o);
 	revc_error *err = NULL;
 	revc_model *model = revc_model_from_file(spec, m.sets, m.nsets, &err);
 	if (!model)
 		return cli_revc_error(err);
-	int status = report(model, all, &o, &popts, json, timeline, budget);
+	int status = report(model, all, &o, json, timeline, budget);
 	revc_model_free(model);
 	return status;
 }

@@ -168,8 +168,8 @@ static void summary(revc_model *m, const revc_options *o, const revc_train_resul
 			100 * r->test_accuracy, (long long)revc_dataset_count(test));
 	printf("  speed           %.1f images/s, %.4f s/step\n", ips, step_s);
 	char b1[32], b2[32], store[96] = "";
-	cli_human_bytes(b1, sizeof b1, arena);
-	cli_human_bytes(b2, sizeof b2, store_bytes);
+	revc_format_bytes(b1, sizeof b1, arena);
+	revc_format_bytes(b2, sizeof b2, store_bytes);
 	if (strcmp(strategy, "store") != 0 && store_bytes >= 0 && arena > 0)
 		snprintf(store, sizeof store, " (store would need %s, %.2fx)", b2, (double)store_bytes / (double)arena);
 	printf("  memory          %s arena planned under %s%s; process RSS %.1f MiB\n", b1, strategy, store,
@@ -178,8 +178,8 @@ static void summary(revc_model *m, const revc_options *o, const revc_train_resul
 }
 
 /* After the options: the model, its data and the run. */
-static int train(const char *spec, const cli_model *sets, const revc_options *o, const ps_options *popts,
-	const char *data, revc_train_config *c, bool json)
+static int train(const char *spec, const cli_sets *sets, const revc_options *o, const char *data,
+	revc_train_config *c, bool json)
 {
 	int status = EXIT_USER;
 	revc_error *err = NULL;
@@ -198,7 +198,7 @@ static int train(const char *spec, const cli_model *sets, const revc_options *o,
 	bool ok = revc_model_compile(m, o, &err);
 	cli_print_dumps(m);
 	if (ok && revc_model_cut(m)) {
-		cli_pipeline_cut("revc train", popts);
+		cli_pipeline_cut("revc train", o);
 		status = EXIT_OK;
 		goto done;
 	}
@@ -230,8 +230,8 @@ done:
 
 /* The options into c, o and the rest; -1 when the command goes on, else
  * its exit status. */
-static int parse(int argc, char **argv, const char **spec, const char **data, bool *json, cli_model *sets,
-	revc_options *o, ps_options *popts, revc_train_config *c)
+static int parse(int argc, char **argv, const char **spec, const char **data, bool *json, cli_sets *sets,
+	revc_options *o, revc_train_config *c)
 {
 	cli_args a;
 	cli_args_init(&a, "revc train", argc, argv);
@@ -247,26 +247,26 @@ static int parse(int argc, char **argv, const char **spec, const char **data, bo
 			break;
 		case OPT_DATA: *data = val; break;
 		case OPT_EPOCHS:
-			if (!cli_parse_int(a.cmd, "--epochs", val, 1, FE_INT_MAX, &c->epochs))
+			if (!cli_parse_int(a.cmd, "--epochs", val, 1, REVC_INT_MAX, &c->epochs))
 				return EXIT_USAGE;
 			break;
 		case OPT_STEPS:
-			if (!cli_parse_int(a.cmd, "--steps", val, 1, FE_INT_MAX, &c->steps))
+			if (!cli_parse_int(a.cmd, "--steps", val, 1, REVC_INT_MAX, &c->steps))
 				return EXIT_USAGE;
 			break;
 		case OPT_SAVE: c->save_dir = val; break;
 		case OPT_SAVE_EVERY:
-			if (!cli_parse_int(a.cmd, "--save-every", val, 1, FE_INT_MAX, &c->save_every))
+			if (!cli_parse_int(a.cmd, "--save-every", val, 1, REVC_INT_MAX, &c->save_every))
 				return EXIT_USAGE;
 			break;
 		case OPT_RESUME: c->resume = val; break;
 		case OPT_EVAL_EVERY:
-			if (!cli_parse_int(a.cmd, "--eval-every", val, 1, FE_INT_MAX, &c->eval_every))
+			if (!cli_parse_int(a.cmd, "--eval-every", val, 1, REVC_INT_MAX, &c->eval_every))
 				return EXIT_USAGE;
 			break;
 		case OPT_JSON: *json = true; break;
 		case OPT_SET:
-			if (!cli_model_add_set(sets, a.cmd, val))
+			if (!cli_sets_add(sets, a.cmd, val))
 				return EXIT_USAGE;
 			break;
 		case OPT_HELP:
@@ -275,7 +275,7 @@ static int parse(int argc, char **argv, const char **spec, const char **data, bo
 		default:
 			if (k < OPT_PASS0 && cli_revc_option(a.cmd, opts[k].name, val, o) < 0)
 				return EXIT_USAGE;
-			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, popts))
+			if (k >= OPT_PASS0 && !cli_pass_option(k - OPT_PASS0, val, o))
 				return EXIT_OK;
 		}
 	}
@@ -287,10 +287,9 @@ static int parse(int argc, char **argv, const char **spec, const char **data, bo
 		return cli_usage_error(a.cmd, "--save-every needs --save DIR");
 	int ready = cli_engine_check(a.cmd, o->engine, o->cpu);
 	if (ready == EXIT_OK)
-		ready = cli_pass_options_ready(a.cmd, popts);
+		ready = cli_pass_options_ready(a.cmd, o);
 	if (ready != EXIT_OK)
 		return ready;
-	cli_revc_pass_options(popts, o);
 	o->no_run = true; /* (prepared once the data is in) */
 	return -1;
 }
@@ -299,15 +298,14 @@ int cmd_train(int argc, char **argv)
 {
 	const char *spec = NULL, *data = NULL;
 	bool json = false;
-	cli_model sets = {0};
+	cli_sets sets = {0};
 	revc_options o;
 	revc_options_init(&o);
-	ps_options popts = {0};
 	revc_train_config c = {.on_start = on_start, .on_step = on_step, .on_eval = on_eval, .on_save = on_save,
 		.stop = stop};
-	int status = parse(argc, argv, &spec, &data, &json, &sets, &o, &popts, &c);
+	int status = parse(argc, argv, &spec, &data, &json, &sets, &o, &c);
 	if (status >= 0)
 		return status;
 	cli_signal_catch();
-	return train(spec, &sets, &o, &popts, data, &c, json);
+	return train(spec, &sets, &o, data, &c, json);
 }

@@ -1,10 +1,7 @@
 /* main.c: the revc command: dispatch to subcommands, --help, --version. */
 #include <string.h>
 
-#include "cg.h"
 #include "cli.h"
-#include "revc_config.h"
-#include "rt.h"
 
 static const struct {
 	const char *name;
@@ -47,8 +44,8 @@ int main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (strcmp(cmd, "--version") == 0) {
-		printf("revc %s (LLVM %s, %s with %s kernels)\n", REVC_VERSION, cg_llvm_version(), rt_blas_version(),
-			rt_blas_core());
+		printf("revc %s (LLVM %s, %s with %s kernels)\n", revc_version(), revc_llvm_version(), revc_blas_version(),
+			revc_blas_core());
 		return EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

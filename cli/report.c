@@ -6,13 +6,6 @@
 #include "cli.h"
 #include "rt.h"
 
-void cli_report(const ir_diags *d, const cli_source *srcs, int nsrcs)
-{
-	char *text = drv_diags_format(d, srcs, nsrcs);
-	fputs(text, stderr);
-	free(text);
-}
-
 _Static_assert((int)REVC_ERR_USER == EXIT_USER && (int)REVC_ERR_USAGE == EXIT_USAGE &&
 	(int)REVC_ERR_BUDGET == EXIT_BUDGET, "an error's kind is its exit status");
 
@@ -50,4 +43,13 @@ bool cli_write_output(const char *path, const char *text, size_t len)
 		return false;
 	}
 	return true;
+}
+
+void cli_model_engine_json(const revc_model *m)
+{
+	printf("\"engine\":\"%s\",", revc_model_engine(m));
+	if (revc_model_cpu(m))
+		printf("\"cpu\":\"%s\",", revc_model_cpu(m));
+	else
+		printf("\"cpu\":null,");
 }

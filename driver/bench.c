@@ -1,7 +1,8 @@
-/* bench.c: what revc bench measures besides the step itself: the GEMMs a
- * training step runs (convolutions as one product per image, dense layers),
- * their floating-point operations, and how fast cblas_sgemm alone runs them
- * (the machine's ceiling for the step's products). */
+/* bench.c: what revc bench measures (revc_bench): the time of a model's
+ * training steps on random data, the GEMMs a step runs (convolutions as one
+ * product per image, dense layers), their floating-point operations, and
+ * how fast cblas_sgemm alone runs them (the machine's ceiling for the
+ * step's products). */
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
@@ -9,6 +10,7 @@
 #include <cblas.h>
 
 #include "conv_geom.h"
+#include "cpu.h"
 #include "tools.h"
 
 static double now(void)
@@ -90,4 +92,89 @@ double drv_gemm_seconds(const drv_gemm_shape *s, int n, int threads)
 		free(C);
 	}
 	return total;
+}
+
+/* ---- revc_bench ----------------------------------------------------------- */
+
+void revc_bench_options_init(revc_bench_options *b)
+{
+	*b = (revc_bench_options){.steps = 5};
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Times b->steps runs of x after a warm-up: their median and minimum. */
+static bool time_steps(rt_exec *x, const revc_bench_options *b, revc_bench_result *r, revc_error **err)
+{
+	double *times = calloc((size_t)b->steps + 1, sizeof *times);
+	if (!times)
+		IR_DIE("out of memory");
+	rt_err e;
+	bool ok = true;
+	for (int64_t s = -1; ok && s < b->steps; s++) {
+		if (b->on_step)
+			b->on_step(b->user, s + 1, b->steps);
+		double s0 = now();
+		ok = rt_exec_run(x, &e);
+		if (s >= 0)
+			times[s] = now() - s0;
+	}
+	if (ok) {
+		qsort(times, (size_t)b->steps, sizeof *times, by_value);
+		r->median_seconds = times[b->steps / 2];
+		r->min_seconds = times[0];
+	}
+	free(times);
+	return ok ? true : drv_error_rt(err, &e);
+}
+
+bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *b, revc_bench_result *r,
+	revc_error **err)
+{
+	*r = (revc_bench_result){.blas_core = rt_blas_core()};
+	revc_bench_options bo;
+	if (b)
+		bo = *b;
+	else
+		revc_bench_options_init(&bo);
+	revc_options opts;
+	if (o)
+		opts = *o;
+	else
+		revc_options_init(&opts);
+	if (!m->is_spec)
+		return drv_errorf(err, REVC_ERR_USAGE, "the benchmark needs a model from a spec; %s is an IR file", m->name);
+	if (bo.steps < 1)
+		return drv_errorf(err, REVC_ERR_USAGE, "the benchmark needs at least one timed step");
+	opts.graphs = REVC_GRAPH_STEP;
+	opts.dtype = REVC_F32;
+	opts.no_run = true;
+	if (!revc_model_compile(m, &opts, err))
+		return false;
+	if ((r->cut = m->cut))
+		return true;
+	double t0 = now();
+	if (!revc_model_prepare(m, err))
+		return false;
+	r->compile_seconds = now() - t0;
+	/* Random data; a tiny learning rate keeps the parameters sane. */
+	rt_exec *x = m->x[DRV_STEP];
+	drv_check_batch(x, (uint64_t)m->spec.spec.seed, m->classes);
+	*(float *)rt_exec_input(x, "lr", NULL) = 1e-4f;
+	if (!time_steps(x, &bo, r, err))
+		return false;
+	drv_gemm_shape shapes[512];
+	int ns = drv_gemm_shapes(m->g[DRV_STEP], shapes, 512);
+	r->flops = drv_gemm_flops(shapes, ns);
+	r->gemm_seconds = bo.gemm ? drv_gemm_seconds(shapes, ns, opts.threads) : 0;
+	r->arena_bytes = ps_arena_bytes(m->g[DRV_STEP]);
+	r->cpu_native = opts.engine == REVC_JIT && cg_cpu_is_native(opts.cpu);
+	const cg_stats *st = &m->engine.stats;
+	r->kernels = st->kernels, r->calls = st->calls;
+	r->seconds_emit = st->seconds_emit, r->seconds_optimize = st->seconds_optimize, r->seconds_jit = st->seconds_jit;
+	return true;
 }

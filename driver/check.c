@@ -1,6 +1,7 @@
 /* check.c: the gradient check, which compares the gradients revc computes
  * with central finite differences of the loss, in f64, on sampled
- * coordinates of every parameter; and the random batch it runs on.
+ * coordinates of every parameter; the random batch it runs on; and
+ * revc_check_gradients, which builds the check's graphs for a model.
  *
  * The step is a compromise: rounding noise grows as the step shrinks, and a
  * ReLU whose input crosses zero inside the step puts a kink in the loss that
@@ -23,6 +24,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tools.h"
 
@@ -128,7 +130,10 @@ static bool check_tensor(fd_ctx *c, rt_tensor *t, const double *grad, int sample
 		done++;
 	}
 	double rel = scale > 0 ? max_err / scale : max_err;
-	*out = (drv_check_tensor){t->name, done, kinks, scale, rel, done > 0 && rel <= c->tol};
+	char *name = strdup(t->name);
+	if (!name)
+		IR_DIE("out of memory");
+	*out = (drv_check_tensor){name, done, kinks, scale, rel, done > 0 && rel <= c->tol};
 	return true;
 }
 
@@ -136,8 +141,8 @@ bool drv_check_gradients(rt_exec *gx, rt_exec *fx, rt_store *store, int64_t clas
 	drv_check_report *r, ir_diags *d)
 {
 	*r = (drv_check_report){.worst_at = -1};
-	r->t = calloc((size_t)store->n + 1, sizeof *r->t);
-	if (!r->t)
+	r->tensors = calloc((size_t)store->n + 1, sizeof *r->tensors);
+	if (!r->tensors)
 		IR_DIE("out of memory");
 	drv_check_batch(gx, o->seed, classes);
 	drv_check_batch(fx, o->seed, classes);
@@ -158,7 +163,7 @@ bool drv_check_gradients(rt_exec *gx, rt_exec *fx, rt_store *store, int64_t clas
 			ir_diag_add(d, (ir_pos){0}, "no gradient output");
 			return false;
 		}
-		drv_check_tensor *ct = &r->t[r->n];
+		drv_check_tensor *ct = &r->tensors[r->n];
 		if (!check_tensor(&c, t, grad, o->samples, o->seed, i, ct, &e)) {
 			drv_diag_rt(d, &e);
 			return false;
@@ -173,8 +178,108 @@ bool drv_check_gradients(rt_exec *gx, rt_exec *fx, rt_store *store, int64_t clas
 	return true;
 }
 
-void drv_check_report_free(drv_check_report *r)
+void revc_check_report_free(drv_check_report *r)
 {
-	free(r->t);
+	for (int i = 0; r->tensors && i < r->n; i++)
+		free((char *)r->tensors[i].name);
+	free(r->tensors);
 	*r = (drv_check_report){.worst_at = -1};
+}
+
+/* ---- revc_check_gradients: the check's graphs, engine and store ----------- */
+
+void revc_check_options_init(revc_check_options *c)
+{
+	*c = (revc_check_options){.samples = 3, .seed = -1, .tolerance = 1e-6, .step = 1e-5};
+}
+
+/* The two graphs the check runs, over one store: the f64 gradient step
+ * (gx, by the engine) and the loss alone (fx, by the interpreter). */
+typedef struct {
+	drv_engine engine;
+	ir_graph *gg, *fg;
+	rt_exec *gx, *fx;
+	rt_store store;
+} check_graphs;
+
+/* Builds them under o; true with gx and fx set, or with *cut when the pass
+ * options stopped the pipeline first. */
+static bool build(revc_model *m, const revc_options *o, uint64_t seed, check_graphs *c, bool *cut, revc_error **err)
+{
+	ps_ctx ctx, fctx;
+	ps_ctx_init(&ctx);
+	ps_ctx_init(&fctx);
+	ctx.optimizer = false;
+	ctx.strategy = (ps_strategy)o->strategy;
+	ctx.no_order_edges = o->no_order_edges;
+	drv_engine_plan(&c->engine, &ctx);
+	ps_options popts, eopts;
+	char eval_only[128];
+	drv_pass_options(o, &popts);
+	c->gg = drv_model_plan_spec(m, IR_F64, FE_LOWER_TRAIN, &ctx, &popts, err);
+	c->fg = c->gg ? drv_model_plan_spec(m, IR_F64, FE_LOWER_TRAIN, &fctx,
+		drv_eval_options(&popts, &eopts, eval_only, sizeof eval_only), err) : NULL;
+	ps_ctx_free(&ctx);
+	ps_ctx_free(&fctx);
+	*cut = c->fg && (popts.stop_after || popts.only);
+	if (!c->fg || *cut)
+		return c->fg != NULL;
+	rt_err e;
+	if (!rt_store_init_from_graph(&c->store, c->gg, seed, &e) ||
+	    !(c->fx = rt_exec_new(c->fg, &c->store, RT_EXEC_AUTO, &e)))
+		return drv_error_rt(err, &e);
+	return (c->gx = drv_engine_exec(&c->engine, c->gg, &c->store, err)) != NULL;
+}
+
+bool revc_check_gradients(revc_model *m, const revc_options *o, const revc_check_options *co, revc_check_report *r,
+	revc_error **err)
+{
+	*r = (revc_check_report){.worst_at = -1};
+	revc_options opts;
+	if (o)
+		opts = *o;
+	else if (m->compiled)
+		opts = m->opts;
+	else
+		revc_options_init(&opts);
+	revc_check_options c;
+	if (co)
+		c = *co;
+	else
+		revc_check_options_init(&c);
+	if (!m->is_spec)
+		return drv_errorf(err, REVC_ERR_USAGE, "the gradient check needs a model from a spec; %s is an IR file",
+			m->name);
+	if (c.samples < 1 || !(c.tolerance > 0 && c.tolerance < 1) || !(c.step > 0 && c.step < 1))
+		return drv_errorf(err, REVC_ERR_USAGE, "the check needs samples >= 1 and a tolerance and step in (0, 1)");
+	if (!revc_options_check(&opts, err))
+		return false;
+	uint64_t seed = (uint64_t)(c.seed >= 0 ? c.seed : m->spec.spec.seed);
+	check_graphs g = {0};
+	rt_store_init(&g.store);
+	/* One BLAS thread: the check's products are small and many, and a
+	 * second thread's hand-offs cost more than it does (revnet-38 at batch
+	 * 8: a third longer, mostly in sched_yield). */
+	drv_engine_init(&g.engine, opts.engine, 1, opts.cpu);
+	bool cut = false, ok = build(m, &opts, seed, &g, &cut, err);
+	if (ok && !cut) {
+		drv_check_options dc = {c.samples, seed, c.tolerance, c.step};
+		ir_diags d;
+		ir_diags_init(&d);
+		ok = drv_check_gradients(g.gx, g.fx, &g.store, m->spec.spec.classes, &dc, r, &d);
+		if (!ok)
+			drv_error_diags(err, REVC_ERR_USER, &d, NULL, 0);
+		ir_diags_free(&d);
+	}
+	r->cut = cut;
+	r->seed = seed;
+	if (g.gx)
+		drv_engine_label(&g.engine, r->engine, sizeof r->engine);
+	rt_exec_free(g.gx);
+	rt_exec_free(g.fx);
+	rt_store_free(&g.store);
+	ir_graph_free(g.gg);
+	ir_graph_free(g.fg);
+	drv_engine_free(&g.engine);
+	return ok;
 }

@@ -18,6 +18,83 @@ void drv_pass_options(const revc_options *o, ps_options *out)
 		.stop_after = o->stop_after, .only = o->passes};
 }
 
+bool revc_pass_at(int i, revc_pass *out)
+{
+	int n;
+	const ps_pass *t = ps_pipeline(&n);
+	if (i < 0 || i >= n)
+		return false;
+	*out = (revc_pass){t[i].name, t[i].why, t[i].requires};
+	return true;
+}
+
+bool revc_pass_names_ok(const revc_options *o, char *bad, size_t n)
+{
+	ps_options popts;
+	drv_pass_options(o, &popts);
+	return ps_options_check(&popts, bad, n);
+}
+
+bool revc_cpu_known(const char *name)
+{
+	return cg_cpu_known(name);
+}
+
+bool revc_options_check(const revc_options *o, revc_error **err)
+{
+	const char *cpu = o->cpu;
+	if (cpu && o->engine != REVC_JIT)
+		return drv_errorf(err, REVC_ERR_USAGE, "--cpu applies to --engine jit (the interpreter is plain C)");
+	if (cpu && !cg_cpu_known(cpu))
+		return drv_errorf(err, REVC_ERR_USAGE,
+			"--cpu must be native or an LLVM CPU name such as x86-64-v3 or znver3, not '%s'", cpu);
+	char bad[64];
+	if (!revc_pass_names_ok(o, bad, sizeof bad))
+		return drv_errorf(err, REVC_ERR_USAGE, "unknown pass '%s'; 'revc dump --print-passes' lists them", bad);
+	return drv_engine_check(o->engine, cpu, err);
+}
+
+/* The dumps pass options ask for without a directory, written into
+ * memory and then added to the model's. */
+typedef struct {
+	FILE *f;
+	char *text;
+	size_t len;
+} capture;
+
+static void capture_begin(capture *c, ps_options *o)
+{
+	*c = (capture){0};
+	if (!o->dump_after || o->dump_dir)
+		return;
+	if (!(c->f = open_memstream(&c->text, &c->len)))
+		IR_DIE("out of memory");
+	o->dump_out = c->f;
+}
+
+static void capture_end(capture *c, revc_model *m)
+{
+	if (!c->f)
+		return;
+	if (fclose(c->f) != 0)
+		IR_DIE("out of memory");
+	drv_model_add_dumps(m, c->text, c->len);
+	free(c->text);
+}
+
+ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *popts,
+	revc_error **err)
+{
+	ps_options o = *popts;
+	capture c;
+	capture_begin(&c, &o);
+	ir_graph *g = drv_spec_plan(&m->spec.spec, dt, mode, ctx, &o);
+	capture_end(&c, m);
+	if (!g)
+		drv_model_error(m, &ctx->diags, err);
+	return g;
+}
+
 /* The context graph k of a spec plans in. */
 static void context(revc_model *m, int k, ps_ctx *ctx)
 {
@@ -116,40 +193,22 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	if (!m->is_spec)
 		m->opts.graphs = REVC_GRAPH_STEP;
 	const char *cpu = m->opts.cpu;
-	if (cpu && m->opts.engine != REVC_JIT)
-		return drv_errorf(err, REVC_ERR_USAGE, "--cpu applies to --engine jit (the interpreter is plain C)");
-	if (cpu && !cg_cpu_known(cpu))
-		return drv_errorf(err, REVC_ERR_USAGE,
-			"--cpu must be native or an LLVM CPU name such as x86-64-v3 or znver3, not '%s'", cpu);
+	if (!revc_options_check(&m->opts, err))
+		return false;
 	ps_options popts;
 	drv_pass_options(&m->opts, &popts);
-	char bad[64];
-	if (!ps_options_check(&popts, bad, sizeof bad))
-		return drv_errorf(err, REVC_ERR_USAGE, "unknown pass '%s'; 'revc dump --print-passes' lists them", bad);
-	if (!drv_engine_check(m->opts.engine, cpu, err))
-		return false;
 	m->dt = drv_dtype(m->opts.dtype);
 	drv_engine_init(&m->engine, m->opts.engine, m->opts.threads, cpu);
+	m->engine.cg.dump_llvm = m->opts.dump_llvm;
 	m->engine_on = true;
 	drv_engine_label(&m->engine, m->label, sizeof m->label);
 	bool native;
 	drv_engine_cpu(&m->engine, m->cpu, sizeof m->cpu, &native);
 
-	FILE *dumps = NULL;
-	char *text = NULL;
-	size_t len = 0;
-	if (popts.dump_after && !popts.dump_dir) {
-		if (!(dumps = open_memstream(&text, &len)))
-			IR_DIE("out of memory");
-		popts.dump_out = dumps;
-	}
+	capture c;
+	capture_begin(&c, &popts);
 	bool ok = plan(m, &popts, err);
-	if (dumps) {
-		if (fclose(dumps) != 0)
-			IR_DIE("out of memory");
-		drv_model_add_dumps(m, text, len);
-		free(text);
-	}
+	capture_end(&c, m);
 	if (!ok)
 		return false;
 	m->cut = popts.stop_after || popts.only;

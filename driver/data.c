@@ -27,10 +27,10 @@ static const rt_data_limit *budget_limit(const revc_model *m, rt_data_limit *lim
 	char left[32], lim_s[32], plan_s[32], data_s[32];
 	/* (Never below 0: what is spent admits no more data, not any.) */
 	lim->bytes = limit - plan - data > 0 ? limit - plan - data : 0;
-	drv_human_bytes(left, sizeof left, lim->bytes);
-	drv_human_bytes(lim_s, sizeof lim_s, limit);
-	drv_human_bytes(plan_s, sizeof plan_s, plan);
-	drv_human_bytes(data_s, sizeof data_s, data);
+	revc_format_bytes(left, sizeof left, lim->bytes);
+	revc_format_bytes(lim_s, sizeof lim_s, limit);
+	revc_format_bytes(plan_s, sizeof plan_s, plan);
+	revc_format_bytes(data_s, sizeof data_s, data);
 	snprintf(buf, n, "the %s left of --max-memory %s after the plan (%s)%s%s%s", left, lim_s, plan_s,
 		data ? " and the training set (" : "", data ? data_s : "", data ? ")" : "");
 	lim->what = buf;

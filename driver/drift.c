@@ -258,7 +258,7 @@ static double worst_unit(const drv_drift_unit *u, int n, int d, int *k_at, int *
 	return w < 0 ? 0 : w;
 }
 
-void drv_drift_report_free(drv_drift_report *r)
+void revc_drift_report_free(drv_drift_report *r)
 {
 	for (int i = 0; i < r->ngrads; i++)
 		free(r->grads[i].name);
@@ -277,7 +277,7 @@ bool drv_drift(const fe_spec *s, uint64_t seed, drv_drift_report *r, ir_diags *d
 	r->seed = seed;
 	for (int k = 0; k < NDT; k++)
 		if (!run_dtype(s, k, seed, r, d)) {
-			drv_drift_report_free(r);
+			revc_drift_report_free(r);
 			return false;
 		}
 	for (int k = 0; k < NDT; k++) {

@@ -1,8 +1,8 @@
 /* internal.h: what the driver's files share behind revc.h: the model
  * handle, errors from the lower modules' diagnostics, the engine glue and
  * the pipeline choices (workspace, evaluation pipeline, --max-memory).
- * The CLI uses these too while its commands move onto revc.h; nothing
- * below the driver includes this. */
+ * The CLI goes through revc.h (it borrows only tools.h's JSON string
+ * escaper); nothing below the driver includes this. */
 #ifndef REVC_DRV_INTERNAL_H
 #define REVC_DRV_INTERNAL_H
 
@@ -47,12 +47,7 @@ bool drv_error_diags(revc_error **err, revc_error_kind kind, const ir_diags *d, 
 bool drv_errorf(revc_error **err, revc_error_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool drv_error_rt(revc_error **err, const rt_err *e);
 
-/* ---- sizes (driver/size.c) ------------------------------------------------- */
-
-/* "512MiB", "1.5GB", "2e9": bytes. */
-bool drv_parse_size(const char *s, int64_t *out);
-/* 1536 -> "1.5 KiB", up to GiB with two decimals. */
-void drv_human_bytes(char *buf, size_t n, int64_t bytes);
+/* Sizes: revc_parse_size and revc_format_bytes (revc.h, driver/size.c). */
 
 /* ---- engines (driver/engine.c) ----------------------------------------------- */
 
@@ -181,6 +176,10 @@ bool drv_model_plan(revc_model *m, int k, const ps_options *popts, revc_error **
 bool drv_model_exec(revc_model *m, int k, revc_error **err);
 /* The first graph built (the store's tensors are its). */
 ir_graph *drv_model_first(const revc_model *m);
+/* Plans m's spec as drv_spec_plan does, the dumps popts asks for (without
+ * a dump directory) added to m's; NULL with the error against m's sources. */
+ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *popts,
+	revc_error **err);
 /* The pass options of o as the manager takes them (dump_out left NULL). */
 void drv_pass_options(const revc_options *o, ps_options *out);
 ir_dtype drv_dtype(revc_dtype d);

@@ -155,24 +155,8 @@ static ir_graph *plan_with(revc_model *m, revc_strategy s, const revc_options *o
 	drv_engine_plan(e, ctx);
 	ps_options popts;
 	drv_pass_options(o, &popts);
-	char *dumps = NULL;
-	size_t dlen = 0;
-	FILE *df = NULL;
-	if (popts.dump_after && !popts.dump_dir) {
-		if (!(df = open_memstream(&dumps, &dlen)))
-			IR_DIE("out of memory");
-		popts.dump_out = df;
-	}
-	ir_graph *g = drv_spec_plan(&m->spec.spec, drv_dtype(o->dtype), FE_LOWER_TRAIN, ctx, &popts);
-	if (df) {
-		if (fclose(df) != 0)
-			IR_DIE("out of memory");
-		drv_model_add_dumps(m, dumps, dlen);
-		free(dumps);
-	}
-	if (!g)
-		drv_model_error(m, &ctx->diags, err);
-	else if (!ir_graph_has_pass(g, "plan")) {
+	ir_graph *g = drv_model_plan_spec(m, drv_dtype(o->dtype), FE_LOWER_TRAIN, ctx, &popts, err);
+	if (g && !ir_graph_has_pass(g, "plan")) {
 		*cut = true;
 		ir_graph_free(g);
 		g = NULL;

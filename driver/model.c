@@ -15,6 +15,21 @@ const char *revc_version(void)
 	return REVC_VERSION;
 }
 
+const char *revc_llvm_version(void)
+{
+	return cg_llvm_version();
+}
+
+const char *revc_blas_version(void)
+{
+	return rt_blas_version();
+}
+
+const char *revc_blas_core(void)
+{
+	return rt_blas_core();
+}
+
 void revc_options_init(revc_options *o)
 {
 	memset(o, 0, sizeof *o);
@@ -25,6 +40,7 @@ void revc_options_init(revc_options *o)
 	o->max_memory = -1;
 }
 
+_Static_assert(REVC_INT_MAX == FE_INT_MAX, "revc.h's largest spec integer is the frontend's");
 _Static_assert((int)REVC_STORE == (int)PS_STORE && (int)REVC_REVNET == (int)PS_REVNET &&
 	(int)REVC_CHECKPOINT == (int)PS_CHECKPOINT && PS_STRATEGY_COUNT == 3, "revc_strategy is ps_strategy");
 _Static_assert(PS_STRATEGY_DEFAULT == PS_REVNET, "revc_options_init's default strategy is the passes'");
@@ -83,6 +99,18 @@ revc_model *revc_model_from_string(const char *name, const char *text, size_t le
 	return from_spec(m, drv_spec_parse(&m->spec, name, text, len, sets, nsets, err));
 }
 
+/* An IR graph's input x (before or after compiling), or NULL. */
+static const ir_node *ir_input_x(const revc_model *m)
+{
+	const ir_graph *g = m->ir ? m->ir : m->g[DRV_STEP];
+	for (int i = 0; g && i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op == IR_OP_INPUT && strcmp(ir_node_str(n, IR_ATTR_NAME), "x") == 0)
+			return n;
+	}
+	return NULL;
+}
+
 revc_model *revc_model_from_ir(const char *path, revc_error **err)
 {
 	revc_model *m = model_new();
@@ -106,10 +134,14 @@ revc_model *revc_model_from_ir(const char *path, revc_error **err)
 	}
 	ir_diags_free(&d);
 	snprintf(m->name, sizeof m->name, "%s", m->ir->name);
-	for (int i = 0; i < m->ir->n; i++) {
+	const ir_node *x = ir_input_x(m);
+	if (x && x->type.rank > 0)
+		m->batch = x->type.dim[0];
+	/* The classes are the width of the logits the loss reads. */
+	for (int i = 0; i < m->ir->n && !m->classes; i++) {
 		const ir_node *n = m->ir->nodes[i];
-		if (n->op == IR_OP_INPUT && strcmp(ir_node_str(n, IR_ATTR_NAME), "x") == 0 && n->type.rank > 0)
-			m->batch = n->type.dim[0];
+		if (n->op == IR_OP_SOFTMAX_XENT && n->in[0]->type.rank == 2)
+			m->classes = n->in[0]->type.dim[1];
 	}
 	return m;
 }
@@ -169,13 +201,19 @@ void drv_model_add_dumps(revc_model *m, const char *text, size_t len)
 
 void revc_model_input(const revc_model *m, int64_t chw[3])
 {
+	const ir_node *x = m->is_spec ? NULL : ir_input_x(m);
 	for (int k = 0; k < 3; k++)
-		chw[k] = m->is_spec ? m->spec.spec.input[k] : 0;
+		chw[k] = m->is_spec ? m->spec.spec.input[k] : x && x->type.rank == 4 ? x->type.dim[k + 1] : 0;
 }
 
 double revc_model_lr(const revc_model *m)
 {
 	return m->is_spec ? m->spec.spec.lr_list[0] : 0;
+}
+
+int64_t revc_model_seed(const revc_model *m)
+{
+	return m->is_spec ? m->spec.spec.seed : 0;
 }
 
 bool revc_model_set_batch(revc_model *m, int64_t batch, revc_error **err)

@@ -66,11 +66,11 @@ bool drv_check_max_memory(int64_t limit, ir_graph *const *graphs, int n, revc_er
 	if (total <= limit)
 		return true;
 	char t[32], p[32], o[32], a[32], l[32];
-	drv_human_bytes(t, sizeof t, total);
-	drv_human_bytes(p, sizeof p, part[0]);
-	drv_human_bytes(o, sizeof o, part[1]);
-	drv_human_bytes(a, sizeof a, part[2]);
-	drv_human_bytes(l, sizeof l, limit);
+	revc_format_bytes(t, sizeof t, total);
+	revc_format_bytes(p, sizeof p, part[0]);
+	revc_format_bytes(o, sizeof o, part[1]);
+	revc_format_bytes(a, sizeof a, part[2]);
+	revc_format_bytes(l, sizeof l, limit);
 	return drv_errorf(err, REVC_ERR_USER, "the plan needs %s (%lld bytes: parameters %s + optimiser state %s + "
 		"arena%s %s), more than --max-memory %s (%lld bytes)", t, (long long)total, p, o, n > 1 ? "s" : "", a, l,
 		(long long)limit);

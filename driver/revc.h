@@ -36,6 +36,13 @@ extern "C" {
 /* "0.2.0": the library's version, which may differ from the header's. */
 const char *revc_version(void);
 
+/* What this librevc was built with: LLVM's version ("19.1.7"), OpenBLAS's
+ * ("OpenBLAS 0.3.21 ..."), and the kernels OpenBLAS runs on this host
+ * ("SkylakeX", "Haswell"). */
+const char *revc_llvm_version(void);
+const char *revc_blas_version(void);
+const char *revc_blas_core(void);
+
 /* ---- errors -------------------------------------------------------------- */
 
 typedef enum {
@@ -50,6 +57,16 @@ typedef struct revc_error revc_error;
 const char *revc_error_message(const revc_error *e);
 revc_error_kind revc_error_kind_of(const revc_error *e);
 void revc_error_free(revc_error *e);
+
+/* ---- sizes ----------------------------------------------------------------- */
+
+/* "512MiB", "1.5GB", "2e9", "1000000": bytes; false for anything else. */
+bool revc_parse_size(const char *s, int64_t *out);
+/* 1536 -> "1.5 KiB", up to GiB with two decimals. */
+void revc_format_bytes(char *buf, size_t n, int64_t bytes);
+
+/* Every integer in a spec (a seed, a batch, a count of steps) is at most this. */
+#define REVC_INT_MAX 2147483647
 
 /* ---- options --------------------------------------------------------------- */
 
@@ -84,10 +101,28 @@ typedef struct {
 	bool no_order_edges;    /* no ordering edges: a naive as-soon-as-possible order */
 	bool measure;           /* revc_memory_plan: also run one step in tracking mode (REVC_INTERP) */
 	bool no_run;            /* plan the graphs (and check max_memory) but leave revc_model_prepare for later */
+	const char *dump_llvm;  /* NULL, or a directory for each native module's .ll before and after optimisation */
 } revc_options;
 
 /* The defaults above. */
 void revc_options_init(revc_options *o);
+/* What revc_model_compile checks of o before it builds anything: a CPU
+ * only with REVC_JIT, one LLVM knows and this host can run, and the pass
+ * names; a usage error, or a user error for a CPU this host cannot run. */
+bool revc_options_check(const revc_options *o, revc_error **err);
+/* Whether LLVM knows CPU name ("native", "x86-64-v3", "znver3"), whether or
+ * not this host can run its code. */
+bool revc_cpu_known(const char *name);
+/* The pipeline's passes in order (revc dump --print-passes): pass i's
+ * name, what it is for, and the pass it requires (NULL if none); false
+ * past the last. */
+typedef struct {
+	const char *name, *why, *requires;
+} revc_pass;
+bool revc_pass_at(int i, revc_pass *out);
+/* Whether every pass o names (dump_after but "all", stop_after, passes)
+ * exists; else the first that does not into bad. */
+bool revc_pass_names_ok(const revc_options *o, char *bad, size_t n);
 /* "store" / "revnet" / "checkpoint" and back; false for other names. */
 const char *revc_strategy_name(revc_strategy s);
 bool revc_strategy_parse(const char *name, revc_strategy *out);
@@ -106,14 +141,18 @@ revc_model *revc_model_from_ir(const char *path, revc_error **err);
 void revc_model_free(revc_model *m);
 
 /* The spec's name ("fashion"), batch size and number of classes; for an IR
- * model the graph's name, its input's batch and 0. */
+ * model the graph's name, its input's batch and the width of the logits its
+ * loss reads (0 without a loss). */
 const char *revc_model_name(const revc_model *m);
 int64_t revc_model_batch(const revc_model *m);
 int64_t revc_model_classes(const revc_model *m);
-/* The input's C, H, W (zeros for an IR model); the spec's first learning
- * rate (0 for an IR model). */
+/* The input's C, H, W (an IR model's from its input x when that is
+ * [N, C, H, W], else zeros); the spec's first learning rate (0 for an IR
+ * model). */
 void revc_model_input(const revc_model *m, int64_t chw[3]);
 double revc_model_lr(const revc_model *m);
+/* The spec's seed, of its parameters and data order (0 for an IR model). */
+int64_t revc_model_seed(const revc_model *m);
 /* A spec model's batch size, before it compiles (1 .. 2^31-1). */
 bool revc_model_set_batch(revc_model *m, int64_t batch, revc_error **err);
 
@@ -319,11 +358,126 @@ bool revc_save(const revc_model *m, const char *dir, int64_t step, revc_error **
  * checkpoint, whose step *step gets. */
 bool revc_load(revc_model *m, const char *dir, int64_t *step, revc_error **err);
 
+/* ---- NumPy files ------------------------------------------------------------- */
+
+/* A batch from X.npy (float32 or float64 [N, C, H, W], C, H, W the model's
+ * input) and Y.npy (integer labels [N]), converted to dt in buffers *out
+ * owns: free them with revc_batch_free.  N need not be the model's batch
+ * (revc_model_set_batch can make it so). */
+bool revc_batch_load(const revc_model *m, const char *x_npy, const char *labels_npy, revc_dtype dt, revc_batch *out,
+	revc_error **err);
+void revc_batch_free(revc_batch *b);
+
+/* The directories of NAME.npy files revc writes whole, each with a
+ * revc-manifest.txt naming its kind (docs/checkpoints.md). */
+typedef enum {
+	REVC_DIR_PARAMS,        /* every persistent tensor: revc_save(m, dir, 0) */
+	REVC_DIR_GRADIENTS,     /* loss.npy and a gradient per parameter: revc_save_gradients */
+	REVC_DIR_STATE,         /* the batch-norm running statistics: revc_save_state */
+} revc_dir_kind;
+
+/* Whether dir may be written as kind (it is new, empty, or a directory
+ * revc wrote as that kind): check before the work, not after. */
+bool revc_dir_check(const char *dir, revc_dir_kind kind, revc_error **err);
+/* Whether a and b name the same directory (existing or not). */
+bool revc_dir_same(const char *a, const char *b);
+/* After revc_grad: loss.npy (0-d, the model's dtype) and the gradients. */
+bool revc_save_gradients(const revc_model *m, const char *dir, double loss, revc_error **err);
+/* The running statistics: the persistent tensors that are neither
+ * parameters nor momentum buffers. */
+bool revc_save_state(const revc_model *m, const char *dir, revc_error **err);
+
 /* ---- checks ---------------------------------------------------------------- */
 
-/* (The finite-difference gradient check, revc check, is not in the library
- * yet: it runs through the CLI.) */
-/* The drift report of a spec model (revc check --drift --json: per-unit
+/* The finite-difference gradient check (revc check): a spec model's
+ * gradients in f64 against central differences of the loss on sampled
+ * coordinates of every trainable tensor. */
+typedef struct {
+	int samples;            /* coordinates per tensor (default 3) */
+	int64_t seed;           /* of the parameters, the batch and the coordinates; -1 (default): the spec's */
+	double tolerance;       /* largest relative error accepted (default 1e-6) */
+	double step;            /* largest finite-difference step (default 1e-5) */
+} revc_check_options;
+
+/* The defaults above. */
+void revc_check_options_init(revc_check_options *c);
+
+/* One trainable tensor's result. */
+typedef struct {
+	const char *name;       /* "s0.u0.f.conv0.w" */
+	int samples;            /* coordinates compared */
+	int kinks;              /* coordinates replaced, no step being usable (a ReLU kink) */
+	double scale;           /* max |gradient| */
+	double error;           /* max |analytic - numeric| over scale */
+	bool ok;                /* error within the tolerance */
+} revc_check_tensor;
+
+typedef struct {
+	bool cut;               /* the pass options stopped the pipeline: graphs built and dumped, nothing checked */
+	char engine[96];        /* what computed the gradients: "jit (znver4)", "interp" */
+	uint64_t seed;          /* the seed used */
+	revc_check_tensor *tensors; /* the trainable tensors, in docs/model.md order */
+	int n, failed;
+	double worst;           /* the largest error */
+	int worst_at;           /* its tensor, or -1 */
+} revc_check_report;
+
+/* Checks spec model m under o (NULL: the options m compiled under, or the
+ * defaults; its strategy, engine, CPU and pass options apply, the dtype is
+ * f64 and BLAS runs on one thread): the gradients come from the engine,
+ * the differences from the reference interpreter on the loss-only graph
+ * (the evaluation pipeline, its dumps tagged "eval"), over parameters and
+ * a batch drawn from the seed.  The graphs are the check's own: m need not
+ * be compiled.  A tensor over the tolerance is a result (r->failed), not
+ * an error; false when the graphs cannot be built or a run fails.  Free r
+ * with revc_check_report_free whatever it returns. */
+bool revc_check_gradients(revc_model *m, const revc_options *o, const revc_check_options *c, revc_check_report *r,
+	revc_error **err);
+void revc_check_report_free(revc_check_report *r);
+
+/* The drift report of a spec model (revc check --drift): how far the
+ * reversible backward pass strays from ordinary backprop, in f32 (column
+ * 0 of each figure) and f64 (column 1). */
+#define REVC_DRIFT_DTYPES 2
+
+/* An invertible unit's reconstructed inputs against the forward values. */
+typedef struct {
+	char unit[64];          /* its scope, "s0.u1" */
+	double abs[REVC_DRIFT_DTYPES][2], rel[REVC_DRIFT_DTYPES][2]; /* [dtype][x1, x2]: max|rec - fwd|, over max|fwd| */
+} revc_drift_unit;
+
+/* A trainable tensor's angle between its revnet and store gradients. */
+typedef struct {
+	char *name;
+	double deg[REVC_DRIFT_DTYPES];
+} revc_drift_grad;
+
+/* Per dtype. */
+typedef struct {
+	double worst_degrees, median_degrees;
+	int worst_grad;         /* index of the worst angle's tensor (0 when none) */
+	double worst_rel;       /* the largest relative reconstruction error (0 when no unit) */
+	int worst_unit, worst_x; /* of unit worst_unit's input x(worst_x + 1) */
+} revc_drift_summary;
+
+typedef struct {
+	char *model;            /* the spec's name */
+	int64_t batch;
+	uint64_t seed;
+	revc_drift_unit *units; /* the invertible units, in schedule order */
+	int nunits;
+	revc_drift_grad *grads; /* the trainable tensors, in docs/model.md order */
+	int ngrads;
+	revc_drift_summary sum[REVC_DRIFT_DTYPES];
+} revc_drift_report;
+
+/* Builds the revnet step (every reconstruction an output) and the store
+ * step of m's spec in f32 and f64, runs each on the check batch with
+ * parameters drawn from seed, and fills *r (free it with
+ * revc_drift_report_free when this returns true). */
+bool revc_drift(const revc_model *m, uint64_t seed, revc_drift_report *r, revc_error **err);
+void revc_drift_report_free(revc_drift_report *r);
+/* The same report (revc check --drift --json: per-unit
  * reconstruction errors, revnet-vs-store gradient angles, f32 and f64) as
  * JSON text the caller frees; seed draws the parameters and the batch. */
 char *revc_drift_json(const revc_model *m, uint64_t seed, revc_error **err);
@@ -336,6 +490,63 @@ char *revc_drift_json(const revc_model *m, uint64_t seed, revc_error **err);
  * names its functions (NULL: from the path, libNAME.so -> NAME), as revc
  * compile does.  The model need not be compiled. */
 bool revc_emit(const revc_model *m, const char *path, const char *header, const char *prefix, revc_error **err);
+
+/* revc_emit with every choice given (revc compile). */
+typedef struct {
+	const char *header;     /* also write the C header there, or NULL */
+	const char *prefix;     /* NULL: from the path */
+	revc_strategy strategy; /* default REVC_REVNET */
+	const char *cpu;        /* NULL or "native" (default), or an LLVM CPU name */
+	const char *dump_llvm;  /* NULL, or a directory for the module's .ll before and after optimisation */
+	int64_t arena_bytes;    /* out: the training step's arena */
+} revc_emit_options;
+
+void revc_emit_options_init(revc_emit_options *e);
+/* The outputs are probed before the work: an output that cannot be
+ * written fails before anything is planned. */
+bool revc_emit_with(const revc_model *m, const char *path, revc_emit_options *e, revc_error **err);
+/* The prefix emission to path takes by default: "dir/libfoo.so" or
+ * "dir/foo.o" give "foo"; false for other names. */
+bool revc_emit_default_prefix(const char *path, char *buf, size_t n);
+/* Whether s is a C identifier (a prefix revc_emit accepts). */
+bool revc_emit_prefix_ok(const char *s);
+
+/* ---- benchmarks ------------------------------------------------------------ */
+
+/* What revc bench times. */
+typedef struct {
+	int64_t steps;          /* timed steps, after one warm-up step (default 5) */
+	bool gemm;              /* also time cblas_sgemm alone on the step's GEMM shapes */
+	/* NULL, or called before each step: done of steps timed so far (-1:
+	 * the warm-up is next). */
+	void (*on_step)(void *user, int64_t done, int64_t steps);
+	void *user;
+} revc_bench_options;
+
+/* The defaults above. */
+void revc_bench_options_init(revc_bench_options *b);
+
+typedef struct {
+	bool cut;               /* the pass options stopped the pipeline: the step was built and dumped, not run */
+	double compile_seconds; /* preparing the step to run (the JIT's compile) */
+	double median_seconds, min_seconds; /* of the timed steps */
+	double flops;           /* per step: convolutions (one product per image) and dense layers */
+	double gemm_seconds;    /* with gemm: cblas_sgemm alone on the same products; else 0 */
+	int64_t arena_bytes;    /* the step's planned arena */
+	const char *blas_core;  /* OpenBLAS's kernels: "SkylakeX", "Haswell" */
+	bool cpu_native;        /* the JIT's code is for this host's CPU (revc_model_cpu names it) */
+	/* The JIT's: distinct kernels, kernel calls per step, and where the
+	 * compile's time went (zeros for the interpreter). */
+	int kernels, calls;
+	double seconds_emit, seconds_optimize, seconds_jit;
+} revc_bench_result;
+
+/* Compiles spec model m's training step (f32) under o (NULL: defaults;
+ * o->graphs and o->dtype do not apply) and times b->steps steps of it on
+ * the random check batch at a tiny learning rate.  m is compiled
+ * afterwards (its parameters trained a little). */
+bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *b, revc_bench_result *r,
+	revc_error **err);
 
 #ifdef __cplusplus
 }

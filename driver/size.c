@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-bool drv_parse_size(const char *s, int64_t *out)
+bool revc_parse_size(const char *s, int64_t *out)
 {
 	char *end;
 	errno = 0;
@@ -33,7 +33,7 @@ bool drv_parse_size(const char *s, int64_t *out)
 	return false;
 }
 
-void drv_human_bytes(char *buf, size_t n, int64_t bytes)
+void revc_format_bytes(char *buf, size_t n, int64_t bytes)
 {
 	if (bytes >= (int64_t)1 << 30)
 		snprintf(buf, n, "%.2f GiB", (double)bytes / (1 << 30));

@@ -222,7 +222,7 @@ static double legend(FILE *f, const ps_memory *m, int p, double x, double y, con
 	char values[NSTACK][32];
 	double name_w = text_w("total", FONT * BOLD), value_w = text_w(total, FONT * BOLD);
 	for (int c = 0; c < NSTACK; c++) {
-		drv_human_bytes(values[c], sizeof values[c], bytes_at(m, p, stack[c]));
+		revc_format_bytes(values[c], sizeof values[c], bytes_at(m, p, stack[c]));
 		name_w = fmax(name_w, text_w(ps_mem_cat_name(stack[c]), FONT));
 		value_w = fmax(value_w, text_w(values[c], FONT));
 	}
@@ -304,7 +304,7 @@ char *drv_timeline_svg(const char *model, int64_t batch, ps_strategy s,
 			"are left out)", skipped - 1);
 	else
 		snprintf(note, sizeof note, "schedule step");
-	drv_human_bytes(total_s, sizeof total_s, peak_total);
+	revc_format_bytes(total_s, sizeof total_s, peak_total);
 	snprintf(peak1, sizeof peak1, "peak %.2f MiB at step %d", (double)peak_total / MIB, p);
 	peak2[0] = 0;
 	if (p < g->n) {

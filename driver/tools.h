@@ -41,32 +41,19 @@ typedef struct {
 	double step;      /* largest finite-difference step */
 } drv_check_options;
 
-/* One trainable tensor's result. */
-typedef struct {
-	const char *name;  /* the store's */
-	int samples;       /* coordinates compared */
-	int kinks;         /* coordinates replaced, no step being usable */
-	double scale;      /* max |gradient| */
-	double error;      /* max |analytic - numeric| over scale */
-	bool ok;
-} drv_check_tensor;
-
-typedef struct {
-	drv_check_tensor *t; /* malloc'd, in store order */
-	int n, failed;
-	double worst;        /* the largest error */
-	int worst_at;        /* its tensor, or -1 */
-} drv_check_report;
+/* A tensor's result and the whole check's, as revc.h has them. */
+typedef revc_check_tensor drv_check_tensor;
+typedef revc_check_report drv_check_report;
 
 /* Runs gx (the f64 training step without optimiser, whose outputs are the
  * loss's gradients) once on the check batch, then compares o->samples
  * coordinates of every trainable tensor of store with central differences
  * of fx's loss (the interpreter on the loss-only graph, over the same
  * store).  A tensor over the tolerance is a failed result, not an error:
- * false only when a run fails, with the error in d. */
+ * false only when a run fails, with the error in d.  Free r with
+ * revc_check_report_free either way. */
 bool drv_check_gradients(rt_exec *gx, rt_exec *fx, rt_store *store, int64_t classes, const drv_check_options *o,
 	drv_check_report *r, ir_diags *d);
-void drv_check_report_free(drv_check_report *r);
 
 /* ---- drift (drift.c) ------------------------------------------------------ */
 
@@ -74,46 +61,21 @@ void drv_check_report_free(drv_check_report *r);
 /* The dtypes of the report's columns: f32, f64. */
 extern const ir_dtype drv_drift_dtypes[DRV_DRIFT_NDT];
 
-/* An invertible unit's reconstruction errors. */
-typedef struct {
-	char unit[64];                             /* its scope, "s0.u1" */
-	double abs[DRV_DRIFT_NDT][2], rel[DRV_DRIFT_NDT][2]; /* [dtype][x1, x2] */
-} drv_drift_unit;
-
-/* A parameter's revnet-vs-store gradient angle. */
-typedef struct {
-	char *name;
-	double deg[DRV_DRIFT_NDT];
-} drv_drift_grad;
-
-/* Per dtype. */
-typedef struct {
-	double worst_degrees, median_degrees;
-	int worst_grad;          /* index of the worst angle's tensor (0 when none) */
-	double worst_rel;        /* the largest relative reconstruction error (0 when no unit) */
-	int worst_unit, worst_x; /* of unit worst_unit's input x(worst_x + 1) */
-} drv_drift_summary;
-
-typedef struct {
-	char *model;             /* the spec's name */
-	int64_t batch;
-	uint64_t seed;
-	drv_drift_unit *units;   /* the invertible units, in schedule order */
-	int nunits;
-	drv_drift_grad *grads;   /* the trainable tensors, in store order */
-	int ngrads;
-	drv_drift_summary sum[DRV_DRIFT_NDT];
-} drv_drift_report;
+/* The report's parts, as revc.h has them. */
+typedef revc_drift_unit drv_drift_unit;
+typedef revc_drift_grad drv_drift_grad;
+typedef revc_drift_summary drv_drift_summary;
+typedef revc_drift_report drv_drift_report;
+_Static_assert(DRV_DRIFT_NDT == REVC_DRIFT_DTYPES, "the drift report's columns are revc.h's");
 
 /* Builds the revnet step (with every reconstruction made an output) and
  * the store step of s in f32 and f64, runs each on the check batch from
  * seed with the parameters from seed, and fills *r (free it with
- * drv_drift_report_free); false with the errors in d. */
+ * revc_drift_report_free); false with the errors in d. */
 bool drv_drift(const fe_spec *s, uint64_t seed, drv_drift_report *r, ir_diags *d);
 /* The report as one JSON object and a newline (revc check --drift --json);
  * the caller frees it. */
 char *drv_drift_json(const drv_drift_report *r);
-void drv_drift_report_free(drv_drift_report *r);
 
 /* ---- ahead of time (aot.c) ------------------------------------------------- */
 

@@ -20,21 +20,36 @@ static bool spec_error(const revc_model *m, const ir_diags *d, revc_error **err)
 	return drv_error_diags(err, REVC_ERR_USER, d, srcs, 2);
 }
 
-bool revc_emit(const revc_model *m, const char *path, const char *header, const char *prefix, revc_error **err)
+void revc_emit_options_init(revc_emit_options *e)
+{
+	*e = (revc_emit_options){.strategy = REVC_REVNET};
+}
+
+bool revc_emit_default_prefix(const char *path, char *buf, size_t n)
+{
+	bool shared;
+	return drv_aot_default_name(path, buf, n, &shared);
+}
+
+bool revc_emit_prefix_ok(const char *s)
+{
+	return drv_aot_valid_prefix(s);
+}
+
+bool revc_emit_with(const revc_model *m, const char *path, revc_emit_options *e, revc_error **err)
 {
 	if (!need_spec(m, "ahead-of-time emission", err))
 		return false;
 	char name[64];
-	bool shared;
-	if (!path || !drv_aot_default_name(path, name, sizeof name, &shared))
+	if (!path || !revc_emit_default_prefix(path, name, sizeof name))
 		return drv_errorf(err, REVC_ERR_USAGE, "the output must be a libNAME.so or NAME.o file, not '%s'",
 			path ? path : "(none)");
-	if (prefix)
-		snprintf(name, sizeof name, "%s", prefix);
+	if (e->prefix)
+		snprintf(name, sizeof name, "%s", e->prefix);
 	if (!drv_aot_valid_prefix(name))
 		return drv_errorf(err, REVC_ERR_USAGE, "'%s' is not a C identifier", name);
-	drv_aot_options o = {.out = path, .header = header, .prefix = name, .strategy = (ps_strategy)m->opts.strategy,
-		.cpu = m->opts.cpu, .source = m->spec.path};
+	drv_aot_options o = {.out = path, .header = e->header, .prefix = name, .strategy = (ps_strategy)e->strategy,
+		.cpu = e->cpu, .dump_llvm = e->dump_llvm, .source = m->spec.path};
 	drv_aot a;
 	ir_diags d;
 	ir_diags_init(&d);
@@ -42,25 +57,45 @@ bool revc_emit(const revc_model *m, const char *path, const char *header, const 
 	bool ok = begun && drv_aot_emit(&a, &m->spec.spec, &d);
 	if (!ok)
 		begun ? spec_error(m, &d, err) : drv_error_diags(err, REVC_ERR_USER, &d, NULL, 0);
+	e->arena_bytes = a.arena_bytes;
 	drv_aot_end(&a);
+	ir_diags_free(&d);
+	return ok;
+}
+
+bool revc_emit(const revc_model *m, const char *path, const char *header, const char *prefix, revc_error **err)
+{
+	revc_emit_options e;
+	revc_emit_options_init(&e);
+	e.header = header;
+	e.prefix = prefix;
+	if (m->compiled) {
+		e.strategy = m->opts.strategy;
+		e.cpu = m->opts.cpu;
+	}
+	return revc_emit_with(m, path, &e, err);
+}
+
+bool revc_drift(const revc_model *m, uint64_t seed, revc_drift_report *r, revc_error **err)
+{
+	if (!need_spec(m, "the drift report", err))
+		return false;
+	ir_diags d;
+	ir_diags_init(&d);
+	bool ok = drv_drift(&m->spec.spec, seed, r, &d);
+	if (!ok)
+		spec_error(m, &d, err);
 	ir_diags_free(&d);
 	return ok;
 }
 
 char *revc_drift_json(const revc_model *m, uint64_t seed, revc_error **err)
 {
-	if (!need_spec(m, "the drift report", err))
-		return NULL;
 	drv_drift_report r;
-	ir_diags d;
-	ir_diags_init(&d);
 	char *json = NULL;
-	if (drv_drift(&m->spec.spec, seed, &r, &d)) {
+	if (revc_drift(m, seed, &r, err)) {
 		json = drv_drift_json(&r);
-		drv_drift_report_free(&r);
-	} else {
-		spec_error(m, &d, err);
+		revc_drift_report_free(&r);
 	}
-	ir_diags_free(&d);
 	return json;
 }

@@ -5,6 +5,7 @@
  *   loss = m.train_step(x, y, lr)    x float [batch, C, H, W], y int [batch]
  *   m.params["s0.u0.f.conv0.w"]      a NumPy view of revc's memory
  *   m.grad(x, y)                     {name: gradient}, docs/model.md order
+ *   m.check_gradients(samples=3)     revc check's report as a dict
  *
  * Parameters cross without copies: each array is a view whose base object
  * is the model, which therefore lives as long as any view of it.  Inputs
@@ -448,7 +449,8 @@ static PyObject *Model_state(Model *self, void *closure)
 
 /* ---- running ------------------------------------------------------------------------ */
 
-/* [batch, C, H, W] of a spec model: 4; 0 for an IR model. */
+/* [batch, C, H, W] of the model's input x: 4; 0 for an IR model whose x is
+ * not of that shape. */
 static int input_shape(const revc_model *m, int64_t dim[4])
 {
 	dim[0] = revc_model_batch(m);
@@ -466,7 +468,8 @@ static bool batch_of(Model *self, PyObject *x, PyObject *y, bool any_n, PyArrayO
 	int64_t dim[4];
 	int rank = input_shape(self->m, dim);
 	if (rank == 0) {
-		usage_error("%s is an IR model: the shape of its input is not known here", revc_model_name(self->m));
+		usage_error("%s is an IR model without an input x of shape [N, C, H, W]: it takes no batch",
+			revc_model_name(self->m));
 		return false;
 	}
 	if (PyArray_Check(y) && !PyArray_ISINTEGER((PyArrayObject *)y)) {
@@ -641,6 +644,56 @@ static PyObject *Model_load(Model *self, PyObject *args, PyObject *kw)
 	Py_RETURN_NONE;
 }
 
+/* ---- the gradient check -------------------------------------------------------------- */
+
+/* The report as a dict: {"ok", "failed", "worst", "engine", "seed",
+ * "tensors": {name: {"samples", "kinks", "scale", "error", "ok"}}}. */
+static PyObject *check_dict(const revc_check_report *r)
+{
+	PyObject *tensors = PyDict_New();
+	for (int i = 0; tensors && i < r->n; i++) {
+		const revc_check_tensor *t = &r->tensors[i];
+		PyObject *d = Py_BuildValue("{s:i,s:i,s:d,s:d,s:O}", "samples", t->samples, "kinks", t->kinks, "scale",
+			t->scale, "error", t->error, "ok", t->ok ? Py_True : Py_False);
+		if (!d || PyDict_SetItemString(tensors, t->name, d) != 0)
+			Py_CLEAR(tensors);
+		Py_XDECREF(d);
+	}
+	if (!tensors)
+		return NULL;
+	return Py_BuildValue("{s:O,s:i,s:d,s:s,s:K,s:N}", "ok", r->failed == 0 && r->n > 0 ? Py_True : Py_False,
+		"failed", r->failed, "worst", r->worst, "engine", r->engine, "seed", (unsigned long long)r->seed, "tensors",
+		tensors);
+}
+
+static PyObject *Model_check_gradients(Model *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = {"samples", "seed", "tolerance", "step", NULL};
+	revc_check_options c;
+	revc_check_options_init(&c);
+	long long seed = -1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iLdd:check_gradients", names, &c.samples, &seed, &c.tolerance,
+		&c.step))
+		return NULL;
+	if (seed < -1 || seed > INT32_MAX) {
+		usage_error("seed must be from 0 to %d (or -1: the spec's), not %lld", INT32_MAX, seed);
+		return NULL;
+	}
+	c.seed = seed;
+	if (!enter(self))
+		return NULL;
+	revc_check_report r;
+	revc_error *e = NULL;
+	bool ok;
+	Py_BEGIN_ALLOW_THREADS
+	ok = revc_check_gradients(self->m, &self->opts, &c, &r, &e);
+	Py_END_ALLOW_THREADS
+	self->busy = false;
+	PyObject *d = ok ? check_dict(&r) : raise_error(e);
+	revc_check_report_free(&r);
+	return d;
+}
+
 /* ---- attributes ------------------------------------------------------------------------ */
 
 static PyObject *Model_name(Model *self, void *closure)
@@ -699,6 +752,11 @@ static PyMethodDef Model_methods[] = {
 	{"eval", (PyCFunction)(void (*)(void))Model_eval, METH_VARARGS | METH_KEYWORDS,
 		"eval(x, y, *, logits=False): (mean loss, accuracy[, logits]) in evaluation mode, over any number of "
 		"examples"},
+	{"check_gradients", (PyCFunction)(void (*)(void))Model_check_gradients, METH_VARARGS | METH_KEYWORDS,
+		"check_gradients(*, samples=3, seed=-1, tolerance=1e-6, step=1e-5): revc check: the gradients in f64\n"
+		"against central differences of the loss on sampled coordinates of every parameter, under this model's\n"
+		"strategy and engine (its own graphs: the model is not changed); a dict with \"ok\", \"failed\", \"worst\"\n"
+		"and \"tensors\" {name: {\"samples\", \"kinks\", \"scale\", \"error\", \"ok\"}}; seed -1: the spec's"},
 	{"save", (PyCFunction)(void (*)(void))Model_save, METH_VARARGS | METH_KEYWORDS,
 		"save(dir, step=0): writes the parameters atomically, and with step > 0 a checkpoint with the optimiser\n"
 		"state and step (docs/checkpoints.md)"},
@@ -715,7 +773,7 @@ static PyGetSetDef Model_getset[] = {
 	{"name", (getter)Model_name, NULL, "the spec's name", NULL},
 	{"batch", (getter)Model_batch, NULL, "examples per training step", NULL},
 	{"classes", (getter)Model_classes, NULL, "number of classes", NULL},
-	{"input_shape", (getter)Model_input_shape, NULL, "shape of a batch's x: (batch, C, H, W); () for an IR model", NULL},
+	{"input_shape", (getter)Model_input_shape, NULL, "shape of a batch's x: (batch, C, H, W); () for an IR model without such an x", NULL},
 	{"engine", (getter)Model_engine, NULL, "what runs the model: \"jit (znver4)\", \"interp\"", NULL},
 	{"strategy", (getter)Model_strategy, NULL, "the memory strategy it was planned with", NULL},
 	{"dtype", (getter)Model_dtype, NULL, "float32 or float64", NULL},

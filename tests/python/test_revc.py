@@ -203,3 +203,54 @@ def test_compile(tmp_path):
     so.small_free(m)
     with pytest.raises(revc.UsageError):
         revc.compile(SPEC, tmp_path / "x.txt")
+
+
+# ---- the gradient check, and IR models (Model.check_gradients, .ir files)
+
+def test_check_gradients_against_finite_differences():
+    m = revc.Model(SPEC, set=SMALL, engine="interp")
+    r = m.check_gradients(samples=2)
+    assert r["ok"] and r["failed"] == 0 and r["engine"] == "interp" and r["seed"] == 1
+    assert list(r["tensors"]) == list(m.params), "not every parameter, or not in model order"
+    assert all(t["ok"] and t["samples"] == 2 and t["error"] <= 1e-6 for t in r["tensors"].values())
+    assert r["worst"] == max(t["error"] for t in r["tensors"].values())
+    # The check can fail: no finite difference meets a tolerance of 1e-16.
+    bad = m.check_gradients(samples=1, tolerance=1e-16)
+    assert not bad["ok"] and bad["failed"] > 0
+    with pytest.raises(revc.UsageError, match="samples >= 1"):
+        m.check_gradients(samples=0)
+
+
+def test_an_ir_model_trains_as_its_spec(tmp_path):
+    # The spec's training step written as IR through optim, read back: with
+    # the same parameters and batch its loss and update are the spec's.
+    ir = tmp_path / "step.ir"
+    revc_cli("dump", SPEC, *set_args(SMALL), "--after", "optim", "-o", str(ir))
+    m = revc.Model(str(ir))
+    assert m.input_shape == (4, 1, 28, 28) and m.classes == 10
+    m.save(tmp_path / "p")
+    spec = revc.Model(SPEC, set=SMALL)
+    spec.load(tmp_path / "p")
+    x, y = batch()
+    for _ in range(2):
+        assert abs(m.train_step(x, y) - spec.train_step(x, y)) <= 1e-6
+    for name, a in spec.params.items():
+        assert np.allclose(m.params[name], a, rtol=1e-5, atol=1e-7), name
+    with pytest.raises(revc.UsageError, match="needs a model from a spec"):
+        m.check_gradients()
+
+
+def test_an_ir_model_without_an_image_input_says_so(tmp_path):
+    ir = tmp_path / "dense.ir"
+    ir.write_text("graph @dense {\n"
+                  '  %0 = input {name="x"} : f32[2,4]\n'
+                  '  %1 = input {name="labels"} : i32[2]\n'
+                  "  $fc.w = param : f32[3,4]\n"
+                  "  %3 = matmul(%0, $fc.w) {trans_b=1} : f32[2,3]\n"
+                  "  %4 = softmax_xent(%3, %1) : f32[]\n"
+                  '  %5 = output(%4) {name="loss"} : f32[]\n'
+                  "}\n")
+    m = revc.Model(str(ir), engine="interp", strategy="store")
+    assert m.input_shape == () and m.classes == 3
+    with pytest.raises(revc.UsageError, match=r"without an input x of shape \[N, C, H, W\]"):
+        m.train_step(np.zeros((2, 4), np.float32), np.zeros(2, np.int32))

@@ -6,7 +6,9 @@
  *   the byte;
  * - a parameter's pointer from revc_param sees a training step's update in
  *   place (the Python module hands these out as NumPy views);
- * - errors carry the command's file:line:col text with the caret. */
+ * - errors carry the command's file:line:col text with the caret;
+ * - the gradient check against finite differences, the benchmark's plan
+ *   against revc_model_memory, .npy batches against the runtime's reader. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -350,6 +352,229 @@ START_TEST(test_drift_json)
 }
 END_TEST
 
+/* A small spec model: fashion with one unit per stage. */
+static revc_model *tiny_model(void)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/models/fashion.rev", root());
+	const char *sets[] = {"batch=4", "units=1,1,1"};
+	revc_error *err = NULL;
+	revc_model *m = revc_model_from_file(path, sets, 2, &err);
+	ck_assert_msg(m, "%s", revc_error_message(err));
+	return m;
+}
+
+/* The gradient check through revc.h, whose oracle is finite differences:
+ * every trainable tensor agrees at the default tolerance; at one no
+ * difference meets, tensors fail as a result, not an error; cut short by
+ * the pass options it builds and dumps the graphs and checks nothing; an IR
+ * model has no spec to check. */
+START_TEST(test_check_gradients)
+{
+	revc_model *m = tiny_model();
+	revc_options o;
+	revc_options_init(&o);
+	o.engine = REVC_INTERP;
+	revc_check_options c;
+	revc_check_options_init(&c);
+	c.samples = 1;
+	revc_check_report r;
+	revc_error *err = NULL;
+	ck_assert_msg(revc_check_gradients(m, &o, &c, &r, &err), "%s", revc_error_message(err));
+	ck_assert(!r.cut && r.seed == 1);
+	ck_assert_str_eq(r.engine, "interp");
+	ck_assert_int_eq(r.n, 41);
+	ck_assert_int_eq(r.failed, 0);
+	ck_assert_str_eq(r.tensors[0].name, "init.conv.w");
+	for (int i = 0; i < r.n; i++)
+		ck_assert(r.tensors[i].ok && r.tensors[i].samples == 1 && r.tensors[i].scale > 0);
+	ck_assert(r.worst_at >= 0 && r.worst == r.tensors[r.worst_at].error && r.worst <= 1e-6);
+	revc_check_report_free(&r);
+
+	c.tolerance = 1e-16;
+	ck_assert_msg(revc_check_gradients(m, &o, &c, &r, &err), "%s", revc_error_message(err));
+	ck_assert_int_gt(r.failed, 0);
+	revc_check_report_free(&r);
+
+	o.stop_after = "shape";
+	o.dump_after = "shape";
+	ck_assert_msg(revc_check_gradients(m, &o, &c, &r, &err), "%s", revc_error_message(err));
+	ck_assert(r.cut && r.n == 0 && !r.engine[0]);
+	const char *dumps = revc_model_dump(m, NULL);
+	ck_assert(dumps && strstr(dumps, "# ---- after shape ----") && strstr(dumps, "# ---- eval: after shape ----"));
+	revc_check_report_free(&r);
+	revc_model_free(m);
+
+	char path[1024];
+	snprintf(path, sizeof path, "%s/tests/ir/dce/basic.ir", root());
+	m = revc_model_from_ir(path, &err);
+	ck_assert_msg(m, "%s", revc_error_message(err));
+	ck_assert(!revc_check_gradients(m, NULL, NULL, &r, &err));
+	ck_assert_int_eq(revc_error_kind_of(err), REVC_ERR_USAGE);
+	revc_error_free(err);
+	revc_check_report_free(&r);
+	revc_model_free(m);
+}
+END_TEST
+
+/* revc_bench compiles the step and runs it: its arena is the compiled
+ * model's plan (revc_model_memory), its FLOPs those of the products; cut
+ * short it runs nothing.  (No figure of time is asserted.) */
+START_TEST(test_bench)
+{
+	revc_model *m = tiny_model();
+	revc_options o;
+	revc_options_init(&o);
+	o.engine = REVC_INTERP;
+	revc_bench_options b;
+	revc_bench_options_init(&b);
+	b.steps = 1;
+	revc_bench_result r;
+	revc_error *err = NULL;
+	ck_assert_msg(revc_bench(m, &o, &b, &r, &err), "%s", revc_error_message(err));
+	revc_memory mem;
+	ck_assert_msg(revc_model_memory(m, &mem, &err), "%s", revc_error_message(err));
+	ck_assert(!r.cut && r.arena_bytes == mem.arena_bytes && r.arena_bytes > 0);
+	ck_assert(r.flops > 1e6 && r.median_seconds > 0 && r.min_seconds <= r.median_seconds);
+	ck_assert(r.gemm_seconds == 0 && r.kernels == 0 && r.blas_core && !r.cpu_native);
+	ck_assert_ptr_null(revc_model_cpu(m));
+	revc_model_free(m);
+
+	m = tiny_model();
+	o.stop_after = "dce";
+	ck_assert_msg(revc_bench(m, &o, &b, &r, &err), "%s", revc_error_message(err));
+	ck_assert(r.cut && r.median_seconds == 0);
+	revc_model_free(m);
+}
+END_TEST
+
+/* Counts the .npy files in dir, and those whose name ends in suffix. */
+static int npy_files(const char *dir, const char *suffix, int *with)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "ls '%s'", dir);
+	FILE *p = popen(cmd, "r");
+	ck_assert(p);
+	char line[512];
+	int n = 0;
+	*with = 0;
+	while (fgets(line, sizeof line, p)) {
+		line[strcspn(line, "\n")] = 0;
+		size_t len = strlen(line), sl = strlen(suffix);
+		if (len > 4 && strcmp(line + len - 4, ".npy") == 0) {
+			n++;
+			*with += len >= sl + 4 && strncmp(line + len - 4 - sl, suffix, sl) == 0;
+		}
+	}
+	pclose(p);
+	return n;
+}
+
+/* A batch from .npy files is the fixture's as the test reads it; a label
+ * file that is not integers is refused; after a training step the state
+ * directory holds the running statistics (one per batch-norm mean and
+ * variance) and no momentum buffer, and the gradient directory the loss
+ * and a file per parameter. */
+START_TEST(test_npy_batch_and_dirs)
+{
+	revc_model *m = fashion_b4(REVC_F64, REVC_INTERP);
+	char x[1024], y[1024];
+	snprintf(x, sizeof x, "%s/tests/data/fashion-b4/x.npy", root());
+	snprintf(y, sizeof y, "%s/tests/data/fashion-b4/y.npy", root());
+	revc_batch b;
+	revc_error *err = NULL;
+	ck_assert_msg(revc_batch_load(m, x, y, REVC_F64, &b, &err), "%s", revc_error_message(err));
+	fixture f;
+	revc_batch want = fixture_batch(&f, REVC_F64);
+	ck_assert_int_eq(b.n, 4);
+	ck_assert(memcmp(b.x, want.x, sizeof f.xd) == 0 && memcmp(b.labels, want.labels, sizeof f.y) == 0);
+	revc_batch bad;
+	ck_assert(!revc_batch_load(m, x, x, REVC_F64, &bad, &err));
+	ck_assert_ptr_nonnull(strstr(revc_error_message(err), "need integer labels [4]"));
+	revc_error_free(err);
+
+	char dir[] = "/tmp/revc-test-driver-XXXXXX", state[1100], grads[1100];
+	ck_assert(mkdtemp(dir));
+	snprintf(state, sizeof state, "%s/state", dir);
+	snprintf(grads, sizeof grads, "%s/grads", dir);
+	double loss;
+	ck_assert_msg(revc_train_step(m, &b, 0.1, &loss, &err), "%s", revc_error_message(err));
+	ck_assert_msg(revc_save_gradients(m, grads, loss, &err) == false, "gradients before revc_grad");
+	revc_error_free(err);
+	ck_assert_msg(revc_dir_check(state, REVC_DIR_STATE, &err), "%s", revc_error_message(err));
+	ck_assert_msg(revc_save_state(m, state, &err), "%s", revc_error_message(err));
+	int means, mom, params = 0, stats = 0;
+	for (int i = 0; i < revc_param_count(m); i++) {
+		revc_tensor t;
+		ck_assert(revc_param_at(m, i, &t));
+		params += t.trainable;
+		size_t len = strlen(t.name);
+		stats += len > 5 && (strcmp(t.name + len - 5, ".mean") == 0 || strcmp(t.name + len - 4, ".var") == 0);
+	}
+	ck_assert_int_eq(npy_files(state, ".mom", &mom), stats);
+	ck_assert_int_eq(mom, 0);
+	ck_assert_int_eq(npy_files(state, ".mean", &means) - means, stats / 2);
+	ck_assert_msg(revc_grad(m, &b, &loss, &err), "%s", revc_error_message(err));
+	ck_assert_msg(revc_save_gradients(m, grads, loss, &err), "%s", revc_error_message(err));
+	ck_assert_int_eq(npy_files(grads, "loss", &means), params + 1);
+	ck_assert_int_eq(means, 1);
+	ck_assert(!revc_dir_check(grads, REVC_DIR_STATE, &err)); /* a gradient directory is not state */
+	revc_error_free(err);
+	ck_assert(revc_dir_same(state, "/tmp/../tmp/x/..") == false && revc_dir_same(grads, grads));
+	char cmd[1200];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	revc_batch_free(&b);
+	revc_model_free(m);
+}
+END_TEST
+
+/* The arena a header emitted for dir/tiny.o declares. */
+static long long header_arena(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f, "%s", path);
+	char line[256];
+	long long arena = -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "#define TINY_ARENA_BYTES %lldLL", &arena) == 1)
+			break;
+	fclose(f);
+	return arena;
+}
+
+/* revc_emit of a model not compiled emits for the default strategy
+ * (revnet), as revc compile does: its header's arena is revc_emit_with's
+ * under REVC_REVNET, not under REVC_STORE. */
+START_TEST(test_emit_defaults)
+{
+	revc_model *m = tiny_model();
+	char dir[] = "/tmp/revc-test-emit-XXXXXX", obj[100], hdr[100];
+	ck_assert(mkdtemp(dir));
+	snprintf(obj, sizeof obj, "%s/tiny.o", dir);
+	snprintf(hdr, sizeof hdr, "%s/tiny.h", dir);
+	revc_error *err = NULL;
+	ck_assert_msg(revc_emit(m, obj, hdr, NULL, &err), "%s", revc_error_message(err));
+	long long arena = header_arena(hdr);
+	revc_emit_options e;
+	revc_emit_options_init(&e);
+	ck_assert(e.strategy == REVC_REVNET);
+	ck_assert_msg(revc_emit_with(m, obj, &e, &err), "%s", revc_error_message(err));
+	ck_assert_int_eq(e.arena_bytes, arena);
+	e.strategy = REVC_STORE;
+	ck_assert_msg(revc_emit_with(m, obj, &e, &err), "%s", revc_error_message(err));
+	ck_assert_int_gt(e.arena_bytes, arena);
+	char name[64];
+	ck_assert(revc_emit_default_prefix("d/libfoo.so", name, sizeof name) && strcmp(name, "foo") == 0);
+	ck_assert(!revc_emit_default_prefix("foo.a", name, sizeof name));
+	ck_assert(revc_emit_prefix_ok("_x2") && !revc_emit_prefix_ok("2x"));
+	char cmd[200];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	revc_model_free(m);
+}
+END_TEST
+
 START_TEST(test_version)
 {
 	char want[32];
@@ -375,6 +600,10 @@ int main(void)
 	tcase_add_test(tc, test_fixture_grad_f64);
 	tcase_add_test(tc, test_eval_partial_batch);
 	tcase_add_test(tc, test_param_pointer_sees_step);
+	tcase_add_test(tc, test_check_gradients);
+	tcase_add_test(tc, test_bench);
+	tcase_add_test(tc, test_npy_batch_and_dirs);
+	tcase_add_test(tc, test_emit_defaults);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);

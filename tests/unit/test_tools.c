@@ -128,8 +128,8 @@ static void run_check(double tol, drv_check_report *r)
 	ck_assert_int_eq(r->n, trainable);
 	double worst = 0;
 	for (int i = 0; i < r->n; i++)
-		worst = fmax(worst, r->t[i].error);
-	ck_assert(r->worst_at >= 0 && r->worst == worst && r->t[r->worst_at].error == worst);
+		worst = fmax(worst, r->tensors[i].error);
+	ck_assert(r->worst_at >= 0 && r->worst == worst && r->tensors[r->worst_at].error == worst);
 	ir_diags_free(&d);
 	rt_exec_free(gx);
 	rt_exec_free(fx);
@@ -145,11 +145,11 @@ START_TEST(check_passes_and_fails)
 	ck_assert_int_eq(r.failed, 0);
 	ck_assert_int_eq(r.n, 41);
 	for (int i = 0; i < r.n; i++)
-		ck_assert(r.t[i].ok && r.t[i].samples == 2 && r.t[i].scale > 0);
-	drv_check_report_free(&r);
+		ck_assert(r.tensors[i].ok && r.tensors[i].samples == 2 && r.tensors[i].scale > 0);
+	revc_check_report_free(&r);
 	run_check(1e-16, &r);
 	ck_assert_int_gt(r.failed, 0);
-	drv_check_report_free(&r);
+	revc_check_report_free(&r);
 }
 END_TEST
 
@@ -177,7 +177,7 @@ START_TEST(drift_report)
 	ck_assert(strstr(json, "\"tensors\":[{\"name\":\"init.conv.w\","));
 	ck_assert_str_eq(json + strlen(json) - 4, "]}}\n");
 	free(json);
-	drv_drift_report_free(&r);
+	revc_drift_report_free(&r);
 	ir_diags_free(&d);
 }
 END_TEST
