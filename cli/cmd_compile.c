@@ -9,7 +9,7 @@ static const char usage[] =
 	"revc compile SPEC -o libNAME.so|NAME.o [--header NAME.h] [--name PREFIX]\n"
 	"                    [--strategy NAME] [--cpu NAME] [--set KEY=VALUE ...] [--dump-llvm DIR]";
 static const char about[] =
-	"Compiles SPEC's training step (momentum SGD, the spec's batch) and its forward\n"
+	"Compiles SPEC's training step (the spec's optimiser and batch) and its forward\n"
 	"pass to native code for this machine (or the CPU --cpu names) and writes a\n"
 	"shared library or an object file, plus a header declaring its C API:\n"
 	"  PREFIX_model *PREFIX_new(uint64_t seed);   parameters per docs/model.md from seed\n"

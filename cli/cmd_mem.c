@@ -14,7 +14,7 @@ static const char usage[] =
 	"                [--no-order-edges] [--budget SIZE] [--json] [--timeline FILE.svg]\n"
 	"                [--engine interp|jit] [--threads N] [--measure] [pass options]";
 static const char about[] =
-	"Builds SPEC's training step (f32, momentum SGD), schedules it and plans its\n"
+	"Builds SPEC's training step (f32, the spec's optimiser), schedules it and plans its\n"
 	"arena, then prints the peak bytes by category (parameters, parameter gradients,\n"
 	"optimiser state, saved activations, transient activations and gradients,\n"
 	"workspace), the fragmentation-free peak and the planned arena, the schedule\n"

@@ -106,27 +106,27 @@ static bool write_grads(const revc_model *m, double loss, rt_dir *d, rt_err *e)
 	return ok;
 }
 
-/* Whether the persistent tensor named name is a momentum buffer: what a
- * momentum op of m's graphs updates (as the memory model counts optimiser
- * state, passes/memory.c). */
-static bool is_momentum(const revc_model *m, const char *name)
+/* Whether the persistent tensor named name is optimiser state (momentum
+ * buffers, AdamW's moments and step count): what an optimiser update of m's
+ * graphs writes, as the memory model counts it (passes/memory.c). */
+static bool is_optimizer_state(const revc_model *m, const char *name)
 {
 	for (int k = 0; k < DRV_GRAPHS; k++)
 		for (int i = 0; m->g[k] && i < m->g[k]->n; i++) {
 			const ir_node *v = m->g[k]->nodes[i];
-			if (v->op == IR_OP_MOMENTUM && v->in[0]->name && strcmp(v->in[0]->name, name) == 0)
+			if (ps_optimizer_update(v->op) && v->in[0]->name && strcmp(v->in[0]->name, name) == 0)
 				return true;
 		}
 	return false;
 }
 
-/* Writes the state tensors but momentum buffers: the running statistics. */
+/* Writes the state tensors but optimiser state: the running statistics. */
 static bool write_state(const revc_model *m, rt_dir *d, rt_err *e)
 {
 	bool ok = true;
 	for (int i = 0; ok && i < m->store.n; i++) {
 		const rt_tensor *t = &m->store.t[i];
-		if (!t->trainable && !is_momentum(m, t->name))
+		if (!t->trainable && !is_optimizer_state(m, t->name))
 			ok = write_npy(d, t->name, t->type.dtype, t->type.rank, t->type.dim, t->data, e);
 	}
 	return ok;

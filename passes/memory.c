@@ -62,8 +62,7 @@ void ps_memory_free(ps_memory *m)
 	memset(m, 0, sizeof *m);
 }
 
-/* Does op update optimiser state (operand 0) in place? */
-static bool optimizer_update(ir_op op)
+bool ps_optimizer_update(ir_op op)
 {
 	return op == IR_OP_MOMENTUM || op == IR_OP_ADAM_M || op == IR_OP_ADAM_V || op == IR_OP_ADAM_COUNT;
 }
@@ -77,7 +76,7 @@ void ps_memory_persistent(const ir_graph *g, int64_t persistent[PS_MEM_CAT_COUNT
 	if (!opt)
 		IR_DIE("out of memory");
 	for (int i = 0; i < g->n; i++)
-		if (optimizer_update(g->nodes[i]->op))
+		if (ps_optimizer_update(g->nodes[i]->op))
 			opt[g->nodes[i]->in[0]->id] = true;
 	persistent[PS_MEM_PARAMS] = persistent[PS_MEM_OPTSTATE] = 0;
 	for (int i = 0; i < g->n; i++) {

@@ -213,6 +213,9 @@ void ps_memory_free(ps_memory *m);
 /* The persistent bytes of g (ids must be list positions): persistent[
  * PS_MEM_PARAMS] and [PS_MEM_OPTSTATE]; other entries are left alone. */
 void ps_memory_persistent(const ir_graph *g, int64_t persistent[PS_MEM_CAT_COUNT]);
+/* Does op update optimiser state (its operand 0: a momentum buffer, AdamW's
+ * moments or step count) in place? */
+bool ps_optimizer_update(ir_op op);
 
 /* ---- passes (one file each) ------------------------------------------- */
 
