@@ -16,7 +16,8 @@
  * Batch norm in training mode is bn_norm(x, bn_stats(x), gamma, beta); its
  * rule gives the full gradient through the batch statistics, so bn_stats
  * itself passes nothing on.  Running-statistic updates are effects, not
- * part of the loss. */
+ * part of the loss.  Layer norm, ln_norm(x, ln_stats(x), gamma, beta), is
+ * differentiated the same way. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,6 +168,64 @@ static void bn_grads(differ *D, ir_node *n, ir_node *dy)
 	contribute(D, x, typed(D, dx));
 }
 
+/* dbeta of layer norm: sum of dy over every axis but the last. */
+static ir_node *sum_but_last(differ *D, ir_node *dy)
+{
+	int64_t axes[IR_MAX_RANK];
+	for (int i = 0; i < dy->type.rank - 1; i++)
+		axes[i] = i;
+	ir_node *r = make(D, IR_OP_REDUCE_SUM, dy, NULL);
+	ir_node_set_ints(D->g, r, IR_ATTR_AXES, axes, dy->type.rank - 1);
+	return typed(D, r);
+}
+
+static void ln_grads(differ *D, ir_node *n, ir_node *dy)
+{
+	ir_node *x = n->in[0], *stats = n->in[1], *gamma = n->in[2], *beta = n->in[3];
+	if (stats->op != IR_OP_LN_STATS || stats->in[0] != x) {
+		fail(D, n, "layer-norm statistics must be ln_stats of the same input");
+		return;
+	}
+	double eps = ir_node_float(n, IR_ATTR_EPS);
+	ir_node *dbeta = sum_but_last(D, dy);
+	ir_node *in3[3] = {dy, x, stats};
+	ir_node *dgamma = make_n(D, IR_OP_LN_DGAMMA, in3, 3);
+	ir_node_set_float(D->g, dgamma, IR_ATTR_EPS, eps);
+	typed(D, dgamma);
+	ir_node *in4[4] = {dy, x, stats, gamma};
+	ir_node *dx = make_n(D, IR_OP_LN_DX, in4, 4);
+	ir_node_set_float(D->g, dx, IR_ATTR_EPS, eps);
+	contribute(D, gamma, dgamma);
+	contribute(D, beta, dbeta);
+	contribute(D, x, typed(D, dx));
+}
+
+/* The transformer's ops (layer norm, GELU, softmax, mean over tokens):
+ * false when n is none of them. */
+static bool transformer_rule(differ *D, ir_node *n, ir_node *dy)
+{
+	ir_node *x = n->in[0];
+	switch (n->op) {
+	case IR_OP_LN_NORM:
+		ln_grads(D, n, dy);
+		return true;
+	case IR_OP_GELU:
+		contribute(D, x, typed(D, make(D, IR_OP_GELU_GRAD, dy, x)));
+		return true;
+	case IR_OP_SOFTMAX: {
+		ir_node *g = make(D, IR_OP_SOFTMAX_GRAD, dy, n);
+		copy_attr(D, g, n, IR_ATTR_FACTOR);
+		contribute(D, x, typed(D, g));
+		return true;
+	}
+	case IR_OP_TOKEN_MEAN:
+		contribute(D, x, declared(D, IR_OP_TOKEN_MEAN_GRAD, dy, NULL, n, &x->type));
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void rule(differ *D, ir_node *n, ir_node *dy)
 {
 	ir_node *x = n->nin ? n->in[0] : NULL;
@@ -243,7 +302,8 @@ static void rule(differ *D, ir_node *n, ir_node *dy)
 		contribute(D, n->in[1], sum_but_channels(D, dy));
 		break;
 	default:
-		fail(D, n, "has no gradient rule");
+		if (!transformer_rule(D, n, dy))
+			fail(D, n, "has no gradient rule");
 	}
 }
 
