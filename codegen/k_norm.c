@@ -167,8 +167,9 @@ static void emit_softmax(cg_kb *k, const ir_node *n)
 	LLVMValueRef r = cg_for(k, &l, k->lo, k->hi);
 	LLVMValueRef base = row_at(k, r, d);
 	LLVMValueRef row = cg_gep(k, NULL, x, base), out = cg_gep(k, NULL, y, base);
+	LLVMValueRef first = scaled(k, row, cg_i64(k, 0), f);
 	LLVMValueRef j = cg_for(k, &lm, cg_i64(k, 1), cg_i64(k, d));
-	LLVMValueRef m = cg_carry(k, &lm, scaled(k, row, cg_i64(k, 0), f));
+	LLVMValueRef m = cg_carry(k, &lm, first);
 	LLVMValueRef next = cg_fmax(k, scaled(k, row, j, f), m);
 	cg_end_for(k, &lm, &next);
 	m = lm.out[0];

@@ -30,5 +30,6 @@ double cgt_compare_poked(ir_graph *g, int threads, uint64_t seed, int steps, con
 double cgt_rel_err(const void *a, const void *b, ir_dtype dt, int64_t n);
 
 Suite *cg_ops_suite(void);
+Suite *cg_norm_suite(void);
 
 #endif
