@@ -14,8 +14,8 @@
  * image and feature ([N,D], token_mean_grad's incoming gradient).
  *
  * Loops: a group with layer-norm or token_mean_grad members runs over the
- * rows of its last axis, with an inner loop over the D elements of a row;
- * passes/fuse.c never puts a channel broadcast in such a group.  Else a group
+ * rows of its last axis, with an inner loop over the D elements of a row
+ * (no channel broadcast in such a group: ir_bcast).  Else a group
  * with broadcast operands runs over rows r = n·C + c of its [N,C,H,W] (or
  * [N,C]) space, loading per-channel values once per row, with an inner loop
  * over the H·W elements of the row; others run over chunks of the flat
@@ -73,7 +73,7 @@ static rd_kind operand_kind(const ir_node *n, int k)
 static bool along_last_axis(const cg_group *g)
 {
 	for (int i = 0; i < g->n; i++)
-		if (g->member[i]->op == IR_OP_LN_NORM || g->member[i]->op == IR_OP_TOKEN_MEAN_GRAD)
+		if (ir_node_bcast(g->member[i]) == IR_BCAST_LAST_AXIS)
 			return true;
 	return false;
 }
@@ -181,6 +181,7 @@ static void preload(emitter *e, LLVMValueRef r, LLVMValueRef c)
 			if (kind == RD_ELEM)
 				continue; /* read per element, perhaps from a member */
 			LLVMValueRef base = e->base[buf_index(g, n->in[j])];
+			IR_ASSERT(c || (kind != RD_CHANNEL && kind != RD_STATS_MEAN));
 			if (kind == RD_CHANNEL)
 				e->pre[i][j] = cg_ld(k, base, c);
 			else if (kind == RD_STATS_MEAN) {

@@ -53,17 +53,23 @@ static bool need_float(const ir_node *n, int i, int rank, ir_diags *d)
 	return true;
 }
 
-/* Operand i must be a float vector [c] matching operand 0's dtype. */
-static bool need_channels(const ir_node *n, int i, int64_t c, ir_diags *d)
+/* Operand i must be a float vector [c] matching operand 0's dtype, one per
+ * `what` (channel, feature). */
+static bool need_vector(const ir_node *n, int i, int64_t c, const char *what, ir_diags *d)
 {
 	if (!need_float(n, i, 1, d))
 		return false;
 	if (in(n, i)->dim[0] != c) {
 		char b[128];
-		return fail(n, d, "operand %d must be [%lld] (one per channel), got %s", i,
-			(long long)c, tstr(in(n, i), b, sizeof b));
+		return fail(n, d, "operand %d must be [%lld] (one per %s), got %s", i,
+			(long long)c, what, tstr(in(n, i), b, sizeof b));
 	}
 	return true;
+}
+
+static bool need_channels(const ir_node *n, int i, int64_t c, ir_diags *d)
+{
+	return need_vector(n, i, c, "channel", d);
 }
 
 /* Operand i must be [2, c]: the mean and biased variance from bn_stats. */
@@ -668,7 +674,7 @@ bool ir_rule_ln_stats(const ir_node *n, ir_type *out, ir_diags *d)
 bool ir_rule_ln_norm(const ir_node *n, ir_type *out, ir_diags *d)
 {
 	if (!need_rows(n, 0, 2, d) || !positive_eps(n, d) || !need_ln_stats(n, 1, 0, d) ||
-	    !need_channels(n, 2, features(n), d) || !need_channels(n, 3, features(n), d))
+	    !need_vector(n, 2, features(n), "feature", d) || !need_vector(n, 3, features(n), "feature", d))
 		return false;
 	*out = *in(n, 0);
 	return true;
@@ -689,7 +695,7 @@ bool ir_rule_ln_dgamma(const ir_node *n, ir_type *out, ir_diags *d)
 bool ir_rule_ln_dx(const ir_node *n, ir_type *out, ir_diags *d)
 {
 	if (!need_rows(n, 0, 2, d) || !need_float(n, 1, -1, d) || !need_same_shape(n, 0, 1, d) ||
-	    !positive_eps(n, d) || !need_ln_stats(n, 2, 0, d) || !need_channels(n, 3, features(n), d))
+	    !positive_eps(n, d) || !need_ln_stats(n, 2, 0, d) || !need_vector(n, 3, features(n), "feature", d))
 		return false;
 	*out = *in(n, 0);
 	return true;

@@ -15,9 +15,8 @@
  * moves a node ahead of anything it must run after, ordering edges
  * included, and never moves anything else at all.
  *
- * A group broadcasts along one kind of row only: per channel, or along the
- * last axis (layer norm, token_mean_grad), never both, since its kernel
- * runs over one kind of row. */
+ * A group broadcasts along one kind of row only (ir_bcast): per channel, or
+ * along the last axis, never both. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,24 +27,12 @@ static bool fusable(const ir_node *n)
 	return ir_op_has(n->op, IR_OPF_FUSE) && ir_dtype_is_float(n->type.dtype);
 }
 
-/* How n broadcasts operands smaller than its result (scalars aside). */
-typedef enum { BC_NONE, BC_CHANNEL, BC_LAST_AXIS } bcast;
-
-static bcast bcast_of(const ir_node *n)
+/* The kind of broadcast of the group [first, last] (ir_bcast). */
+static ir_bcast group_bcast(const ir_graph *g, int first, int last)
 {
-	if (n->op == IR_OP_LN_NORM || n->op == IR_OP_TOKEN_MEAN_GRAD)
-		return BC_LAST_AXIS;
-	for (int k = 0; k < n->nin; k++)
-		if (n->in[k]->type.rank > 0 && !ir_type_same_shape(&n->in[k]->type, &n->type))
-			return BC_CHANNEL;
-	return BC_NONE;
-}
-
-static bcast group_bcast(const ir_graph *g, int first, int last)
-{
-	bcast b = BC_NONE;
-	for (int m = first; m <= last && b == BC_NONE; m++)
-		b = bcast_of(g->nodes[m]);
+	ir_bcast b = IR_BCAST_NONE;
+	for (int m = first; m <= last && b == IR_BCAST_NONE; m++)
+		b = ir_node_bcast(g->nodes[m]);
 	return b;
 }
 
@@ -78,7 +65,7 @@ static void move_up(ir_graph *g, int from, int to)
 static int next_member(const ir_graph *g, const ir_users *u, int first, int last)
 {
 	const ir_type *shape = &g->nodes[first]->type;
-	bcast kind = group_bcast(g, first, last);
+	ir_bcast kind = group_bcast(g, first, last);
 	int best = -1;
 	for (int m = first; m <= last; m++) {
 		int s = g->nodes[m]->start_id;
@@ -88,8 +75,8 @@ static int next_member(const ir_graph *g, const ir_users *u, int first, int last
 				continue;
 			if (!fusable(c) || c->group >= 0 || !ir_type_eq(&c->type, shape))
 				continue;
-			bcast cb = bcast_of(c);
-			if (kind != BC_NONE && cb != BC_NONE && cb != kind)
+			ir_bcast cb = ir_node_bcast(c);
+			if (kind != IR_BCAST_NONE && cb != IR_BCAST_NONE && cb != kind)
 				continue;
 			if (deps_before(c, last))
 				best = c->id;
