@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cg.h"
 #include "codegen_suites.h"
 #include "passes.h"
 #include "rt.h"
@@ -218,6 +219,35 @@ START_TEST(test_nan)
 }
 END_TEST
 
+/* ---- ahead of time -------------------------------------------------------------- */
+
+/* GELU calls libm's erf, which LLVM has no intrinsic for: a compiled
+ * object leaves it undefined, and links with -lm (as revc compile links its
+ * libraries, and as its help tells users to link an object). */
+START_TEST(test_object_links_erf)
+{
+	ir_graph *g = block_graph(&tok_cases[0], "f32");
+	cgt_plan(g, 1);
+	char dir[128];
+	rt_temp_template(dir, sizeof dir, "/tmp/revc-erf", strlen("/tmp/revc-erf"), "-");
+	ck_assert(mkdtemp(dir));
+	char obj[200], cmd[1024];
+	snprintf(obj, sizeof obj, "%s/block.o", dir);
+	cg_options o = {.threads = 1, .optimize = true, .name = "block"};
+	ir_diags d;
+	ir_diags_init(&d);
+	ck_assert_msg(cg_emit_object(g, NULL, &o, obj, &d), "%s", d.n ? d.items[0].msg : "");
+	ir_diags_free(&d);
+	snprintf(cmd, sizeof cmd, "nm -u '%s' | grep -qw erf", obj);
+	ck_assert_msg(system(cmd) == 0, "the object does not call erf");
+	snprintf(cmd, sizeof cmd, "cc -shared -o '%s/block.so' '%s' -Wl,--no-undefined -lopenblas -lm", dir, obj);
+	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	ir_graph_free(g);
+}
+END_TEST
+
 /* ---- autodiff against finite differences -------------------------------------- */
 
 /* tokens → LN → GELU → softmax(1.7·) → + tokens → mean over tokens →
@@ -330,6 +360,7 @@ Suite *cg_norm_suite(void)
 	tcase_add_loop_test(tc, test_mixed_broadcasts, 0, 2 * NTHREADS);
 	tcase_add_loop_test(tc, test_nan, 0, 2 * NTHREADS);
 	tcase_add_test(tc, test_autodiff_fd);
+	tcase_add_test(tc, test_object_links_erf);
 	suite_add_tcase(s, tc);
 	return s;
 }
