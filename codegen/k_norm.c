@@ -6,7 +6,9 @@
  * Arithmetic follows runtime/kern_norm.c step for step: in double for both
  * real types, rounded once, every sum in the reference's order (no
  * reassociation), so the results are the reference's to the last bit or
- * nearly.  Softmax's running maximum is cg_fmax, which keeps a NaN.
+ * nearly.  Softmax's running maximum is cg_fmax, which keeps a NaN; its
+ * exponentials are computed once, kept in the workspace (the reference
+ * computes them twice rather than use any).
  *
  * Extents: rows of the last axis (ln_stats, ln_dx, softmax, softmax_grad:
  * rows are independent, so threads take whole rows); features for
@@ -156,13 +158,16 @@ static LLVMValueRef scaled(cg_kb *k, LLVMValueRef row, LLVMValueRef j, double f)
 	return cg_fmul(k, cg_f64(k, f), cg_to_f64(k, cg_ld(k, row, j)));
 }
 
-/* y = exp(f·x − max)/Σ exp(f·x − max) per row; exp again in the last pass,
- * which reads x[j] before writing y[j] (softmax is INPL). */
+/* y = exp(f·x − max)/Σ exp(f·x − max) per row.  The exponentials wait in
+ * the thread's workspace (D doubles) between the sum and the division:
+ * the same values the reference computes twice. */
 static void emit_softmax(cg_kb *k, const ir_node *n)
 {
+	cg_module *M = k->m;
 	int64_t d = row_len(&n->type);
 	double f = factor_of(n);
 	LLVMValueRef y = cg_arg(k, 0), x = cg_arg(k, 1);
+	LLVMValueRef ws = cg_gep(k, M->f64, cg_arg(k, 2), cg_imul(k, k->tid, cg_i64(k, d)));
 	cg_loop l, lm, ls, lw;
 	LLVMValueRef r = cg_for(k, &l, k->lo, k->hi);
 	LLVMValueRef base = row_at(k, r, d);
@@ -175,13 +180,20 @@ static void emit_softmax(cg_kb *k, const ir_node *n)
 	m = lm.out[0];
 	j = cg_for(k, &ls, cg_i64(k, 0), cg_i64(k, d));
 	LLVMValueRef s = cg_carry(k, &ls, cg_f64(k, 0));
-	next = cg_fadd(k, s, cg_math(k, "llvm.exp", cg_fsub(k, scaled(k, row, j, f), m)));
+	LLVMValueRef e = cg_math(k, "llvm.exp", cg_fsub(k, scaled(k, row, j, f), m));
+	LLVMBuildStore(k->b, e, cg_gep(k, M->f64, ws, j));
+	next = cg_fadd(k, s, e);
 	cg_end_for(k, &ls, &next);
 	j = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, d));
-	LLVMValueRef e = cg_math(k, "llvm.exp", cg_fsub(k, scaled(k, row, j, f), m));
+	e = LLVMBuildLoad2(k->b, M->f64, cg_gep(k, M->f64, ws, j), "");
 	cg_st(k, out, j, cg_to_real(k, cg_fdiv(k, e, ls.out[0])));
 	cg_end_for(k, &lw, NULL);
 	cg_end_for(k, &l, NULL);
+}
+
+static int64_t softmax_workspace(const ir_node *n)
+{
+	return row_len(&n->type) * (int64_t)sizeof(double);
 }
 
 /* dx = f·y·(dy − Σ dy·y) per row. */
@@ -209,7 +221,7 @@ static void emit_softmax_grad(cg_kb *k, const ir_node *n)
 
 static int64_t rows_out(const ir_node *n) { return row_count(&n->type); }
 
-const cg_op_impl cg_impl_softmax = {rows_out, NULL, emit_softmax, false, NULL};
+const cg_op_impl cg_impl_softmax = {rows_out, softmax_workspace, emit_softmax, false, NULL};
 const cg_op_impl cg_impl_softmax_grad = {rows_out, NULL, emit_softmax_grad, false, NULL};
 
 /* ---- mean over tokens ---------------------------------------------------------- */
