@@ -30,6 +30,23 @@ static ir_graph *parse(const char *text)
 	return g;
 }
 
+/* tmpl with every "DT[" made dt's name and "[" ("f32[2,3]"), parsed. */
+static ir_graph *parse_as(const char *tmpl, ir_dtype dt)
+{
+	static char text[8192];
+	size_t at = 0;
+	for (const char *p = tmpl; *p; p++) {
+		ck_assert_uint_lt(at + 8, sizeof text);
+		if (strncmp(p, "DT[", 3) == 0) {
+			at += (size_t)snprintf(text + at, sizeof text - at, "%s", ir_dtype_name(dt));
+			p++;
+		} else
+			text[at++] = *p;
+	}
+	text[at] = 0;
+	return parse(text);
+}
+
 /* ---- a layer-norm block, its backward pass, softmax and the token mean ----- */
 
 typedef struct {
@@ -138,28 +155,26 @@ END_TEST
 
 /* On [R,D] the channels are the features too, but a group runs over one
  * kind of row: bias_add (per channel) never joins ln_norm's group. */
+static const char mixed_text[] =
+	"graph @mixed {\n"
+	"  %0 = input {name=\"x\"} : DT[9,6]\n"
+	"  $fc.b = param : DT[6]\n"
+	"  $ln.gamma = param : DT[6]\n"
+	"  $ln.beta = param : DT[6]\n"
+	"  %4 = bias_add(%0, $fc.b) : DT[9,6]\n"
+	"  %5 = ln_stats(%4) : DT[9,2]\n"
+	"  %6 = ln_norm(%4, %5, $ln.gamma, $ln.beta) {eps=0.001} : DT[9,6]\n"
+	"  %7 = relu(%6) : DT[9,6]\n"
+	"  %8 = bias_add(%7, $fc.b) : DT[9,6]\n"
+	"  %9 = gelu(%8) : DT[9,6]\n"
+	"  %10 = output(%9) {name=\"y\"} : DT[9,6]\n"
+	"}\n";
+
 START_TEST(test_mixed_broadcasts)
 {
 	ir_dtype dt = DTYPE_OF(_i);
 	int threads = THREADS_OF(_i);
-	const char *t = ir_dtype_name(dt);
-	static char text[4096];
-	snprintf(text, sizeof text,
-		"graph @mixed {\n"
-		"  %%0 = input {name=\"x\"} : %s[9,6]\n"
-		"  $fc.b = param : %s[6]\n"
-		"  $ln.gamma = param : %s[6]\n"
-		"  $ln.beta = param : %s[6]\n"
-		"  %%4 = bias_add(%%0, $fc.b) : %s[9,6]\n"
-		"  %%5 = ln_stats(%%4) : %s[9,2]\n"
-		"  %%6 = ln_norm(%%4, %%5, $ln.gamma, $ln.beta) {eps=0.001} : %s[9,6]\n"
-		"  %%7 = relu(%%6) : %s[9,6]\n"
-		"  %%8 = bias_add(%%7, $fc.b) : %s[9,6]\n"
-		"  %%9 = gelu(%%8) : %s[9,6]\n"
-		"  %%10 = output(%%9) {name=\"y\"} : %s[9,6]\n"
-		"}\n",
-		t, t, t, t, t, t, t, t, t, t, t);
-	ir_graph *g = parse(text);
+	ir_graph *g = parse_as(mixed_text, dt);
 	const ir_node *ln = text_node(g, 6, IR_OP_LN_NORM), *relu = text_node(g, 7, IR_OP_RELU);
 	const ir_node *bias = text_node(g, 8, IR_OP_BIAS_ADD), *gelu = text_node(g, 9, IR_OP_GELU);
 	cgt_plan(g, threads);
@@ -175,31 +190,29 @@ END_TEST
 /* A NaN in x spoils its row of the layer norm, of softmax (a NaN first in
  * its row, where the maximum starts, or later) and GELU's element, in both
  * engines alike; +∞ in softmax's input gives inf − inf, NaN. */
+static const char nan_text[] =
+	"graph @nan {\n"
+	"  %0 = input {name=\"x\"} : DT[4,70]\n"
+	"  $ln.gamma = param : DT[70]\n"
+	"  $ln.beta = param : DT[70]\n"
+	"  %3 = ln_stats(%0) : DT[4,2]\n"
+	"  %4 = ln_norm(%0, %3, $ln.gamma, $ln.beta) {eps=1e-05} : DT[4,70]\n"
+	"  %5 = output(%4) {name=\"ln\"} : DT[4,70]\n"
+	"  %6 = softmax(%0) : DT[4,70]\n"
+	"  %7 = output(%6) {name=\"p\"} : DT[4,70]\n"
+	"  %8 = gelu(%0) : DT[4,70]\n"
+	"  %9 = output(%8) {name=\"g\"} : DT[4,70]\n"
+	"}\n";
+
 START_TEST(test_nan)
 {
 	ir_dtype dt = DTYPE_OF(_i);
 	int threads = THREADS_OF(_i);
-	const char *t = ir_dtype_name(dt);
-	static char text[4096];
-	snprintf(text, sizeof text,
-		"graph @nan {\n"
-		"  %%0 = input {name=\"x\"} : %s[4,70]\n"
-		"  $ln.gamma = param : %s[70]\n"
-		"  $ln.beta = param : %s[70]\n"
-		"  %%3 = ln_stats(%%0) : %s[4,2]\n"
-		"  %%4 = ln_norm(%%0, %%3, $ln.gamma, $ln.beta) {eps=1e-05} : %s[4,70]\n"
-		"  %%5 = output(%%4) {name=\"ln\"} : %s[4,70]\n"
-		"  %%6 = softmax(%%0) : %s[4,70]\n"
-		"  %%7 = output(%%6) {name=\"p\"} : %s[4,70]\n"
-		"  %%8 = gelu(%%0) : %s[4,70]\n"
-		"  %%9 = output(%%8) {name=\"g\"} : %s[4,70]\n"
-		"}\n",
-		t, t, t, t, t, t, t, t, t, t);
 	/* row 0: NaN first; row 1: NaN late; row 2: +∞; row 3 clean */
 	static const cgt_poke pokes[] = {{"x", 0, NAN}, {"x", 70 + 66, NAN}, {"x", 140 + 3, INFINITY}};
 	static const char *const outs[3] = {"ln", "p", "g"};
 	for (int o = 0; o < 3; o++) {
-		ir_graph *g = parse(text);
+		ir_graph *g = parse_as(nan_text, dt);
 		cgt_plan(g, threads);
 		static double jit[280], ref[280];
 		double err = cgt_compare_poked(g, threads, 47, 1, pokes, 3, outs[o], jit, ref);
@@ -211,7 +224,7 @@ START_TEST(test_nan)
 				if (o == 0 && r == 2)
 					want_nan = true; /* the variance of a row with +∞ is NaN */
 				ck_assert_msg(isnan(jit[at]) == want_nan && isnan(ref[at]) == want_nan,
-					"%s[%d] (%s, %d threads): JIT %g, interpreter %g", outs[o], at, t, threads,
+					"%s[%d] (%s, %d threads): JIT %g, interpreter %g", outs[o], at, ir_dtype_name(dt), threads,
 					jit[at], ref[at]);
 			}
 		ir_graph_free(g);
