@@ -128,6 +128,12 @@ LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v)
 	return LLVMBuildCall2(k->b, fty, f, &v, 1, "");
 }
 
+LLVMValueRef cg_libm(cg_kb *k, const char *name, LLVMValueRef v)
+{
+	LLVMTypeRef f64 = k->m->f64, fty = LLVMFunctionType(f64, &f64, 1, false);
+	return LLVMBuildCall2(k->b, fty, cg_extern(k->m, name, fty), &v, 1, "");
+}
+
 void cg_zero(cg_kb *k, LLVMValueRef p, LLVMValueRef elems)
 {
 	cg_memset0(k, p, cg_imul(k, elems, cg_i64(k, ir_dtype_size(k->dt))));

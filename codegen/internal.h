@@ -143,6 +143,10 @@ LLVMValueRef cg_to_real(cg_kb *k, LLVMValueRef v);
  * and its function type in *fty. */
 LLVMValueRef cg_intrinsic(cg_kb *k, const char *name, LLVMTypeRef *over, int nover, LLVMTypeRef *fty);
 LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v);
+/* A call of libm's double function `name` of one double (erf, which LLVM
+ * has no intrinsic for): the JIT finds it in the process, and a compiled
+ * model links it with -lm. */
+LLVMValueRef cg_libm(cg_kb *k, const char *name, LLVMValueRef v);
 void cg_memset0(cg_kb *k, LLVMValueRef ptr, LLVMValueRef bytes);
 /* Zeroes elems elements of the kernel's type at p (a call), or p[lo .. hi)
  * with a loop (for the few elements at a row's edge). */

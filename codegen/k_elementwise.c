@@ -4,20 +4,28 @@
  *
  * Members: const, add, sub, scale, relu, relu_grad, bias_add, bn_norm,
  * bn_infer, bn_dx, global_avgpool_grad, momentum, sgd, adam_count,
- * adam_bias, adam_m, adam_v, adamw, broadcast_add.  All have the same
- * number of elements.  An operand is either an element of a tensor of that
- * size (a member's value or a buffer), or broadcast: one per channel ([C]),
- * batch statistics ([2,C]: mean at c, variance at C + c), one per (n, c)
- * row ([N,C], global_avgpool_grad's incoming gradient), a scalar, or
- * repeated along the leading dimensions (broadcast_add's b, read at the
- * element index modulo its size, in either kind of loop).
+ * adam_bias, adam_m, adam_v, adamw, broadcast_add, ln_norm, gelu, gelu_grad,
+ * token_mean_grad.  All have the same number of elements.  An operand is
+ * either an element of a tensor of that size (a member's value or a buffer),
+ * or broadcast: one per channel ([C]), batch statistics ([2,C]: mean at c,
+ * variance at C + c), one per (n, c) row ([N,C], global_avgpool_grad's
+ * incoming gradient), a scalar, or repeated along the leading dimensions
+ * (broadcast_add's b, read at the element index modulo its size, in any kind
+ * of loop); or, along the last axis D: layer-norm statistics (mean and
+ * variance of row r at 2r, 2r + 1), one per feature ([D], at the element's
+ * place p in its row), or one per image and feature ([N,D],
+ * token_mean_grad's incoming gradient).
  *
- * Loops: a group with broadcast operands runs over rows r = n·C + c of its
- * [N,C,H,W] (or [N,C]) space, loading per-channel values once per row, with
- * an inner loop over the H·W elements of the row; others run over chunks of
- * the flat element range.  The extent divided among threads is rows or
- * chunks.  Arithmetic follows the reference kernels: batch norm in double,
- * rounded once; the rest in the tensor's type. */
+ * Loops: a group with layer-norm or token_mean_grad members runs over the
+ * rows of its last axis, with an inner loop over the D elements of a row
+ * (no channel broadcast in such a group: ir_bcast).  Else a group
+ * with broadcast operands runs over rows r = n·C + c of its [N,C,H,W] (or
+ * [N,C]) space, loading per-channel values once per row, with an inner loop
+ * over the H·W elements of the row; others run over chunks of the flat
+ * element range.  The extent divided among threads is rows or chunks.
+ * Arithmetic follows the reference kernels: batch norm, layer norm and GELU
+ * in double (GELU calling libm's erf, as the reference does), rounded once;
+ * the rest in the tensor's type. */
 #include <stdio.h>
 #include <string.h>
 
@@ -31,7 +39,13 @@ bool cg_elementwise(const ir_node *n)
 }
 
 /* How an operand is read. */
-typedef enum { RD_ELEM, RD_CHANNEL, RD_STATS_MEAN, RD_STATS_VAR, RD_ROW, RD_SCALAR, RD_TRAIL } rd_kind;
+typedef enum {
+	RD_ELEM, RD_CHANNEL, RD_STATS_MEAN, RD_STATS_VAR, RD_ROW, RD_SCALAR,
+	RD_TRAIL,     /* repeated along the leading dimensions: at the index modulo its size */
+	RD_LN_STATS,  /* per row of the last axis: mean, and variance (pre_var) */
+	RD_FEATURE,   /* [D], at the element's place in its row */
+	RD_TOKENS,    /* [N,D] at (image, place): the image's row offset preloaded */
+} rd_kind;
 
 /* The kind of operand k of member n: bn ops know their operands. */
 static rd_kind operand_kind(const ir_node *n, int k)
@@ -54,9 +68,22 @@ static rd_kind operand_kind(const ir_node *n, int k)
 		return k == 0 ? RD_ELEM : RD_TRAIL;
 	case IR_OP_ADAMW: /* w, m, v, then the scalars lr, c1, c2 */
 		return k >= 3 ? RD_SCALAR : RD_ELEM;
+	case IR_OP_LN_NORM:    /* x, stats, gamma, beta */
+		return k == 0 ? RD_ELEM : k == 1 ? RD_LN_STATS : RD_FEATURE;
+	case IR_OP_TOKEN_MEAN_GRAD:
+		return RD_TOKENS;
 	default:
 		return RD_ELEM;
 	}
+}
+
+/* Does the group run over the rows of its last axis? */
+static bool along_last_axis(const cg_group *g)
+{
+	for (int i = 0; i < g->n; i++)
+		if (ir_node_bcast(g->member[i]) == IR_BCAST_LAST_AXIS)
+			return true;
+	return false;
 }
 
 static bool broadcasts(const cg_group *g)
@@ -69,11 +96,16 @@ static bool broadcasts(const cg_group *g)
 	return false;
 }
 
-/* The iteration space: rows x inner for channel groups, else flat. */
+/* The iteration space: rows x inner for groups along the last axis and
+ * channel groups (channels > 0), else flat. */
 static void space(const cg_group *g, int64_t *rows, int64_t *inner, int64_t *channels)
 {
 	const ir_type *t = &g->member[g->n - 1]->type;
-	if (broadcasts(g)) {
+	if (along_last_axis(g)) {
+		*inner = t->dim[t->rank - 1];
+		*rows = *inner ? ir_type_elems(t) / *inner : 0;
+		*channels = 0;
+	} else if (broadcasts(g)) {
 		*rows = t->dim[0] * t->dim[1];
 		*inner = t->rank == 4 ? t->dim[2] * t->dim[3] : 1;
 		*channels = t->dim[1];
@@ -143,6 +175,7 @@ typedef struct {
 	LLVMValueRef val[CG_MAX_GROUP];       /* members' values at this element */
 	LLVMValueRef pre[CG_MAX_GROUP][IR_MAX_FUSE_ARITY]; /* broadcast operands, per row */
 	LLVMValueRef pre_var[CG_MAX_GROUP];   /* batch-statistics variance, per row */
+	LLVMValueRef place;                   /* the element's place in its row */
 } emitter;
 
 /* A broadcast operand's value for this row (c: channel, r: row). */
@@ -157,6 +190,7 @@ static void preload(emitter *e, LLVMValueRef r, LLVMValueRef c)
 			if (kind == RD_ELEM || kind == RD_TRAIL)
 				continue; /* read per element, perhaps from a member */
 			LLVMValueRef base = e->base[buf_index(g, n->in[j])];
+			IR_ASSERT(c || (kind != RD_CHANNEL && kind != RD_STATS_MEAN));
 			if (kind == RD_CHANNEL)
 				e->pre[i][j] = cg_ld(k, base, c);
 			else if (kind == RD_STATS_MEAN) {
@@ -166,6 +200,14 @@ static void preload(emitter *e, LLVMValueRef r, LLVMValueRef c)
 				e->pre[i][j] = cg_ld(k, base, r);
 			} else if (kind == RD_SCALAR) {
 				e->pre[i][j] = cg_ld(k, base, cg_i64(k, 0));
+			} else if (kind == RD_LN_STATS) {
+				LLVMValueRef at = cg_imul(k, r, cg_i64(k, 2));
+				e->pre[i][j] = cg_ld(k, base, at);
+				e->pre_var[i] = cg_ld(k, base, cg_iadd(k, at, cg_i64(k, 1)));
+			} else if (kind == RD_TOKENS) {
+				/* row r = image·T + token: the image's row of dy */
+				int64_t T = n->type.dim[1], D = n->type.dim[2];
+				e->pre[i][j] = cg_gep(k, NULL, base, cg_imul(k, cg_idiv(k, r, cg_i64(k, T)), cg_i64(k, D)));
 			}
 		}
 	}
@@ -175,10 +217,15 @@ static void preload(emitter *e, LLVMValueRef r, LLVMValueRef c)
 static LLVMValueRef operand(emitter *e, int i, int j, LLVMValueRef idx)
 {
 	const ir_node *n = e->g->member[i];
-	if (operand_kind(n, j) == RD_TRAIL)
+	rd_kind kind = operand_kind(n, j);
+	if (kind == RD_TRAIL)
 		return cg_ld(e->k, e->base[buf_index(e->g, n->in[j])],
 			cg_irem(e->k, idx, cg_i64(e->k, ir_type_elems(&n->in[j]->type))));
-	if (operand_kind(n, j) != RD_ELEM)
+	if (kind == RD_FEATURE)
+		return cg_ld(e->k, e->base[buf_index(e->g, n->in[j])], e->place);
+	if (kind == RD_TOKENS)
+		return cg_ld(e->k, e->pre[i][j], e->place);
+	if (kind != RD_ELEM)
 		return e->pre[i][j];
 	int m = member_index(e->g, n->in[j]);
 	if (m >= 0)
@@ -189,6 +236,47 @@ static LLVMValueRef operand(emitter *e, int i, int j, LLVMValueRef idx)
 static LLVMValueRef f64v(emitter *e, int i, int j, LLVMValueRef idx)
 {
 	return cg_to_f64(e->k, operand(e, i, j, idx));
+}
+
+/* 1/√2 and 1/√(2π), as in runtime/kern_norm.c. */
+#define GELU_SQRT1_2 0.70710678118654752440
+#define GELU_INV_SQRT_2PI 0.39894228040143267794
+
+/* Member i's value at element idx, for the transformer's members: in
+ * double, in the reference's order of operations. */
+static LLVMValueRef transformer_member(emitter *e, int i, LLVMValueRef idx)
+{
+	cg_kb *k = e->k;
+	const ir_node *n = e->g->member[i];
+	switch (n->op) {
+	case IR_OP_LN_NORM: {
+		/* (x − mean)·inv·gamma + beta */
+		LLVMValueRef mean = cg_to_f64(k, e->pre[i][1]), var = cg_to_f64(k, e->pre_var[i]);
+		LLVMValueRef inv = cg_fdiv(k, cg_f64(k, 1), cg_math(k, "llvm.sqrt",
+			cg_fadd(k, var, cg_f64(k, ir_node_float(n, IR_ATTR_EPS)))));
+		LLVMValueRef xhat = cg_fmul(k, cg_fsub(k, f64v(e, i, 0, idx), mean), inv);
+		return cg_to_real(k, cg_fadd(k, cg_fmul(k, xhat, f64v(e, i, 2, idx)), f64v(e, i, 3, idx)));
+	}
+	case IR_OP_GELU: {
+		/* 0.5·a·(1 + erf(a/√2)) */
+		LLVMValueRef a = f64v(e, i, 0, idx);
+		LLVMValueRef erf = cg_libm(k, "erf", cg_fmul(k, a, cg_f64(k, GELU_SQRT1_2)));
+		return cg_to_real(k, cg_fmul(k, cg_fmul(k, cg_f64(k, 0.5), a), cg_fadd(k, cg_f64(k, 1), erf)));
+	}
+	case IR_OP_GELU_GRAD: {
+		/* dy·(Φ(a) + a·φ(a)) */
+		LLVMValueRef g = f64v(e, i, 0, idx), a = f64v(e, i, 1, idx);
+		LLVMValueRef erf = cg_libm(k, "erf", cg_fmul(k, a, cg_f64(k, GELU_SQRT1_2)));
+		LLVMValueRef cdf = cg_fmul(k, cg_f64(k, 0.5), cg_fadd(k, cg_f64(k, 1), erf));
+		LLVMValueRef sq = cg_fmul(k, cg_fmul(k, cg_f64(k, -0.5), a), a);
+		LLVMValueRef pdf = cg_fmul(k, cg_math(k, "llvm.exp", sq), cg_f64(k, GELU_INV_SQRT_2PI));
+		return cg_to_real(k, cg_fmul(k, g, cg_fadd(k, cdf, cg_fmul(k, a, pdf))));
+	}
+	case IR_OP_TOKEN_MEAN_GRAD:
+		return cg_to_real(k, cg_fdiv(k, f64v(e, i, 0, idx), cg_f64(k, (double)n->type.dim[1])));
+	default:
+		IR_DIE("%s is not a transformer member", ir_op_name(n->op));
+	}
 }
 
 /* Member i's value at element idx. */
@@ -285,6 +373,11 @@ static LLVMValueRef compute(emitter *e, int i, LLVMValueRef idx)
 			step = cg_fadd(k, step, cg_fmul(k, cg_real(k, ir_node_float(n, IR_ATTR_WD)), w));
 		return cg_fsub(k, w, cg_fmul(k, e->pre[i][3], step));
 	}
+	case IR_OP_LN_NORM:
+	case IR_OP_GELU:
+	case IR_OP_GELU_GRAD:
+	case IR_OP_TOKEN_MEAN_GRAD:
+		return transformer_member(e, i, idx);
 	default:
 		IR_DIE("%s is not elementwise", ir_op_name(n->op));
 	}
@@ -339,9 +432,10 @@ LLVMValueRef cg_group_kernel(cg_module *m, const cg_group *g)
 	space(g, &rows, &inner, &channels);
 	cg_loop outer, in;
 	LLVMValueRef r = cg_for(&k, &outer, k.lo, k.hi);
-	if (channels > 0) {
-		preload(&e, r, cg_irem(&k, r, cg_i64(&k, channels)));
+	if (channels > 0 || along_last_axis(g)) {
+		preload(&e, r, channels > 0 ? cg_irem(&k, r, cg_i64(&k, channels)) : NULL);
 		LLVMValueRef p = cg_for(&k, &in, cg_i64(&k, 0), cg_i64(&k, inner));
+		e.place = p;
 		element(&e, cg_iadd(&k, cg_imul(&k, r, cg_i64(&k, inner)), p));
 	} else {
 		preload(&e, r, NULL);

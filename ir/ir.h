@@ -238,6 +238,14 @@ struct ir_node {
 /* Operands an op computable in a group (IR_OPF_FUSE) takes at most
  * (ops.def; ir/op.c checks it). */
 #define IR_MAX_FUSE_ARITY 6
+/* How an op computable in a group broadcasts operands smaller than its
+ * result (scalars aside): per channel (axis 1), along the rows of the last
+ * axis (layer norm, token_mean_grad), or not at all (broadcast_add, whose b
+ * repeats along the leading dimensions, reads at the element index in any
+ * loop).  A group's kernel runs over one kind of row, so no group has
+ * members of both kinds. */
+typedef enum { IR_BCAST_NONE, IR_BCAST_CHANNEL, IR_BCAST_LAST_AXIS } ir_bcast;
+ir_bcast ir_node_bcast(const ir_node *n);
 
 typedef struct {
 	ir_arena *arena;

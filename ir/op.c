@@ -101,3 +101,15 @@ bool ir_role_lookup(const char *s, size_t n, ir_role *out)
 		}
 	return false;
 }
+
+ir_bcast ir_node_bcast(const ir_node *n)
+{
+	if (n->op == IR_OP_LN_NORM || n->op == IR_OP_TOKEN_MEAN_GRAD)
+		return IR_BCAST_LAST_AXIS;
+	if (n->op == IR_OP_BROADCAST_ADD)
+		return IR_BCAST_NONE; /* b is read at the element index modulo its size, in any loop */
+	for (int k = 0; k < n->nin; k++)
+		if (n->in[k]->type.rank > 0 && !ir_type_same_shape(&n->in[k]->type, &n->type))
+			return IR_BCAST_CHANNEL;
+	return IR_BCAST_NONE;
+}

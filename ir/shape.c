@@ -53,17 +53,23 @@ static bool need_float(const ir_node *n, int i, int rank, ir_diags *d)
 	return true;
 }
 
-/* Operand i must be a float vector [c] matching operand 0's dtype. */
-static bool need_channels(const ir_node *n, int i, int64_t c, ir_diags *d)
+/* Operand i must be a float vector [c] matching operand 0's dtype, one per
+ * `what` (channel, feature). */
+static bool need_vector(const ir_node *n, int i, int64_t c, const char *what, ir_diags *d)
 {
 	if (!need_float(n, i, 1, d))
 		return false;
 	if (in(n, i)->dim[0] != c) {
 		char b[128];
-		return fail(n, d, "operand %d must be [%lld] (one per channel), got %s", i,
-			(long long)c, tstr(in(n, i), b, sizeof b));
+		return fail(n, d, "operand %d must be [%lld] (one per %s), got %s", i,
+			(long long)c, what, tstr(in(n, i), b, sizeof b));
 	}
 	return true;
+}
+
+static bool need_channels(const ir_node *n, int i, int64_t c, ir_diags *d)
+{
+	return need_vector(n, i, c, "channel", d);
 }
 
 /* Operand i must be [2, c]: the mean and biased variance from bn_stats. */
@@ -814,5 +820,137 @@ bool ir_rule_adamw(const ir_node *n, ir_type *out, ir_diags *d)
 	if (ir_node_attr(n, IR_ATTR_WD) && !(ir_node_float(n, IR_ATTR_WD) >= 0))
 		return fail(n, d, "wd must not be negative, got %g", ir_node_float(n, IR_ATTR_WD));
 	*out = *in(n, 0);
+	return true;
+}
+
+/* ---- layer norm, softmax, mean over tokens ------------------------------------ */
+
+/* Operand i is rows of a non-empty last axis: rank >= lowest (2 for layer
+ * norm, 1 for softmax). */
+static bool need_rows(const ir_node *n, int i, int lowest, ir_diags *d)
+{
+	if (!need_float(n, i, -1, d))
+		return false;
+	if (in(n, i)->rank < lowest) {
+		char b[128];
+		return fail(n, d, "operand %d must have rank %d or more, got %s", i, lowest,
+			tstr(in(n, i), b, sizeof b));
+	}
+	if (in(n, i)->dim[in(n, i)->rank - 1] < 1)
+		return fail(n, d, "operand %d has an empty last axis", i);
+	return true;
+}
+
+/* Operand i must be layer-norm statistics for x = operand j: x's shape with
+ * the last axis 2. */
+static bool need_ln_stats(const ir_node *n, int i, int j, ir_diags *d)
+{
+	if (!need_float(n, i, -1, d))
+		return false;
+	ir_type want = *in(n, j);
+	want.dim[want.rank - 1] = 2;
+	if (!ir_type_same_shape(in(n, i), &want)) {
+		char a[128], b[128];
+		return fail(n, d, "operand %d must be layer-norm statistics %s, got %s", i,
+			tstr(&want, a, sizeof a), tstr(in(n, i), b, sizeof b));
+	}
+	return true;
+}
+
+/* The last axis of operand 0. */
+static int64_t features(const ir_node *n)
+{
+	return in(n, 0)->dim[in(n, 0)->rank - 1];
+}
+
+bool ir_rule_ln_stats(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_rows(n, 0, 2, d))
+		return false;
+	*out = *in(n, 0);
+	out->dim[out->rank - 1] = 2;
+	return true;
+}
+
+/* ln_norm(x, stats, gamma, beta) */
+bool ir_rule_ln_norm(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_rows(n, 0, 2, d) || !positive_eps(n, d) || !need_ln_stats(n, 1, 0, d) ||
+	    !need_vector(n, 2, features(n), "feature", d) || !need_vector(n, 3, features(n), "feature", d))
+		return false;
+	*out = *in(n, 0);
+	return true;
+}
+
+/* ln_dgamma(dy, x, stats): [D], the sum over the rows of dy * xhat. */
+bool ir_rule_ln_dgamma(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_rows(n, 0, 2, d) || !need_float(n, 1, -1, d) || !need_same_shape(n, 0, 1, d) ||
+	    !positive_eps(n, d) || !need_ln_stats(n, 2, 0, d))
+		return false;
+	int64_t c = features(n);
+	*out = ir_type_make(in(n, 0)->dtype, 1, &c);
+	return true;
+}
+
+/* ln_dx(dy, x, stats, gamma) */
+bool ir_rule_ln_dx(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_rows(n, 0, 2, d) || !need_float(n, 1, -1, d) || !need_same_shape(n, 0, 1, d) ||
+	    !positive_eps(n, d) || !need_ln_stats(n, 2, 0, d) || !need_vector(n, 3, features(n), "feature", d))
+		return false;
+	*out = *in(n, 0);
+	return true;
+}
+
+static bool finite_factor(const ir_node *n, ir_diags *d)
+{
+	const ir_attr *f = ir_node_attr(n, IR_ATTR_FACTOR);
+	if (f && !isfinite(f->u.f))
+		return fail(n, d, "factor must be finite, got %g", f->u.f);
+	return true;
+}
+
+/* softmax(x) over the last axis, of factor * x */
+bool ir_rule_softmax(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_rows(n, 0, 1, d) || !finite_factor(n, d))
+		return false;
+	*out = *in(n, 0);
+	return true;
+}
+
+/* softmax_grad(dy, y) */
+bool ir_rule_softmax_grad(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_rows(n, 0, 1, d) || !need_float(n, 1, -1, d) || !need_same_shape(n, 0, 1, d) ||
+	    !finite_factor(n, d))
+		return false;
+	*out = *in(n, 0);
+	return true;
+}
+
+/* token_mean(x [N,T,D]): [N,D] */
+bool ir_rule_token_mean(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_float(n, 0, 3, d))
+		return false;
+	if (in(n, 0)->dim[1] < 1)
+		return fail(n, d, "there must be at least one token");
+	int64_t dims[2] = {in(n, 0)->dim[0], in(n, 0)->dim[2]};
+	*out = ir_type_make(in(n, 0)->dtype, 2, dims);
+	return true;
+}
+
+/* token_mean_grad(dy [N,D]): the result [N,T,D] is declared. */
+bool ir_rule_token_mean_grad(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	const ir_type *dy = in(n, 0);
+	if (!need_float(n, 0, 2, d) || !need_declared(n, out, 3, d))
+		return false;
+	if (out->dim[0] != dy->dim[0] || out->dim[2] != dy->dim[1] || out->dim[1] < 1)
+		return fail(n, d, "result must be [%lld,T,%lld]", (long long)dy->dim[0],
+			(long long)dy->dim[1]);
+	out->dtype = dy->dtype;
 	return true;
 }

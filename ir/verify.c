@@ -459,10 +459,11 @@ static bool reads_member(const ir_graph *g, const ir_node *n, int first, int i)
  * that starts again after it ended being reported; in each run, members
  * computable element by element, of one result type, each after the first
  * reading an earlier member (an optimiser node: or a full-size operand of
- * one), at most
- * IR_MAX_GROUP of them. */
+ * one), at most IR_MAX_GROUP of them, broadcasting along one kind of row
+ * (ir_bcast). */
 static void check_groups(verifier *v)
 {
+	static const char *const bcast_names[] = {"nothing", "per channel", "along the last axis"};
 	const ir_graph *g = v->g;
 	int top = -1;
 	for (int i = 0; i < g->n; i++)
@@ -472,6 +473,7 @@ static void check_groups(verifier *v)
 	if (!ended)
 		IR_DIE("out of memory");
 	char a[128], b[128];
+	ir_bcast kind = IR_BCAST_NONE; /* of the current run */
 	for (int i = 0, first = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i], *prev = i > 0 ? g->nodes[i - 1] : NULL;
 		if (prev && prev->group >= 0 && prev->group != n->group)
@@ -480,6 +482,7 @@ static void check_groups(verifier *v)
 			continue;
 		if (!prev || n->group != prev->group) {
 			first = i;
+			kind = IR_BCAST_NONE;
 			if (ended[n->group])
 				report(v, n, "group %d is not contiguous in the schedule", n->group);
 		}
@@ -497,6 +500,12 @@ static void check_groups(verifier *v)
 		}
 		if (i - first == IR_MAX_GROUP)
 			report(v, n, "is in group %d, which has more than %d members", n->group, IR_MAX_GROUP);
+		ir_bcast nb = ir_op_has(n->op, IR_OPF_FUSE) ? ir_node_bcast(n) : IR_BCAST_NONE;
+		if (kind != IR_BCAST_NONE && nb != IR_BCAST_NONE && nb != kind)
+			report(v, n, "is in group %d, which broadcasts %s, but %s broadcasts %s", n->group,
+				bcast_names[kind], ir_op_name(n->op), bcast_names[nb]);
+		else if (nb != IR_BCAST_NONE)
+			kind = nb;
 	}
 	free(ended);
 }

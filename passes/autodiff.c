@@ -20,7 +20,8 @@
  * Batch norm in training mode is bn_norm(x, bn_stats(x), gamma, beta); its
  * rule gives the full gradient through the batch statistics, so bn_stats
  * itself passes nothing on.  Running-statistic updates are effects, not
- * part of the loss. */
+ * part of the loss.  Layer norm, ln_norm(x, ln_stats(x), gamma, beta), is
+ * differentiated the same way. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,13 +115,14 @@ static ir_node *channel_op(differ *D, ir_op op, ir_node *x, int64_t lo, int64_t 
 	return typed(D, n);
 }
 
-/* dbeta: sum of dy over every axis but the channels (1). */
-static ir_node *sum_but_channels(differ *D, ir_node *dy)
+/* Sum of dy over every axis but `keep`: dbeta of batch norm and bias_add
+ * (keep the channels, 1) or of layer norm (keep the last axis). */
+static ir_node *sum_but(differ *D, ir_node *dy, int keep)
 {
 	int64_t axes[IR_MAX_RANK];
 	int n = 0;
 	for (int i = 0; i < dy->type.rank; i++)
-		if (i != 1)
+		if (i != keep)
 			axes[n++] = i;
 	ir_node *r = make(D, IR_OP_REDUCE_SUM, dy, NULL);
 	ir_node_set_ints(D->g, r, IR_ATTR_AXES, axes, n);
@@ -221,25 +223,55 @@ static void merge_split_grads(differ *D, ir_node *x)
 	contribute(D, x, typed(D, make_n(D, IR_OP_HEADS_MERGE, in, parts)));
 }
 
-static void bn_grads(differ *D, ir_node *n, ir_node *dy)
+/* Batch norm (bn_norm) or layer norm (ln_norm) of x with its own
+ * statistics: dgamma, dbeta and dx (bn_dx also takes dgamma and dbeta). */
+static void norm_grads(differ *D, ir_node *n, ir_node *dy)
 {
+	bool ln = n->op == IR_OP_LN_NORM;
 	ir_node *x = n->in[0], *stats = n->in[1], *gamma = n->in[2], *beta = n->in[3];
-	if (stats->op != IR_OP_BN_STATS || stats->in[0] != x) {
-		fail(D, n, "batch statistics must be bn_stats of the same input");
+	if (stats->op != (ln ? IR_OP_LN_STATS : IR_OP_BN_STATS) || stats->in[0] != x) {
+		fail(D, n, ln ? "layer-norm statistics must be ln_stats of the same input"
+			      : "batch statistics must be bn_stats of the same input");
 		return;
 	}
 	double eps = ir_node_float(n, IR_ATTR_EPS);
-	ir_node *dbeta = sum_but_channels(D, dy);
+	ir_node *dbeta = sum_but(D, dy, ln ? dy->type.rank - 1 : 1);
 	ir_node *in3[3] = {dy, x, stats};
-	ir_node *dgamma = make_n(D, IR_OP_BN_DGAMMA, in3, 3);
+	ir_node *dgamma = make_n(D, ln ? IR_OP_LN_DGAMMA : IR_OP_BN_DGAMMA, in3, 3);
 	ir_node_set_float(D->g, dgamma, IR_ATTR_EPS, eps);
 	typed(D, dgamma);
 	ir_node *in6[6] = {dy, x, stats, gamma, dgamma, dbeta};
-	ir_node *dx = make_n(D, IR_OP_BN_DX, in6, 6);
+	ir_node *dx = make_n(D, ln ? IR_OP_LN_DX : IR_OP_BN_DX, in6, ln ? 4 : 6);
 	ir_node_set_float(D->g, dx, IR_ATTR_EPS, eps);
 	contribute(D, gamma, dgamma);
 	contribute(D, beta, dbeta);
 	contribute(D, x, typed(D, dx));
+}
+
+/* The transformer's ops (layer norm, GELU, softmax, mean over tokens):
+ * false when n is none of them. */
+static bool transformer_rule(differ *D, ir_node *n, ir_node *dy)
+{
+	ir_node *x = n->in[0];
+	switch (n->op) {
+	case IR_OP_LN_NORM:
+		norm_grads(D, n, dy);
+		return true;
+	case IR_OP_GELU:
+		contribute(D, x, typed(D, make(D, IR_OP_GELU_GRAD, dy, x)));
+		return true;
+	case IR_OP_SOFTMAX: {
+		ir_node *g = make(D, IR_OP_SOFTMAX_GRAD, dy, n);
+		copy_attr(D, g, n, IR_ATTR_FACTOR);
+		contribute(D, x, typed(D, g));
+		return true;
+	}
+	case IR_OP_TOKEN_MEAN:
+		contribute(D, x, declared(D, IR_OP_TOKEN_MEAN_GRAD, dy, NULL, n, &x->type));
+		return true;
+	default:
+		return false;
+	}
 }
 
 static void rule(differ *D, ir_node *n, ir_node *dy)
@@ -299,7 +331,7 @@ static void rule(differ *D, ir_node *n, ir_node *dy)
 		contribute(D, n->in[1], declared(D, IR_OP_CONV2D_DW, dy, x, n, &n->in[1]->type));
 		break;
 	case IR_OP_BN_NORM:
-		bn_grads(D, n, dy);
+		norm_grads(D, n, dy);
 		break;
 	case IR_OP_AVGPOOL:
 		contribute(D, x, declared(D, IR_OP_AVGPOOL_GRAD, dy, NULL, n, &x->type));
@@ -315,7 +347,7 @@ static void rule(differ *D, ir_node *n, ir_node *dy)
 		break;
 	case IR_OP_BIAS_ADD:
 		contribute(D, x, dy);
-		contribute(D, n->in[1], sum_but_channels(D, dy));
+		contribute(D, n->in[1], sum_but(D, dy, 1));
 		break;
 	/* ---- attention and token layout */
 	case IR_OP_BMATMUL:
@@ -338,7 +370,8 @@ static void rule(differ *D, ir_node *n, ir_node *dy)
 		contribute(D, x, typed(D, make(D, IR_OP_TO_TOKENS, dy, NULL)));
 		break;
 	default:
-		fail(D, n, "has no gradient rule");
+		if (!transformer_rule(D, n, dy))
+			fail(D, n, "has no gradient rule");
 	}
 }
 

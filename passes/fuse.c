@@ -17,7 +17,10 @@
  * optimiser node's operands that depend on nothing (a parameter's states,
  * the lr input) move up to just before the group with it.  So fusion never
  * moves a node ahead of anything it must run after, ordering edges
- * included, and never moves anything else at all. */
+ * included, and never moves anything else at all.
+ *
+ * A group broadcasts along one kind of row only (ir_bcast): per channel, or
+ * along the last axis, never both. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +29,15 @@
 static bool fusable(const ir_node *n)
 {
 	return ir_op_has(n->op, IR_OPF_FUSE) && ir_dtype_is_float(n->type.dtype);
+}
+
+/* The kind of broadcast of the group [first, last] (ir_bcast). */
+static ir_bcast group_bcast(const ir_graph *g, int first, int last)
+{
+	ir_bcast b = IR_BCAST_NONE;
+	for (int m = first; m <= last && b == IR_BCAST_NONE; m++)
+		b = ir_node_bcast(g->nodes[m]);
+	return b;
 }
 
 /* A source that depends on nothing (input, param, state): moving it
@@ -62,15 +74,19 @@ static void move_up(ir_graph *g, int from, int to)
 }
 
 /* The earliest of the readers of node id s (a start_id) after `last` that
- * can join a group of this shape and move up to last + 1 (only optimiser
- * nodes when `opt`); best so far, else -1. */
-static int earliest_reader(const ir_users *u, int s, int last, const ir_type *shape, bool opt, int best)
+ * can join a group of this shape and broadcast kind and move up to last + 1
+ * (only optimiser nodes when `opt`); best so far, else -1. */
+static int earliest_reader(const ir_users *u, int s, int last, const ir_type *shape, ir_bcast kind, bool opt,
+	int best)
 {
 	for (int k = u->start[s]; k < u->start[s + 1]; k++) {
 		const ir_node *c = u->user[k];
 		if (c->id <= last || (best >= 0 && c->id >= best))
 			continue;
 		if (!fusable(c) || c->group >= 0 || !ir_type_eq(&c->type, shape) || (opt && c->role != IR_ROLE_OPT))
+			continue;
+		ir_bcast cb = ir_node_bcast(c);
+		if (kind != IR_BCAST_NONE && cb != IR_BCAST_NONE && cb != kind)
 			continue;
 		if (deps_before(c, last))
 			best = c->id;
@@ -87,15 +103,16 @@ static int earliest_reader(const ir_users *u, int s, int last, const ir_type *sh
 static int next_member(const ir_graph *g, const ir_users *u, int first, int last)
 {
 	const ir_type *shape = &g->nodes[first]->type;
+	ir_bcast kind = group_bcast(g, first, last);
 	int best = -1;
 	for (int m = first; m <= last; m++) {
 		const ir_node *n = g->nodes[m];
-		best = earliest_reader(u, n->start_id, last, shape, false, best);
+		best = earliest_reader(u, n->start_id, last, shape, kind, false, best);
 		if (n->role != IR_ROLE_OPT)
 			continue;
 		for (int k = 0; k < n->nin; k++)
 			if (ir_type_eq(&n->in[k]->type, shape))
-				best = earliest_reader(u, n->in[k]->start_id, last, shape, true, best);
+				best = earliest_reader(u, n->in[k]->start_id, last, shape, kind, true, best);
 	}
 	return best;
 }

@@ -10,6 +10,7 @@ Suite *rt_dir_suite(void);
 Suite *rt_kern_conv_bn_suite(void);
 Suite *rt_kern_ops_suite(void);
 Suite *rt_kern_attn_suite(void);
+Suite *rt_kern_norm_suite(void);
 Suite *rt_rng_suite(void);
 Suite *rt_data_suite(void);
 Suite *rt_batch_suite(void);

@@ -17,7 +17,7 @@
  * rounding of its kink and the errors are rounding alone (the deep
  * presets of test_model.c are another matter: see its f32 strategies).
  *
- * The harness (cgt_*) is shared with test_cg_ops.c. */
+ * The harness (cgt_*) is shared with test_cg_ops.c and test_cg_norm.c. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -752,6 +752,7 @@ int main(void)
 	SRunner *sr = srunner_create(codegen_suite());
 	srunner_add_suite(sr, cg_ops_suite());
 	srunner_add_suite(sr, cg_attn_suite());
+	srunner_add_suite(sr, cg_norm_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -10,6 +10,7 @@ int main(void)
 	srunner_add_suite(sr, rt_kern_conv_bn_suite());
 	srunner_add_suite(sr, rt_kern_ops_suite());
 	srunner_add_suite(sr, rt_kern_attn_suite());
+	srunner_add_suite(sr, rt_kern_norm_suite());
 	srunner_add_suite(sr, rt_rng_suite());
 	srunner_add_suite(sr, rt_data_suite());
 	srunner_add_suite(sr, rt_batch_suite());
