@@ -48,6 +48,7 @@ ir_node *ir_node_insert(ir_graph *g, int at, ir_op op, ir_node *const *in, int n
 	n->ws_offset = -1;
 	n->live_begin = n->live_end = -1;
 	n->label = -1;
+	n->unit = -1;
 	memmove(g->nodes + at + 1, g->nodes + at, (size_t)(g->n - at) * sizeof *g->nodes);
 	g->nodes[at] = n;
 	g->n++;

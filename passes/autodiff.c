@@ -9,9 +9,10 @@
  * Forward nodes are visited in reverse list order; each one that received a
  * gradient passes contributions to its operands by its op's rule.  When a
  * value gets a second contribution the two are added; the addition takes the
- * scope of the node whose rule contributed last, so each unit's F and G
- * backward, including the accumulation into their input's gradient, stays
- * in the F or G scope (the schedule pass relies on that).
+ * unit marking (and scope) of the node whose rule contributed last, so each
+ * unit's F and G backward, including the accumulation into their input's
+ * gradient, stays in part F or G of the unit (the schedule pass relies on
+ * that).  Every gradient node is marked as the node whose rule made it.
  *
  * Batch norm in training mode is bn_norm(x, bn_stats(x), gamma, beta); its
  * rule gives the full gradient through the batch statistics, so bn_stats
@@ -27,6 +28,7 @@ typedef struct {
 	ps_ctx *ctx;
 	ir_node **grad;       /* by node id: the gradient of that node's value */
 	const char *scope;    /* scope of the node whose rule is running */
+	const ir_node *from;  /* that node, whose unit marking gradients take */
 	ir_pos pos;
 	bool failed;
 } differ;
@@ -36,6 +38,7 @@ static ir_node *make_n(differ *D, ir_op op, ir_node *const *in, int nin)
 	ir_node *n = ir_node_new(D->g, op, in, nin);
 	n->role = IR_ROLE_BWD;
 	n->scope = D->scope;
+	ir_node_set_unit(n, D->from->unit, D->from->part);
 	n->pos = D->pos;
 	n->pos_printed = D->pos.file != NULL;
 	return n;
@@ -305,7 +308,7 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 		return 1;
 	ir_graph_renumber(g);
 	int nfwd = g->n;
-	differ D = {g, ctx, calloc((size_t)nfwd, sizeof(ir_node *)), loss->scope, loss->pos, false};
+	differ D = {g, ctx, calloc((size_t)nfwd, sizeof(ir_node *)), loss->scope, loss, loss->pos, false};
 	if (!D.grad)
 		IR_DIE("out of memory");
 
@@ -316,6 +319,7 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 		if (!D.grad[i] || n->role != IR_ROLE_FWD || ir_op_has(n->op, IR_OPF_SRC))
 			continue;
 		D.scope = n->scope;
+		D.from = n;
 		D.pos = n->pos;
 		rule(&D, n, D.grad[i]);
 	}
@@ -326,6 +330,7 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 		if (p->op != IR_OP_PARAM)
 			continue;
 		D.scope = p->scope;
+		D.from = p;
 		D.pos = p->pos;
 		ir_node *dp = D.grad[i];
 		if (!dp) { /* the loss does not depend on it */

@@ -35,6 +35,7 @@ static ir_node *opt_node(ir_graph *g, ir_op op, ir_node *const *in, int nin, con
 	ir_node *n = ir_node_new(g, op, in, nin);
 	n->role = IR_ROLE_OPT;
 	n->scope = like->scope;
+	ir_node_set_unit(n, like->unit, like->part);
 	n->pos = like->pos;
 	n->pos_printed = like->pos_printed;
 	return n;
@@ -114,6 +115,7 @@ int ps_optim(ir_graph *g, ps_ctx *ctx)
 		v->name = ir_arena_strdup(g->arena, mom_name);
 		v->type = p->type;
 		v->scope = p->scope;
+		ir_node_set_unit(v, p->unit, p->part);
 		v->pos = p->pos;
 		v->pos_printed = p->pos_printed;
 		state_of[p->start_id] = v;
