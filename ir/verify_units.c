@@ -22,6 +22,7 @@ typedef struct {
 	const ir_node *x[2];  /* x1, x2: the additions' operand 0 with D followed back */
 	const ir_node *first; /* its first node */
 	int d_nodes;          /* forward nodes marked d */
+	bool bad_y;           /* a node marked y1 or y2 that is not an add */
 } unit_info;
 
 static const ir_unit_part fn_part[2] = {IR_PART_F, IR_PART_G};
@@ -84,6 +85,15 @@ bool ir_verify_units(const ir_graph *g, ir_diags *d)
 			nu = g->nodes[i]->unit + 1;
 	if (nu == 0)
 		return true;
+	if (nu > g->n) { /* a gap, surely: and no table that large */
+		for (int i = 0; i < g->n; i++)
+			if (g->nodes[i]->unit == nu - 1) {
+				ir_diag_node(d, g->nodes[i], "is in unit %d, but the graph has %d nodes: units are numbered 0, 1, 2, ... without gaps",
+					nu - 1, g->n);
+				break;
+			}
+		return false;
+	}
 	unit_info *u = calloc((size_t)nu, sizeof *u);
 	if (!u)
 		IR_DIE("out of memory");
@@ -102,6 +112,7 @@ bool ir_verify_units(const ir_graph *g, ir_diags *d)
 		if (j < 0)
 			continue;
 		if (n->op != IR_OP_ADD) {
+			t->bad_y = true;
 			ir_diag_node(d, n, "is marked y%d of unit %d, but y%d = x%d + %s(...) is an add", j + 1, n->unit,
 				j + 1, j + 1, fn_name[j]);
 			errors++;
@@ -121,12 +132,13 @@ bool ir_verify_units(const ir_graph *g, ir_diags *d)
 				next++;
 			if (k == 0 || u[k - 1].first) { /* once for each gap */
 				ir_diag_node(d, u[next].first,
-					"is in unit %d, but no node is in unit %d: units are numbered 0, 1, ...", next, k);
+					"is in unit %d, but no node is in unit %d: units are numbered 0, 1, 2, ... without gaps",
+					next, k);
 				errors++;
 			}
 			continue;
 		}
-		for (int j = 0; j < 2; j++)
+		for (int j = 0; j < 2 && !u[k].bad_y; j++)
 			if (!u[k].y[j] && (j == 0 || u[k].y[0])) {
 				ir_diag_node(d, u[k].first, "is in unit %d, which has no y%d (a forward add marked unit(%d, y%d))",
 					k, j + 1, k, j + 1);
@@ -163,6 +175,7 @@ bool ir_verify_units(const ir_graph *g, ir_diags *d)
 				ir_diag_node(d, u[k].y[j], "is y%d of unit %d, which reads %s of unit %d: a unit reading another's outputs must have the higher number",
 					j + 1, k, ir_node_ref(x, r1, sizeof r1), x->unit);
 				errors++;
+				break;
 			}
 		}
 	}
@@ -182,7 +195,7 @@ bool ir_verify_units(const ir_graph *g, ir_diags *d)
 				ir_diag_node(d, n, "is in D of unit %d, which reads only its input (operand 0), parameters and state, not %s",
 					n->unit, ir_node_ref(o, r1, sizeof r1));
 			else
-				ir_diag_node(d, n, "is in %s of unit %d, which may read only %s %s, its own nodes, parameters and state, not %s",
+				ir_diag_node(d, n, "is in %s of unit %d, which may read only %s (%s), its own nodes, parameters and state, not %s",
 					fn_name[n->part == IR_PART_G], n->unit, n->part == IR_PART_G ? "y1" : "x2",
 					ir_node_ref(n->part == IR_PART_G ? t->y[0] : t->x[1], r1, sizeof r1),
 					ir_node_ref(o, r2, sizeof r2));
