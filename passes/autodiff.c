@@ -27,8 +27,8 @@ typedef struct {
 	ir_graph *g;
 	ps_ctx *ctx;
 	ir_node **grad;       /* by node id: the gradient of that node's value */
-	const char *scope;    /* scope of the node whose rule is running */
-	const ir_node *from;  /* that node, whose unit marking gradients take */
+	const ir_node *from;  /* the node whose rule is running: gradients take
+	                         its unit marking and scope */
 	ir_pos pos;
 	bool failed;
 } differ;
@@ -37,7 +37,7 @@ static ir_node *make_n(differ *D, ir_op op, ir_node *const *in, int nin)
 {
 	ir_node *n = ir_node_new(D->g, op, in, nin);
 	n->role = IR_ROLE_BWD;
-	n->scope = D->scope;
+	n->scope = D->from->scope;
 	ir_node_set_unit(n, D->from->unit, D->from->part);
 	n->pos = D->pos;
 	n->pos_printed = D->pos.file != NULL;
@@ -308,7 +308,7 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 		return 1;
 	ir_graph_renumber(g);
 	int nfwd = g->n;
-	differ D = {g, ctx, calloc((size_t)nfwd, sizeof(ir_node *)), loss->scope, loss, loss->pos, false};
+	differ D = {g, ctx, calloc((size_t)nfwd, sizeof(ir_node *)), loss, loss->pos, false};
 	if (!D.grad)
 		IR_DIE("out of memory");
 
@@ -318,7 +318,6 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 		ir_node *n = g->nodes[i];
 		if (!D.grad[i] || n->role != IR_ROLE_FWD || ir_op_has(n->op, IR_OPF_SRC))
 			continue;
-		D.scope = n->scope;
 		D.from = n;
 		D.pos = n->pos;
 		rule(&D, n, D.grad[i]);
@@ -329,7 +328,6 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 		ir_node *p = g->nodes[i];
 		if (p->op != IR_OP_PARAM)
 			continue;
-		D.scope = p->scope;
 		D.from = p;
 		D.pos = p->pos;
 		ir_node *dp = D.grad[i];
