@@ -21,8 +21,8 @@ typedef struct {
 	const ir_node *y[2];  /* y1, y2 */
 	const ir_node *x[2];  /* x1, x2: the additions' operand 0 with D followed back */
 	const ir_node *first; /* its first node */
-	int d_nodes;          /* forward nodes marked d */
 	bool bad_y;           /* a node marked y1 or y2 that is not an add */
+	bool bad_d;           /* a D node off the paths, reported */
 } unit_info;
 
 static const ir_unit_part fn_part[2] = {IR_PART_F, IR_PART_G};
@@ -33,18 +33,16 @@ static bool fwd_in(const ir_node *n, int k, ir_unit_part part)
 	return n->role == IR_ROLE_FWD && n->unit == k && n->part == part;
 }
 
-/* Follows D back from an addition's operand 0; counts the D nodes passed. */
-static const ir_node *unit_input(const ir_node *a, int k, int *d_passed)
+/* Follows D back from an addition's operand 0. */
+static const ir_node *unit_input(const ir_node *a, int k)
 {
-	while (fwd_in(a, k, IR_PART_D) && a->nin > 0) {
-		(*d_passed)++;
+	while (fwd_in(a, k, IR_PART_D) && a->nin > 0)
 		a = a->in[0];
-	}
 	return a;
 }
 
 /* One addition y1 or y2 (j = 0, 1) of unit k. */
-static int check_addition(ir_diags *d, unit_info *u, int k, int j, int *d_passed)
+static int check_addition(ir_diags *d, unit_info *u, int k, int j)
 {
 	char r1[80];
 	const ir_node *y = u->y[j];
@@ -53,7 +51,7 @@ static int check_addition(ir_diags *d, unit_info *u, int k, int j, int *d_passed
 			k, ir_node_ref(y->in[1], r1, sizeof r1), fn_name[j]);
 		return 1;
 	}
-	u->x[j] = unit_input(y->in[0], k, d_passed);
+	u->x[j] = unit_input(y->in[0], k);
 	if (u->x[j]->unit == k && u->x[j]->role == IR_ROLE_FWD) {
 		ir_diag_node(d, y, "is y%d of unit %d, but its input x%d, %s, is inside the unit", j + 1, k, j + 1,
 			ir_node_ref(u->x[j], r1, sizeof r1));
@@ -63,7 +61,8 @@ static int check_addition(ir_diags *d, unit_info *u, int k, int j, int *d_passed
 	return 0;
 }
 
-/* What a forward node of part `part` of unit k may read. */
+/* Whether forward node n of a unit (u) may read o: operands of D past
+ * operand 0 only. */
 static bool may_read(const ir_node *n, const ir_node *o, const unit_info *u)
 {
 	if (ir_op_has(o->op, IR_OPF_SRC) || (o->unit == n->unit && o->part == n->part && o->role == IR_ROLE_FWD))
@@ -71,7 +70,7 @@ static bool may_read(const ir_node *n, const ir_node *o, const unit_info *u)
 	switch (n->part) {
 	case IR_PART_F: return o == u->x[1];
 	case IR_PART_G: return o == u->y[0];
-	case IR_PART_D: return false; /* beyond operand 0, which check_d follows */
+	case IR_PART_D: return false; /* beyond operand 0, the path checked above */
 	default: return true;          /* the additions: check_addition */
 	}
 }
@@ -106,8 +105,6 @@ bool ir_verify_units(const ir_graph *g, ir_diags *d)
 			t->first = n;
 		if (n->role != IR_ROLE_FWD)
 			continue;
-		if (n->part == IR_PART_D)
-			t->d_nodes++;
 		int j = n->part == IR_PART_Y1 ? 0 : n->part == IR_PART_Y2 ? 1 : -1;
 		if (j < 0)
 			continue;
@@ -145,29 +142,17 @@ bool ir_verify_units(const ir_graph *g, ir_diags *d)
 				errors++;
 			}
 	}
-	/* The additions and D. */
+	/* The additions and D: on_path[id] marks the D nodes between x and y. */
+	bool *on_path = calloc((size_t)g->n + 1, sizeof *on_path);
+	if (!on_path)
+		IR_DIE("out of memory");
 	for (int k = 0; k < nu; k++) {
 		if (!u[k].y[0] || !u[k].y[1])
 			continue;
-		int passed = 0, before = errors;
-		for (int j = 0; j < 2; j++)
-			errors += check_addition(d, &u[k], k, j, &passed);
-		if (errors == before && passed != u[k].d_nodes) {
-			for (int i = 0; i < g->n; i++) /* name one D node off the paths */
-				if (fwd_in(g->nodes[i], k, IR_PART_D)) {
-					const ir_node *n = g->nodes[i];
-					int on = 0;
-					for (int j = 0; j < 2 && !on; j++)
-						for (const ir_node *a = u[k].y[j]->in[0]; fwd_in(a, k, IR_PART_D) && a->nin > 0 && !on;
-						     a = a->in[0])
-							on = a == n;
-					if (!on) {
-						ir_diag_node(d, n, "is marked d of unit %d, but is not on the path from x1 or x2 to y1 or y2",
-							k);
-						errors++;
-						break;
-					}
-				}
+		for (int j = 0; j < 2; j++) {
+			errors += check_addition(d, &u[k], k, j);
+			for (const ir_node *a = u[k].y[j]->in[0]; fwd_in(a, k, IR_PART_D) && a->nin > 0; a = a->in[0])
+				on_path[a->id] = true;
 		}
 		for (int j = 0; j < 2; j++) {
 			const ir_node *x = u[k].x[j];
@@ -179,6 +164,16 @@ bool ir_verify_units(const ir_graph *g, ir_diags *d)
 			}
 		}
 	}
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->role == IR_ROLE_FWD && n->part == IR_PART_D && !on_path[i] && u[n->unit].x[0] && u[n->unit].x[1] &&
+		    !u[n->unit].bad_d) {
+			ir_diag_node(d, n, "is marked d of unit %d, but is not on the path from x1 or x2 to y1 or y2", n->unit);
+			u[n->unit].bad_d = true; /* once for each unit */
+			errors++;
+		}
+	}
+	free(on_path);
 	/* What F, G and D read. */
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
