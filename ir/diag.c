@@ -71,16 +71,6 @@ void ir_diag_add(ir_diags *d, ir_pos pos, const char *fmt, ...)
 	va_end(ap);
 }
 
-void ir_diag_node(ir_diags *d, const ir_node *n, const char *fmt, ...)
-{
-	char msg[600], ref[80];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	ir_diag_add(d, n->pos, "%s (%s): %s", ir_node_ref(n, ref, sizeof ref), ir_op_name(n->op), msg);
-}
-
 /* Finds line `line` (1-based) of src; returns its start and length. */
 static const char *find_line(const char *src, size_t len, int line, size_t *n)
 {

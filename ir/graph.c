@@ -185,6 +185,16 @@ const char *ir_node_ref(const ir_node *n, char *buf, size_t len)
 	return buf;
 }
 
+void ir_diag_node(ir_diags *d, const ir_node *n, const char *fmt, ...)
+{
+	char msg[600], ref[80];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	ir_diag_add(d, n->pos, "%s (%s): %s", ir_node_ref(n, ref, sizeof ref), ir_op_name(n->op), msg);
+}
+
 void ir_graph_renumber(ir_graph *g)
 {
 	for (int i = 0; i < g->n; i++)

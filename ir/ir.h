@@ -84,11 +84,6 @@ void ir_diag_add(ir_diags *d, ir_pos pos, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void ir_diag_addv(ir_diags *d, ir_pos pos, const char *fmt, va_list ap);
 
-typedef struct ir_node ir_node;
-/* A diagnostic at node n, as the verifier words them: "%12 (conv2d): msg". */
-void ir_diag_node(ir_diags *d, const ir_node *n, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
 /* Prints "file:line:col: error: msg", then, when src (the text of pos.file)
  * is given, the source line and a caret under the column. */
 void ir_diag_print(FILE *out, const ir_diag_item *it, const char *src, size_t srclen);
@@ -168,6 +163,8 @@ enum {
 	IR_OPF_INPL = 1u << 3, /* result may reuse operand 0's buffer */
 	IR_OPF_FUSE = 1u << 4, /* computable element by element in a fusion group */
 };
+
+typedef struct ir_node ir_node;
 
 /* A shape rule checks operand types and attributes and computes the result
  * type into *out.  *out arrives holding the declared type (or rank -1 when
@@ -309,6 +306,9 @@ bool ir_node_has_own_buffer(const ir_node *n);
 
 /* "%12" (the parsed label, else the list index) or "$name", for messages. */
 const char *ir_node_ref(const ir_node *n, char *buf, size_t len);
+/* A diagnostic at node n, as the verifier words them: "%12 (conv2d): msg". */
+void ir_diag_node(ir_diags *d, const ir_node *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Sets node->id to the list index for every node. */
 void ir_graph_renumber(ir_graph *g);
 /* Whether every node's id is its list index.  The functions that change
