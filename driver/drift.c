@@ -63,7 +63,7 @@ static ir_graph *revnet_graph(const fe_spec *s, ir_dtype dt, drv_drift_unit **u,
 	if (!*u)
 		IR_DIE("out of memory");
 	ps_unit_map map;
-	ps_unit_map_build(g, units, n, &map);
+	ps_unit_map_build(g, n, &map);
 	ir_node **x = calloc(2 * (size_t)n + 1, sizeof *x);
 	if (!x)
 		IR_DIE("out of memory");
@@ -73,8 +73,11 @@ static ir_graph *revnet_graph(const fe_spec *s, ir_dtype dt, drv_drift_unit **u,
 		ir_node *x1 = x[2 * k + 1], *x2 = x[2 * k];
 		if (!units[k].invertible || !x1 || !x2)
 			continue;
-		char name[96];
-		const char *sc = units[k].scope;
+		/* The unit's name for the report: the scope of its y1 ("s0.u1"),
+		 * naming only, or its number. */
+		char name[96], number[24];
+		snprintf(number, sizeof number, "u%d", k);
+		const char *sc = units[k].y1->scope ? units[k].y1->scope : number;
 		snprintf(name, sizeof name, "drift:%s.x1", sc);
 		add_output(g, x1, name);
 		snprintf(name, sizeof name, "drift:%s.x1:fwd", sc);

@@ -7,6 +7,9 @@
  *     "init"            the init block            "final"  the final block
  *     "sS.uU"           unit U of stage S: its two additions and downsample
  *     "sS.uU.f"/".g"    the unit's residual functions F and G
+ *   Scopes name things (parameters, dumps); the structure is in the unit
+ *   marking (ir.h's ir_unit_marker): every reversible unit, numbered 0, 1,
+ *   ... over all stages, with its F, G, y1, y2 and downsample D marked.
  *
  * Training mode normalises with batch statistics and updates the running
  * statistics once (role fwd); evaluation mode uses the running statistics.
@@ -212,7 +215,10 @@ static void lower_network(lowerer *L)
 	}
 	ir_node *x1 = split_half(L, y, 0), *x2 = split_half(L, y, 1);
 
-	/* Stages of reversible units: y1 = D(x1) + F(x2), y2 = D(x2) + G(y1). */
+	/* Stages of reversible units: y1 = D(x1) + F(x2), y2 = D(x2) + G(y1),
+	 * numbered 0, 1, ... across the stages and marked part by part. */
+	int k = 0;
+	ir_unit_marker mark;
 	for (int st = 0; st < s->nstages; st++) {
 		int64_t half_in, hs, ws;
 		fe_spec_stage_input(s, st, &hs, &ws, &half_in);
@@ -225,15 +231,26 @@ static void lower_network(lowerer *L)
 			snprintf(unit, sizeof unit, "s%d.u%lld", st, (long long)u);
 			snprintf(part, sizeof part, "%s.f", unit);
 			set_scope(L, part, s->units_pos[st]);
+			ir_unit_begin(&mark, g, k++);
 			bool preact = !(st == 0 && u == 0);
 			ir_node *f = residual(L, x2, part, preact, cin, half, stride, h_in, w_in);
+			ir_unit_mark(&mark, IR_PART_F);
 			set_scope(L, unit, s->units_pos[st]);
-			ir_node *y1 = node(L, IR_OP_ADD, downsample(L, x1, cin, half, stride), f);
+			ir_node *d1 = downsample(L, x1, cin, half, stride);
+			if (d1 != x1)
+				ir_unit_mark(&mark, IR_PART_D);
+			ir_node *y1 = node(L, IR_OP_ADD, d1, f);
+			ir_unit_mark(&mark, IR_PART_Y1);
 			snprintf(part, sizeof part, "%s.g", unit);
 			set_scope(L, part, s->units_pos[st]);
 			ir_node *gy = residual(L, y1, part, true, half, half, 1, h_in / stride, w_in / stride);
+			ir_unit_mark(&mark, IR_PART_G);
 			set_scope(L, unit, s->units_pos[st]);
-			ir_node *y2 = node(L, IR_OP_ADD, downsample(L, x2, cin, half, stride), gy);
+			ir_node *d2 = downsample(L, x2, cin, half, stride);
+			if (d2 != x2)
+				ir_unit_mark(&mark, IR_PART_D);
+			ir_node *y2 = node(L, IR_OP_ADD, d2, gy);
+			ir_unit_mark(&mark, IR_PART_Y2);
 			x1 = y1;
 			x2 = y2;
 		}

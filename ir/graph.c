@@ -48,6 +48,7 @@ ir_node *ir_node_insert(ir_graph *g, int at, ir_op op, ir_node *const *in, int n
 	n->ws_offset = -1;
 	n->live_begin = n->live_end = -1;
 	n->label = -1;
+	n->unit = -1;
 	memmove(g->nodes + at + 1, g->nodes + at, (size_t)(g->n - at) * sizeof *g->nodes);
 	g->nodes[at] = n;
 	g->n++;
@@ -182,6 +183,16 @@ const char *ir_node_ref(const ir_node *n, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%%%d", n->label >= 0 ? n->label : n->id);
 	return buf;
+}
+
+void ir_diag_node(ir_diags *d, const ir_node *n, const char *fmt, ...)
+{
+	char msg[600], ref[80];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	ir_diag_add(d, n->pos, "%s (%s): %s", ir_node_ref(n, ref, sizeof ref), ir_op_name(n->op), msg);
 }
 
 void ir_graph_renumber(ir_graph *g)

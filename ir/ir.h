@@ -196,6 +196,29 @@ typedef enum { IR_ROLE_FWD, IR_ROLE_BWD, IR_ROLE_RECOMPUTE, IR_ROLE_OPT, IR_ROLE
 const char *ir_role_name(ir_role r);
 bool ir_role_lookup(const char *s, size_t n, ir_role *out);
 
+/* ---- couplings (ir/unit.c; rules: ir/verify_units.c, docs/ir.md) -------- */
+
+/* A reversible unit is an additive coupling of two streams,
+ *     y1 = D(x1) + F(x2),   y2 = D(x2) + G(y1),
+ * marked on its nodes: node->unit is the unit's number (0, 1, ...) and
+ * node->part the part of it the node is in.  D is the identity in an
+ * invertible unit, which then has no D nodes.  x1 and x2 are not marked:
+ * they are y1's and y2's operand 0 (D's input when there is one).  Nodes
+ * derived from a unit's nodes (gradients, recomputations, reconstructions)
+ * carry the marking of the node they derive from. */
+typedef enum {
+	IR_PART_NONE, /* in no unit (node->unit is -1) */
+	IR_PART_F,    /* inside F */
+	IR_PART_G,    /* inside G */
+	IR_PART_Y1,   /* the addition y1 = D(x1) + F(x2) */
+	IR_PART_Y2,   /* the addition y2 = D(x2) + G(y1) */
+	IR_PART_D,    /* the downsample D of a unit that cannot be inverted */
+	IR_PART_COUNT
+} ir_unit_part;
+
+const char *ir_unit_part_name(ir_unit_part p); /* "f", "y1", ... ("" for none) */
+bool ir_unit_part_lookup(const char *s, size_t n, ir_unit_part *out);
+
 /* ---- nodes and graphs (ir/graph.c) ------------------------------------ */
 
 struct ir_node {
@@ -212,7 +235,10 @@ struct ir_node {
 	ir_pos pos;        /* where the node came from (spec or IR file) */
 	const char *scope; /* the model part it belongs to ("s0.u1.g"), or NULL:
 	                      set by lowering, inherited by gradients and
-	                      recomputations; passes and reports use it */
+	                      recomputations; names and reports only (the
+	                      structure is in unit and part) */
+	int unit;          /* the reversible unit it is part of, or -1 ... */
+	ir_unit_part part; /* ... and which part (IR_PART_NONE when unit is -1) */
 	bool pos_printed;  /* print pos as loc(...): false for positions that are
 	                      just the IR text line the node was parsed from */
 	/* Annotations written by later passes; -1 when unset. */
@@ -288,6 +314,9 @@ bool ir_node_has_own_buffer(const ir_node *n);
 
 /* "%12" (the parsed label, else the list index) or "$name", for messages. */
 const char *ir_node_ref(const ir_node *n, char *buf, size_t len);
+/* A diagnostic at node n, as the verifier words them: "%12 (conv2d): msg". */
+void ir_diag_node(ir_diags *d, const ir_node *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Sets node->id to the list index for every node. */
 void ir_graph_renumber(ir_graph *g);
 /* Whether every node's id is its list index.  The functions that change
@@ -307,6 +336,30 @@ bool ir_graph_has_pass(const ir_graph *g, const char *pass);
 /* Where g lists pass (in a passes(...) header), or {0} when it does not
  * list it there. */
 ir_pos ir_graph_pass_pos(const ir_graph *g, const char *pass);
+
+/* Marks n as part `part` of unit `unit` (-1 and IR_PART_NONE: of none). */
+static inline void ir_node_set_unit(ir_node *n, int unit, ir_unit_part part)
+{
+	n->unit = part == IR_PART_NONE ? -1 : unit;
+	n->part = unit < 0 ? IR_PART_NONE : part;
+}
+
+/* Marking the units of a graph as it is built, one call per part:
+ *     ir_unit_marker m;
+ *     ir_unit_begin(&m, g, k);
+ *     ... make F's nodes ...        ir_unit_mark(&m, IR_PART_F);
+ *     ... make y1 = x1 + F ...      ir_unit_mark(&m, IR_PART_Y1);
+ * Each call marks the nodes appended since the previous one (or since
+ * ir_unit_begin).  Units are numbered by the builder: 0, 1, ... in forward
+ * order. */
+typedef struct {
+	ir_graph *g;
+	int unit;
+	int from; /* the first node not yet marked */
+} ir_unit_marker;
+
+void ir_unit_begin(ir_unit_marker *m, ir_graph *g, int unit);
+void ir_unit_mark(ir_unit_marker *m, ir_unit_part part);
 
 /* ---- readers of each value (ir/users.c) ------------------------------- */
 
@@ -351,6 +404,10 @@ bool ir_verify(const ir_graph *g, ir_diags *d);
  * overlap, but for an in-place op sharing its operand 0's buffer.
  * ir_verify runs it when a graph has a plan. */
 bool ir_verify_plan(const ir_graph *g, ir_diags *d);
+
+/* Checks the marking of the reversible units (ir/verify_units.c, rules in
+ * docs/ir.md).  ir_verify runs it on every acyclic graph. */
+bool ir_verify_units(const ir_graph *g, ir_diags *d);
 
 void ir_dot(FILE *out, const ir_graph *g);
 

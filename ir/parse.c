@@ -255,8 +255,8 @@ static bool parse_type(parser *p, ir_type *t)
 }
 
 /* The annotations after the type, each optional, in this order:
- * after(...) group(N) mem(OFFSET, SIZE) ws(OFFSET, SIZE) live(B, E) scope("s0.u1.g")
- * loc("file":L:C) */
+ * after(...) group(N) mem(OFFSET, SIZE) ws(OFFSET, SIZE) live(B, E) unit(K, PART)
+ * scope("s0.u1.g") loc("file":L:C) */
 static bool parse_annotations(parser *p, ir_node *n)
 {
 	ir_pos kw = p->tok.pos;
@@ -306,6 +306,19 @@ static bool parse_annotations(parser *p, ir_node *n)
 			return false;
 		n->live_begin = (int)b;
 		n->live_end = (int)e;
+	}
+	if (accept_word(p, "unit")) {
+		int64_t k;
+		ir_unit_part part;
+		if (!expect(p, TK_LPAREN, "'('") || !parse_int(p, &k, 0, IR_MAX_NODES, "a unit number") ||
+		    !expect(p, TK_COMMA, "','"))
+			return false;
+		if (p->tok.kind != TK_IDENT || !ir_unit_part_lookup(p->tok.text, p->tok.len, &part))
+			return expected(p, "a part of a unit (f, g, y1, y2 or d)");
+		next(p);
+		if (!expect(p, TK_RPAREN, "')'"))
+			return false;
+		ir_node_set_unit(n, (int)k, part);
 	}
 	if (accept_word(p, "scope")) {
 		if (!expect(p, TK_LPAREN, "'('"))

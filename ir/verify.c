@@ -570,6 +570,8 @@ bool ir_verify(const ir_graph *g, ir_diags *d)
 		}
 		check_updates(&v, topo);
 		check_groups(&v);
+		if (!ir_verify_units(g, d))
+			v.errors++;
 		bool planned = false;
 		for (int i = 0; i < g->n && !planned; i++)
 			planned = g->nodes[i]->offset >= 0 || g->nodes[i]->ws_offset >= 0;

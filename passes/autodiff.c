@@ -9,9 +9,10 @@
  * Forward nodes are visited in reverse list order; each one that received a
  * gradient passes contributions to its operands by its op's rule.  When a
  * value gets a second contribution the two are added; the addition takes the
- * scope of the node whose rule contributed last, so each unit's F and G
- * backward, including the accumulation into their input's gradient, stays
- * in the F or G scope (the schedule pass relies on that).
+ * unit marking (and scope) of the node whose rule contributed last, so each
+ * unit's F and G backward, including the accumulation into their input's
+ * gradient, stays in part F or G of the unit (the schedule pass relies on
+ * that).  Every gradient node is marked as the node whose rule made it.
  *
  * The heads_split parts of one tensor (q, k and v of qkv) pass their
  * gradients on together: held until the sweep reaches the split tensor,
@@ -31,7 +32,8 @@ typedef struct {
 	ir_graph *g;
 	ps_ctx *ctx;
 	ir_node **grad;       /* by node id: the gradient of that node's value */
-	const char *scope;    /* scope of the node whose rule is running */
+	const ir_node *from;  /* the node whose rule is running: gradients take
+	                         its unit marking and scope */
 	ir_pos pos;
 	bool failed;
 	/* heads_split's gradients, by the id of the split tensor: its parts'
@@ -45,7 +47,8 @@ static ir_node *make_n(differ *D, ir_op op, ir_node *const *in, int nin)
 {
 	ir_node *n = ir_node_new(D->g, op, in, nin);
 	n->role = IR_ROLE_BWD;
-	n->scope = D->scope;
+	n->scope = D->from->scope;
+	ir_node_set_unit(n, D->from->unit, D->from->part);
 	n->pos = D->pos;
 	n->pos_printed = D->pos.file != NULL;
 	return n;
@@ -209,7 +212,7 @@ static void merge_split_grads(differ *D, ir_node *x)
 {
 	ir_node *like = D->split_like[x->id], *in[3];
 	int parts = (int)ir_node_int(like, IR_ATTR_PARTS);
-	D->scope = like->scope;
+	D->from = like;
 	D->pos = like->pos;
 	for (int p = 0; p < parts; p++) {
 		in[p] = D->split_part[3 * x->id + p];
@@ -433,7 +436,7 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 		return 1;
 	ir_graph_renumber(g);
 	int nfwd = g->n;
-	differ D = {g, ctx, calloc((size_t)nfwd, sizeof(ir_node *)), loss->scope, loss->pos, false,
+	differ D = {g, ctx, calloc((size_t)nfwd, sizeof(ir_node *)), loss, loss->pos, false,
 		calloc(3 * (size_t)nfwd, sizeof(ir_node *)), calloc((size_t)nfwd, sizeof(ir_node *))};
 	if (!D.grad || !D.split_part || !D.split_like)
 		IR_DIE("out of memory");
@@ -446,7 +449,7 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 			merge_split_grads(&D, n);
 		if (!D.grad[i] || n->role != IR_ROLE_FWD || ir_op_has(n->op, IR_OPF_SRC))
 			continue;
-		D.scope = n->scope;
+		D.from = n;
 		D.pos = n->pos;
 		rule(&D, n, D.grad[i]);
 	}
@@ -456,7 +459,7 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 		ir_node *p = g->nodes[i];
 		if (p->op != IR_OP_PARAM)
 			continue;
-		D.scope = p->scope;
+		D.from = p;
 		D.pos = p->pos;
 		ir_node *dp = D.grad[i];
 		if (!dp) { /* the loss does not depend on it */

@@ -1,9 +1,10 @@
 /* checkpoint.c: the checkpointing strategy, for comparison with revbwd.
  *
  * requires: autodiff.
- * guarantees (strategy checkpoint; otherwise nothing changes): each stage's
- *   n units are cut into segments of k = ceil(sqrt(n)) units.  Only the
- *   segments' inputs stay stored; during the backward pass each segment's
+ * guarantees (strategy checkpoint; otherwise nothing changes): each chain's
+ *   n units (ps_unit: a RevNet's stage) are cut into segments of
+ *   k = ceil(sqrt(n)) units.  Only the segments' inputs stay stored;
+ *   during the backward pass each segment's
  *   forward work is recomputed (role recompute, batch statistics, no
  *   running-statistic updates) from its stored input just before its
  *   gradients, which then read the recomputed values.  Memory grows as
@@ -65,13 +66,13 @@ int ps_checkpoint(ir_graph *g, ps_ctx *ctx)
 		return 1;
 	}
 	ps_unit_map map;
-	ps_unit_map_build(g, u, nu, &map);
+	ps_unit_map_build(g, nu, &map);
 	ps_recompute r;
 	ps_recompute_init(&r, g);
 	/* Segments from the last back: the gradients of later units come first. */
 	for (int end = nu - 1; end >= 0;) {
 		int start = end;
-		while (start > 0 && u[start - 1].stage == u[end].stage)
+		while (start > 0 && u[start - 1].chain == u[end].chain)
 			start--;
 		int n = end - start + 1, k = (int)ceil(sqrt((double)n)), nseg = (n + k - 1) / k;
 		for (int j = nseg - 1; j >= 0; j--) {

@@ -6,7 +6,10 @@
  *   needs.  Ordering edges count as needs, as TensorFlow's control
  *   dependencies do: a node that another must run after is kept, so removing
  *   dead code never weakens an ordering.  Edges from removed nodes vanish
- *   with them.
+ *   with them.  A reversible unit whose y1 or y2 was dead (and so its G, or
+ *   F) is no longer a coupling: its remaining nodes lose the marking and
+ *   the units after it move down a number, so the marking stays what the
+ *   verifier checks.
  *
  * The node list is an execution order, so one backward sweep suffices. */
 #include <stdlib.h>
@@ -49,6 +52,33 @@ int ps_dce_first_dead(ir_graph *g)
 	return first;
 }
 
+static void dissolve_broken_units(ir_graph *g)
+{
+	int nu = 0;
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->unit >= nu)
+			nu = g->nodes[i]->unit + 1;
+	if (nu == 0)
+		return;
+	int *seen = calloc((size_t)nu, sizeof *seen), *number = malloc((size_t)nu * sizeof *number);
+	if (!seen || !number)
+		IR_DIE("out of memory");
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->unit >= 0 && n->role == IR_ROLE_FWD && (n->part == IR_PART_Y1 || n->part == IR_PART_Y2))
+			seen[n->unit] |= n->part == IR_PART_Y1 ? 1 : 2;
+	}
+	for (int k = 0, next = 0; k < nu; k++)
+		number[k] = seen[k] == 3 ? next++ : -1;
+	for (int i = 0; i < g->n; i++) {
+		ir_node *n = g->nodes[i];
+		if (n->unit >= 0)
+			ir_node_set_unit(n, number[n->unit], n->part);
+	}
+	free(seen);
+	free(number);
+}
+
 int ps_dce(ir_graph *g, ps_ctx *ctx)
 {
 	(void)ctx;
@@ -60,5 +90,6 @@ int ps_dce(ir_graph *g, ps_ctx *ctx)
 		mark[i] = !mark[i]; /* now: dead */
 	ir_graph_remove(g, mark);
 	free(mark);
+	dissolve_broken_units(g);
 	return 0;
 }

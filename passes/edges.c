@@ -6,12 +6,11 @@
  *     x2 = y2 - G(y1)  runs after G's weight gradients and dx1,
  *     x1 = y1 - F(x2)  runs after F's weight gradients and dx2,
  * so a unit's reconstruction waits until the unit after it is done, and at
- * most one unit's recomputed activations are live at a time.  Autodiff puts
- * G's whole backward, the accumulation into dx1 included, in scope
- * "sS.uU.g" (and F's, with dx2, in ".f"), so the edges go to the gradient
- * nodes of that scope that nothing else in it reads. */
+ * most one unit's recomputed activations are live at a time.  Autodiff marks
+ * G's whole backward, the accumulation into dx1 included, as part G of the
+ * unit (and F's, with dx2, as F), so the edges go to the gradient nodes of
+ * that part that nothing else in it reads. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "passes.h"
 
@@ -20,20 +19,20 @@ void ps_order_edges(ir_graph *g)
 	ps_unit *u;
 	int nu = ps_units_find(g, &u);
 	ps_unit_map m;
-	ps_unit_map_build(g, u, nu, &m);
+	ps_unit_map_build(g, nu, &m);
 	ir_node **x = calloc(2 * (size_t)nu + 1, sizeof *x);
-	/* read_in_scope[id]: a gradient node of the same scope reads it. */
-	bool *read_in_scope = calloc((size_t)g->n + 1, sizeof *read_in_scope);
-	if (!x || !read_in_scope)
+	/* read_in_part[id]: a gradient node of the same part of its unit reads it. */
+	bool *read_in_part = calloc((size_t)g->n + 1, sizeof *read_in_part);
+	if (!x || !read_in_part)
 		IR_DIE("out of memory");
 	ps_reconstructions(g, &m, nu, x);
 	for (int i = 0; i < g->n; i++) {
 		ir_node *r = g->nodes[i];
-		if (r->role == IR_ROLE_BWD && r->scope)
+		if (r->role == IR_ROLE_BWD && r->unit >= 0)
 			for (int k = 0; k < r->nin; k++) {
 				const ir_node *o = r->in[k];
-				if (o->role == IR_ROLE_BWD && o->scope && strcmp(o->scope, r->scope) == 0)
-					read_in_scope[o->id] = true;
+				if (o->role == IR_ROLE_BWD && o->unit == r->unit && o->part == r->part)
+					read_in_part[o->id] = true;
 			}
 	}
 	/* Each reconstruction runs after every gradient node of its part that
@@ -41,13 +40,13 @@ void ps_order_edges(ir_graph *g)
 	for (int i = 0; i < g->n; i++) {
 		ir_node *n = g->nodes[i];
 		int k = m.unit[i];
-		if (k < 0 || n->role != IR_ROLE_BWD || read_in_scope[i] || (m.part[i] != 'g' && m.part[i] != 'f'))
+		if (k < 0 || n->role != IR_ROLE_BWD || read_in_part[i] || (m.part[i] != IR_PART_G && m.part[i] != IR_PART_F))
 			continue;
-		ir_node *r = x[2 * k + (m.part[i] == 'f')];
+		ir_node *r = x[2 * k + (m.part[i] == IR_PART_F)];
 		if (r)
 			ir_node_add_after(g, r, n);
 	}
-	free(read_in_scope);
+	free(read_in_part);
 	free(x);
 	ps_unit_map_free(&m);
 	free(u);

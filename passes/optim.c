@@ -45,6 +45,7 @@ static ir_node *opt_node(ir_graph *g, ir_op op, ir_node *const *in, int nin, con
 	ir_node *n = ir_node_new(g, op, in, nin);
 	n->role = IR_ROLE_OPT;
 	n->scope = like->scope;
+	ir_node_set_unit(n, like->unit, like->part);
 	n->pos = like->pos;
 	n->pos_printed = like->pos_printed;
 	return n;
@@ -77,6 +78,7 @@ static ir_node *new_state(ir_graph *g, const char *name, ir_type type, const ir_
 	v->name = ir_arena_strdup(g->arena, name);
 	v->type = type;
 	v->scope = like->scope;
+	ir_node_set_unit(v, like->unit, like->part);
 	v->pos = like->pos;
 	v->pos_printed = like->pos_printed;
 	return v;
@@ -91,6 +93,7 @@ static void adam_step_new(ir_graph *g, ps_ctx *ctx, const ir_node *like, adam_st
 {
 	s->t = new_state(g, "adamw.t", ir_type_scalar(like->type.dtype), like);
 	s->t->scope = NULL; /* of the whole model, not of the first parameter */
+	ir_node_set_unit(s->t, -1, IR_PART_NONE);
 	ir_node *t = opt_node(g, IR_OP_ADAM_COUNT, &s->t, 1, s->t);
 	t->type = s->t->type;
 	s->c1 = opt_node(g, IR_OP_ADAM_BIAS, &t, 1, t);

@@ -107,43 +107,41 @@ int ps_run(ir_graph *g, ps_ctx *ctx, const ps_options *opts);
 
 /* ---- reversible units and recomputation (passes/units.c) ---------------- */
 
-/* One reversible unit of a lowered RevNet (scopes: frontend/lower.c). */
+/* One reversible unit, as its marking says (ir.h, docs/ir.md). */
 typedef struct {
-	char scope[64];       /* "s1.u2" */
-	int stage, index;
 	ir_node *x1, *x2;     /* inputs */
 	ir_node *y1, *y2;     /* outputs: y1 = D(x1) + F(x2), y2 = D(x2) + G(y1) */
 	ir_node *f_out, *g_out;
-	bool invertible;      /* D is the identity */
+	bool invertible;      /* D is the identity: the unit has no D nodes */
+	/* Units k - 1 and k are in one chain when k is invertible and its
+	 * inputs are k - 1's outputs; chains are numbered 0, 1, ... (a stage
+	 * of a RevNet, whose first unit downsamples, is one). */
+	int chain;
 } ps_unit;
 
-/* The units of g in forward order (stage, then index), malloc'd. */
+/* The units of g, unit k at index k (its number), malloc'd.  A verified
+ * graph's units are complete; in one that is not (DCE removed a unit's
+ * unused y2 and its G), y1 or y2 is NULL and passes leave the unit alone. */
 int ps_units_find(const ir_graph *g, ps_unit **units);
-/* scope == unit + "." + part (or == unit when part is NULL). */
-bool ps_scope_is(const char *scope, const char *unit, const char *part);
-/* scope is unit or inside it. */
-bool ps_scope_within(const char *scope, const char *unit);
 
 /* Where every node sits among the units, so passes visit a unit's nodes
  * without scanning the graph: for the node with id i (ids as when built),
- * unit[i] is the index of the unit whose scope it is in, or -1, and part[i]
- * is 0 in the unit's own scope, 'f' or 'g' in its F or G, '.' in another
- * sub-scope.  The ids of unit k's nodes, in list order, are
- * ids[start[k] .. start[k + 1]). */
+ * unit[i] is its unit (node->unit) or -1, and part[i] its part.  The ids
+ * of unit k's nodes, in list order, are ids[start[k] .. start[k + 1]). */
 typedef struct {
 	int n;
 	int *unit;
-	char *part;
+	ir_unit_part *part;
 	int *start, *ids;
 } ps_unit_map;
 
-/* Renumbers g and maps it against its nu units (from ps_units_find). */
-void ps_unit_map_build(ir_graph *g, const ps_unit *units, int nu, ps_unit_map *m);
+/* Renumbers g and maps its nodes to its nu units (from ps_units_find). */
+void ps_unit_map_build(ir_graph *g, int nu, ps_unit_map *m);
 void ps_unit_map_free(ps_unit_map *m);
 /* x[2 * k] and x[2 * k + 1] (2 * nu slots, filled with NULL where none):
  * unit k's reconstructions x2 = y2 - G(y1) and x1 = y1 - F(x2), the first
- * recompute subtractions in the unit's own scope whose second operand
- * comes from its G or F.  m is g's unit map. */
+ * recompute subtractions marked y2 (y1) whose operand 1 is marked g (f) in
+ * the same unit.  m is g's unit map. */
 void ps_reconstructions(const ir_graph *g, const ps_unit_map *m, int nu, ir_node **x);
 
 /* Forward values and their recomputed (or reconstructed) stand-ins.  New

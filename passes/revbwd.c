@@ -9,7 +9,8 @@
  *       G(y1) recomputed;   x2 = y2 - G(y1)   (invertible units)
  *       F(x2) recomputed;   x1 = y1 - F(x2)
  *   Each recomputation serves both the reconstruction and the gradients;
- *   all new nodes have role recompute and scope of the unit, and batch norms
+ *   all new nodes have role recompute and the marking (and scope) of the
+ *   node they stand for, a reconstruction that of y2 (y1), and batch norms
  *   among them use batch statistics and never touch running statistics.  A
  *   unit whose downsample is not the identity (unit 0 of a stage that
  *   strides or widens) cannot be inverted: it recomputes F from its stored
@@ -33,9 +34,9 @@ static ir_node *first_bwd(const ir_graph *g, const ps_unit_map *m, int k)
 	return NULL;
 }
 
-/* Clones the forward nodes of part (f or g) of unit k, in order, to go
+/* Clones the forward nodes of part (F or G) of unit k, in order, to go
  * before `at`. */
-static void clone_part(ps_recompute *r, const ps_unit_map *m, int k, char part, const ir_node *at)
+static void clone_part(ps_recompute *r, const ps_unit_map *m, int k, ir_unit_part part, const ir_node *at)
 {
 	for (int j = m->start[k]; j < m->start[k + 1]; j++) {
 		ir_node *n = r->orig[m->ids[j]];
@@ -53,6 +54,7 @@ static ir_node *reconstruct(ps_recompute *r, ir_node *y, ir_node *f, const ir_no
 	x->role = IR_ROLE_RECOMPUTE;
 	x->type = like->type;
 	x->scope = like->scope;
+	ir_node_set_unit(x, like->unit, like->part);
 	x->pos = like->pos;
 	x->pos_printed = like->pos_printed;
 	return x;
@@ -70,19 +72,19 @@ int ps_revbwd(ir_graph *g, ps_ctx *ctx)
 		return 1;
 	}
 	ps_unit_map m;
-	ps_unit_map_build(g, units, nu, &m);
+	ps_unit_map_build(g, nu, &m);
 	ps_recompute r;
 	ps_recompute_init(&r, g);
 	for (int u = nu - 1; u >= 0; u--) {
 		const ps_unit *U = &units[u];
 		ir_node *at = first_bwd(g, &m, u);
-		if (!at)
-			continue; /* nothing of it is differentiated */
+		if (!at || !U->y1 || !U->y2)
+			continue; /* nothing of it is differentiated, or it is not whole */
 		ir_node *y1 = ps_recompute_of(&r, U->y1), *y2 = ps_recompute_of(&r, U->y2);
-		clone_part(&r, &m, u, 'g', at);
+		clone_part(&r, &m, u, IR_PART_G, at);
 		if (U->invertible)
 			ps_recompute_set(&r, U->x2, reconstruct(&r, y2, ps_recompute_of(&r, U->g_out), at, U->y2));
-		clone_part(&r, &m, u, 'f', at);
+		clone_part(&r, &m, u, IR_PART_F, at);
 		if (U->invertible)
 			ps_recompute_set(&r, U->x1, reconstruct(&r, y1, ps_recompute_of(&r, U->f_out), at, U->y1));
 		for (int j = m.start[u]; j < m.start[u + 1]; j++)

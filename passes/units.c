@@ -1,145 +1,68 @@
-/* units.c: finding the reversible units of a lowered RevNet, and the graph
- * edits the backward strategies share (cloning forward work as recompute
- * nodes, redirecting gradients to the clones).
+/* units.c: the reversible units of a graph, read from their marking
+ * (node->unit, node->part: ir.h, docs/ir.md), and the graph edits the
+ * backward strategies share (cloning forward work as recompute nodes,
+ * redirecting gradients to the clones).
  *
- * A unit is recognised by its scopes (frontend/lower.c): in scope "sS.uU"
- * two forward additions, y1 = D(x1) + F(x2) whose second operand comes from
- * scope "sS.uU.f", and y2 = D(x2) + G(y1) whose second operand comes from
- * "sS.uU.g".  D is the identity or an average pool and channel padding in
- * scope "sS.uU"; a unit whose D is the identity is invertible. */
+ * A unit is y1 = D(x1) + F(x2), y2 = D(x2) + G(y1): its forward nodes
+ * marked y1 and y2 are the two additions, whose operand 1 is F's (G's)
+ * output and operand 0 x1 (x2), or D's output when the unit has D nodes
+ * (then it is not invertible).  The verifier has checked the marking. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "passes.h"
 
-bool ps_scope_is(const char *scope, const char *unit, const char *part)
+/* Follows D (the unit's nodes marked d) back to the unit's input. */
+static ir_node *strip_downsample(ir_node *n, int unit)
 {
-	if (!scope)
-		return false;
-	size_t n = strlen(unit);
-	if (strncmp(scope, unit, n) != 0)
-		return false;
-	if (!part)
-		return scope[n] == 0;
-	return scope[n] == '.' && strcmp(scope + n + 1, part) == 0;
-}
-
-bool ps_scope_within(const char *scope, const char *unit)
-{
-	size_t n = strlen(unit);
-	return scope && strncmp(scope, unit, n) == 0 && (scope[n] == 0 || scope[n] == '.');
-}
-
-/* Parses a unit scope "sS.uU" exactly. */
-static bool unit_scope(const char *scope, int *stage, int *index)
-{
-	int len = 0;
-	if (!scope || sscanf(scope, "s%d.u%d%n", stage, index, &len) != 2)
-		return false;
-	return scope[len] == 0;
-}
-
-/* Follows D (average pool, channel padding in the unit's scope) back to the
- * unit's input. */
-static ir_node *strip_downsample(ir_node *n, const char *unit)
-{
-	while ((n->op == IR_OP_AVGPOOL || n->op == IR_OP_CHANNEL_PAD) && ps_scope_is(n->scope, unit, NULL))
+	while (n->unit == unit && n->part == IR_PART_D && n->nin > 0)
 		n = n->in[0];
 	return n;
 }
 
-static int unit_cmp(const void *a, const void *b)
-{
-	const ps_unit *x = a, *y = b;
-	return x->stage != y->stage ? x->stage - y->stage : x->index - y->index;
-}
-
 int ps_units_find(const ir_graph *g, ps_unit **out)
 {
-	int n = 0, cap = 16;
-	ps_unit *u = malloc((size_t)cap * sizeof *u);
+	int nu = 0;
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->unit >= nu)
+			nu = g->nodes[i]->unit + 1;
+	ps_unit *u = calloc((size_t)nu + 1, sizeof *u);
 	if (!u)
 		IR_DIE("out of memory");
+	for (int k = 0; k < nu; k++)
+		u[k].invertible = true;
 	for (int i = 0; i < g->n; i++) {
 		ir_node *y = g->nodes[i];
-		int stage, index;
-		if (y->op != IR_OP_ADD || y->role != IR_ROLE_FWD || !unit_scope(y->scope, &stage, &index))
+		if (y->unit < 0 || y->role != IR_ROLE_FWD)
 			continue;
-		bool is_y1 = ps_scope_is(y->in[1]->scope, y->scope, "f");
-		bool is_y2 = ps_scope_is(y->in[1]->scope, y->scope, "g");
-		if (!is_y1 && !is_y2)
+		ps_unit *t = &u[y->unit];
+		if (y->part == IR_PART_D)
+			t->invertible = false;
+		if ((y->part != IR_PART_Y1 && y->part != IR_PART_Y2) || y->op != IR_OP_ADD)
 			continue;
-		ps_unit *t = NULL; /* a unit's additions are near each other: look back */
-		for (int k = n - 1; k >= 0 && !t; k--)
-			if (u[k].stage == stage && u[k].index == index)
-				t = &u[k];
-		if (!t) {
-			if (n == cap) {
-				cap *= 2;
-				u = realloc(u, (size_t)cap * sizeof *u);
-				if (!u)
-					IR_DIE("out of memory");
-			}
-			t = &u[n++];
-			memset(t, 0, sizeof *t);
-			snprintf(t->scope, sizeof t->scope, "%s", y->scope);
-			t->stage = stage;
-			t->index = index;
-		}
-		if (is_y1) {
+		if (y->part == IR_PART_Y1) {
 			t->y1 = y;
 			t->f_out = y->in[1];
-			t->x1 = strip_downsample(y->in[0], y->scope);
+			t->x1 = strip_downsample(y->in[0], y->unit);
 		} else {
 			t->y2 = y;
 			t->g_out = y->in[1];
-			t->x2 = strip_downsample(y->in[0], y->scope);
+			t->x2 = strip_downsample(y->in[0], y->unit);
 		}
 	}
-	/* Keep only complete units. */
-	int m = 0;
-	for (int k = 0; k < n; k++)
-		if (u[k].y1 && u[k].y2) {
-			u[k].invertible = u[k].y1->in[0] == u[k].x1 && u[k].y2->in[0] == u[k].x2;
-			u[m++] = u[k];
-		}
-	qsort(u, (size_t)m, sizeof *u, unit_cmp);
+	for (int k = 0; k < nu; k++) {
+		bool follows = k > 0 && u[k].invertible && u[k].y1 && u[k].y2 && u[k].x1 == u[k - 1].y1 &&
+			u[k].x2 == u[k - 1].y2;
+		u[k].chain = k == 0 ? 0 : follows ? u[k - 1].chain : u[k - 1].chain + 1;
+	}
 	*out = u;
-	return m;
+	return nu;
 }
 
 /* ---- the unit map ------------------------------------------------------- */
 
-/* The unit whose scope `scope` is in, found by its stage and index, or -1;
- * *part as ps_unit_map describes. */
-static int unit_of_scope(const char *scope, const ps_unit *u, int nu, char *part)
-{
-	int stage, index;
-	if (!scope || sscanf(scope, "s%d.u%d", &stage, &index) != 2)
-		return -1;
-	int lo = 0, hi = nu;
-	while (lo < hi) {
-		int mid = lo + (hi - lo) / 2;
-		ps_unit key = {.stage = stage, .index = index};
-		int c = unit_cmp(&u[mid], &key);
-		if (c == 0) {
-			lo = mid;
-			break;
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo >= nu || !ps_scope_within(scope, u[lo].scope))
-		return -1;
-	const char *rest = scope + strlen(u[lo].scope);
-	*part = rest[0] == 0 ? 0 : strcmp(rest, ".f") == 0 ? 'f' : strcmp(rest, ".g") == 0 ? 'g' : '.';
-	return lo;
-}
-
-void ps_unit_map_build(ir_graph *g, const ps_unit *units, int nu, ps_unit_map *m)
+void ps_unit_map_build(ir_graph *g, int nu, ps_unit_map *m)
 {
 	ir_graph_renumber(g);
 	m->n = g->n;
@@ -151,7 +74,10 @@ void ps_unit_map_build(ir_graph *g, const ps_unit *units, int nu, ps_unit_map *m
 	if (!m->unit || !m->part || !m->start || !m->ids || !fill)
 		IR_DIE("out of memory");
 	for (int i = 0; i < g->n; i++) {
-		m->unit[i] = unit_of_scope(g->nodes[i]->scope, units, nu, &m->part[i]);
+		const ir_node *n = g->nodes[i];
+		IR_ASSERT(n->unit < nu);
+		m->unit[i] = n->unit;
+		m->part[i] = n->part;
 		if (m->unit[i] >= 0)
 			m->start[m->unit[i] + 1]++;
 	}
@@ -270,6 +196,7 @@ ir_node *ps_recompute_clone(ps_recompute *r, ir_node *n, const ir_node *at)
 	c->role = IR_ROLE_RECOMPUTE;
 	c->type = n->type;
 	c->scope = n->scope;
+	ir_node_set_unit(c, n->unit, n->part);
 	c->pos = n->pos;
 	c->pos_printed = n->pos_printed;
 	for (int k = 0; k < n->nattrs; k++) {
@@ -290,12 +217,13 @@ void ps_reconstructions(const ir_graph *g, const ps_unit_map *m, int nu, ir_node
 		x[k] = NULL;
 	for (int i = 0; i < g->n; i++) {
 		ir_node *r = g->nodes[i];
-		int k = m->unit[i], op = r->nin > 1 ? r->in[1]->id : -1;
-		if (r->op == IR_OP_SUB && r->role == IR_ROLE_RECOMPUTE && k >= 0 && m->part[i] == 0 &&
-		    m->unit[op] == k && (m->part[op] == 'g' || m->part[op] == 'f')) {
-			ir_node **slot = &x[2 * k + (m->part[op] == 'f')];
-			if (!*slot)
-				*slot = r;
-		}
+		int k = m->unit[i];
+		if (r->op != IR_OP_SUB || r->role != IR_ROLE_RECOMPUTE || k < 0)
+			continue;
+		int op = r->in[1]->id;
+		bool x2 = m->part[i] == IR_PART_Y2 && m->part[op] == IR_PART_G;
+		bool x1 = m->part[i] == IR_PART_Y1 && m->part[op] == IR_PART_F;
+		if ((x1 || x2) && m->unit[op] == k && !x[2 * k + x1])
+			x[2 * k + x1] = r;
 	}
 }

@@ -661,6 +661,67 @@ START_TEST(test_dot_dashed_ordering_edges)
 }
 END_TEST
 
+/* One coupling built with the marker, one part per call: it verifies,
+ * prints its marking and reads it back, and Graphviz draws the unit as a
+ * cluster with F and G as clusters inside it. */
+START_TEST(test_unit_marker_and_clusters)
+{
+	int64_t d[2] = {2, 3};
+	ir_graph *g = ir_graph_new("u");
+	ir_node *x1 = add_input(g, "x1", IR_F32, 2, d), *x2 = add_input(g, "x2", IR_F32, 2, d);
+	ir_unit_marker m;
+	ir_unit_begin(&m, g, 0);
+	ir_node *f = infer(add_op(g, IR_OP_RELU, x2, NULL));
+	ir_unit_mark(&m, IR_PART_F);
+	ir_node *y1 = infer(add_op(g, IR_OP_ADD, x1, f));
+	ir_unit_mark(&m, IR_PART_Y1);
+	ir_node *gy = infer(add_op(g, IR_OP_RELU, y1, NULL));
+	ir_unit_mark(&m, IR_PART_G);
+	ir_node *y2 = infer(add_op(g, IR_OP_ADD, x2, gy));
+	ir_unit_mark(&m, IR_PART_Y2);
+	ir_node *out = add_op(g, IR_OP_OUTPUT, y2, NULL);
+	ir_node_set_str(g, out, IR_ATTR_NAME, "y");
+	infer(out);
+	ck_assert_int_eq(x2->unit, -1);
+	ck_assert_int_eq(f->unit, 0);
+	ck_assert_int_eq(f->part, IR_PART_F);
+	ck_assert_int_eq(y2->part, IR_PART_Y2);
+	ck_assert_int_eq(out->unit, -1);
+	int count;
+	char *msgs = verify_msgs(g, &count);
+	ck_assert_msg(count == 0, "%s", msgs);
+	free(msgs);
+
+	char *text = ir_print_str(g);
+	ck_assert_ptr_nonnull(strstr(text, "%2 = relu(%1) : f32[2,3] unit(0, f)\n"));
+	ck_assert_ptr_nonnull(strstr(text, "%3 = add(%0, %2) : f32[2,3] unit(0, y1)\n"));
+	ir_graph *back = parse_ok(text);
+	char *again = ir_print_str(back);
+	ck_assert_str_eq(text, again);
+	free(again);
+	ir_graph_free(back);
+	free(text);
+
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+	ir_dot(fp, g);
+	fclose(fp);
+	char *unit = strstr(buf, "subgraph cluster_u0 {"), *fc = strstr(buf, "subgraph cluster_u0_f {");
+	char *gc = strstr(buf, "subgraph cluster_u0_g {");
+	ck_assert_ptr_nonnull(unit);
+	ck_assert_ptr_nonnull(fc);
+	ck_assert_ptr_nonnull(gc);
+	ck_assert(unit < fc && fc < gc);
+	ck_assert(strstr(buf, "n0 [") < unit);               /* x1 outside the unit */
+	ck_assert(strstr(buf, "n3 [") > unit && strstr(buf, "n3 [") < fc); /* y1 in it */
+	ck_assert(strstr(buf, "n2 [") > fc && strstr(buf, "n2 [") < gc);   /* F's relu in F */
+	ck_assert(strstr(buf, "n4 [") > gc);                 /* G's relu in G */
+	free(buf);
+	ir_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_diag_caret)
 {
 	ir_diag_item it = {{"f.ir", 2, 5}, (char *)"bad thing"};
@@ -719,6 +780,7 @@ static Suite *ir_suite(void)
 	tcase_add_test(tc, test_verify_plan_in_place);
 	tcase_add_test(tc, test_verify_plan_ties);
 	tcase_add_test(tc, test_dot_dashed_ordering_edges);
+	tcase_add_test(tc, test_unit_marker_and_clusters);
 	tcase_add_test(tc, test_diag_caret);
 	tcase_add_test(tc, test_diags_capped);
 	suite_add_tcase(s, tc);

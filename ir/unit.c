@@ -1,0 +1,48 @@
+/* unit.c: the marking of reversible units (couplings) on nodes: the names
+ * of the parts in the text format, and the marker front ends build units
+ * with (ir.h).  What a marking must satisfy: verify_units.c. */
+#include <string.h>
+
+#include "ir.h"
+
+static const char *const parts[] = {
+	[IR_PART_NONE] = "",
+	[IR_PART_F] = "f",
+	[IR_PART_G] = "g",
+	[IR_PART_Y1] = "y1",
+	[IR_PART_Y2] = "y2",
+	[IR_PART_D] = "d",
+};
+_Static_assert(sizeof parts / sizeof parts[0] == IR_PART_COUNT, "part table");
+
+const char *ir_unit_part_name(ir_unit_part p)
+{
+	IR_ASSERT((unsigned)p < IR_PART_COUNT);
+	return parts[p];
+}
+
+bool ir_unit_part_lookup(const char *s, size_t n, ir_unit_part *out)
+{
+	for (int i = IR_PART_NONE + 1; i < IR_PART_COUNT; i++)
+		if (strlen(parts[i]) == n && memcmp(parts[i], s, n) == 0) {
+			*out = (ir_unit_part)i;
+			return true;
+		}
+	return false;
+}
+
+void ir_unit_begin(ir_unit_marker *m, ir_graph *g, int unit)
+{
+	IR_ASSERT(unit >= 0);
+	m->g = g;
+	m->unit = unit;
+	m->from = g->n;
+}
+
+void ir_unit_mark(ir_unit_marker *m, ir_unit_part part)
+{
+	IR_ASSERT(part != IR_PART_NONE && m->from <= m->g->n);
+	for (int i = m->from; i < m->g->n; i++)
+		ir_node_set_unit(m->g->nodes[i], m->unit, part);
+	m->from = m->g->n;
+}
