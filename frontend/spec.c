@@ -1,5 +1,6 @@
 /* spec.c: the key table, defaults, storing an assignment into a spec, and
  * the sizes and schedule derived from a checked spec. */
+#include <stdio.h>
 #include <string.h>
 
 #include "spec_int.h"
@@ -153,6 +154,7 @@ void fe_spec_store(fe_spec *s, fe_key k, const fe_value *v, ir_pos kpos)
 		break;
 	case FE_KEY_BLOCK:
 		s->block = (fe_block)v->i[0];
+		snprintf(s->block_name, sizeof s->block_name, "%.*s", FE_MAX_NAME - 1, v->text);
 		break;
 	case FE_KEY_BATCH:
 		s->batch = v->i[0];
@@ -229,7 +231,8 @@ bool fe_spec_equal(const fe_spec *a, const fe_spec *b)
 			return false;
 	return a->classes == b->classes && a->init_filters == b->init_filters &&
 		a->init_kernel == b->init_kernel && a->init_stride == b->init_stride &&
-		a->init_max_pool == b->init_max_pool && a->block == b->block && a->batch == b->batch &&
+		a->init_max_pool == b->init_max_pool && a->block == b->block &&
+		strcmp(a->block_name, b->block_name) == 0 && a->batch == b->batch &&
 		a->momentum == b->momentum && a->weight_decay == b->weight_decay &&
 		a->steps == b->steps && a->epochs == b->epochs && a->seed == b->seed &&
 		a->dataset_kind == b->dataset_kind;
