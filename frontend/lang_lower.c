@@ -34,6 +34,7 @@
 #define BN_MOMENTUM 0.99
 #define MAX_VARS (FE_MAX_PARAMS + 2 * FE_MAX_DEPTH)
 #define MAX_LAYERS (1 << 20) /* layers one network may lower */
+#define MAX_STEPS (1 << 22)  /* statements it may run (empty loops too) */
 #define MAX_NAMES 256        /* parameter names one section or F/G may hold */
 
 /* An integer value and the keys it was computed from. */
@@ -85,6 +86,7 @@ typedef struct {
 	int couplings;     /* couplings in the current unit */
 	int64_t units;     /* couplings in all */
 	int64_t layers;
+	int64_t steps;
 	const fe_def *stack[FE_MAX_DEPTH + 1];
 	int depth;
 	ir_node *labels;
@@ -98,6 +100,10 @@ static bool fail(lw *L, ir_pos pos, const char *fmt, ...)
 {
 	if (L->failed)
 		return false;
+	/* The user cannot see the prelude: point at what they wrote that led
+	 * there (the stage's or section's key). */
+	if (pos.file && strcmp(pos.file, FE_PRELUDE_FILE) == 0)
+		pos = L->anchor.file ? L->anchor : L->s->vpos[FE_KEY_BLOCK];
 	va_list ap;
 	va_start(ap, fmt);
 	ir_diag_addv(L->d, pos, fmt, ap);
@@ -804,37 +810,41 @@ static bool run_call(lw *L, const frame *f, const fe_call *c)
 			return fail(L, c->pos, "block '%.*s' calls itself: blocks cannot recurse", (int)d->n, d->name);
 	if (L->depth == FE_MAX_DEPTH)
 		return fail(L, c->pos, "blocks nest deeper than %d", FE_MAX_DEPTH);
+	/* A user's block called from the prelude: blame its def. */
+	bool from_prelude = strcmp(c->pos.file, FE_PRELUDE_FILE) == 0 && !d->prelude;
+	ir_pos at = from_prelude ? d->pos : c->pos;
+	const char *hint = from_prelude ? " (the RevNet network calls block(c, stride, pre))" : "";
 	frame callee = {0};
 	bool set[FE_MAX_PARAMS] = {0};
 	int next = 0;
 	for (int i = 0; i < c->nargs; i++) {
 		const fe_arg *a = &c->args[i];
-		int at = -1;
+		int k = -1;
 		if (a->key) {
 			for (int j = 0; j < d->nparams; j++)
 				if (d->paramn[j] == a->keyn && memcmp(d->param[j], a->key, a->keyn) == 0)
-					at = j;
-			if (at < 0)
+					k = j;
+			if (k < 0)
 				return fail(L, a->pos, "block '%.*s' has no parameter '%.*s'", (int)d->n, d->name,
 					(int)a->keyn, a->key);
 		} else {
 			while (next < d->nparams && set[next])
 				next++;
-			at = next;
+			k = next;
 		}
-		if (at >= d->nparams)
-			return fail(L, a->pos, "block '%.*s' takes %d argument%s, found %d", (int)d->n, d->name,
-				d->nparams, d->nparams == 1 ? "" : "s", c->nargs);
-		if (set[at])
-			return fail(L, a->pos, "parameter '%.*s' is given twice", (int)d->paramn[at], d->param[at]);
-		set[at] = true;
-		if (!eval(L, f, a->e, &callee.v[at]))
+		if (k >= d->nparams)
+			return fail(L, from_prelude ? d->pos : a->pos, "block '%.*s' takes %d argument%s, found %d%s",
+				(int)d->n, d->name, d->nparams, d->nparams == 1 ? "" : "s", c->nargs, hint);
+		if (set[k])
+			return fail(L, a->pos, "parameter '%.*s' is given twice", (int)d->paramn[k], d->param[k]);
+		set[k] = true;
+		if (!eval(L, f, a->e, &callee.v[k]))
 			return false;
 	}
 	for (int j = 0; j < d->nparams; j++) {
 		if (!set[j])
-			return fail(L, c->pos, "block '%.*s' takes %d argument%s, found %d", (int)d->n, d->name,
-				d->nparams, d->nparams == 1 ? "" : "s", c->nargs);
+			return fail(L, at, "block '%.*s' takes %d argument%s, found %d%s", (int)d->n, d->name,
+				d->nparams, d->nparams == 1 ? "" : "s", c->nargs, hint);
 		callee.name[j] = d->param[j];
 		callee.n[j] = d->paramn[j];
 	}
@@ -918,6 +928,18 @@ static const fe_arg *find_arg(const fe_stmt *st, const char *key)
 	return NULL;
 }
 
+/* Where to blame a residual function's shape: its f= or g= argument, or,
+ * when that is the prelude's, the user's def it calls. */
+static ir_pos part_pos(lw *L, const fe_arg *a)
+{
+	if (strcmp(a->pos.file, FE_PRELUDE_FILE) != 0)
+		return a->pos;
+	const fe_def *d = fe_prog_find(L->prog, a->call->name, a->call->n);
+	if (!d && a->call->n == 5 && memcmp(a->call->name, "block", 5) == 0)
+		d = fe_prog_find(L->prog, L->s->block_name, strlen(L->s->block_name));
+	return d && !d->prelude ? d->pos : a->pos;
+}
+
 /* y1 = D(x1) + F(x2), y2 = D(x2) + G(y1); D only with `down`, else F and G
  * must keep the shapes. */
 static bool run_coupling(lw *L, const frame *f, const fe_stmt *st)
@@ -946,6 +968,9 @@ static bool run_coupling(lw *L, const frame *f, const fe_stmt *st)
 	const fe_arg *fa = find_arg(st, "f"), *ga = find_arg(st, "g");
 	if (!fa || !ga)
 		return fail(L, st->pos, "a coupling needs f=NAME(args) and g=NAME(args)");
+	ir_pos fpos = part_pos(L, fa), gpos = part_pos(L, ga);
+	char unit[64];
+	snprintf(unit, sizeof unit, "s%d.u%lld", L->stage - 1, (long long)L->unit);
 	tensor x1 = L->x[0], x2 = L->x[1], fy = x2, gy;
 	place_stmt(L, st->pos);
 	ir_pos at = L->pos;
@@ -954,13 +979,13 @@ static bool run_coupling(lw *L, const frame *f, const fe_stmt *st)
 		return false;
 	L->pos = at;
 	if (down) {
-		if (!downsample(L, &x1, &fy, fa->pos, "x1"))
+		if (!downsample(L, &x1, &fy, fpos, "x1"))
 			return false;
 	} else if (!same_shape(&fy, &x1)) {
 		shape_str(&fy, a, sizeof a);
 		shape_str(&x1, b, sizeof b);
-		return fail(L, fa->pos, "F gives %s, but x1 is %s: a coupling's F must keep x1's shape (or the "
-			"coupling says down)", a, b);
+		return fail(L, fpos, "F of unit %s gives %s, but x1 is %s: a coupling's F must keep x1's shape (or "
+			"the coupling says down)", unit, a, b);
 	}
 	ir_node *y1 = node(L, IR_OP_ADD, x1.n, fy.n);
 	gy = fy;
@@ -972,16 +997,17 @@ static bool run_coupling(lw *L, const frame *f, const fe_stmt *st)
 	if (!same_shape(&gy, &y1t)) {
 		shape_str(&gy, a, sizeof a);
 		shape_str(&y1t, b, sizeof b);
-		return fail(L, ga->pos, "G gives %s, but y1 is %s: a coupling's G must keep its input's shape", a, b);
+		return fail(L, gpos, "G of unit %s gives %s, but y1 is %s: a coupling's G must keep its input's shape",
+			unit, a, b);
 	}
 	if (down) {
-		if (!downsample(L, &x2, &gy, ga->pos, "x2"))
+		if (!downsample(L, &x2, &gy, gpos, "x2"))
 			return false;
 	} else if (!same_shape(&x2, &gy)) {
 		shape_str(&gy, a, sizeof a);
 		shape_str(&x2, b, sizeof b);
-		return fail(L, ga->pos, "G gives %s, but x2 is %s: a coupling's G must keep x2's shape (or the "
-			"coupling says down)", a, b);
+		return fail(L, gpos, "G of unit %s gives %s, but x2 is %s: a coupling's G must keep x2's shape (or "
+			"the coupling says down)", unit, a, b);
 	}
 	ir_node *y2 = node(L, IR_OP_ADD, x2.n, gy.n);
 	L->x[0] = y1t;
@@ -1003,6 +1029,8 @@ static bool count_of(lw *L, frame *f, const fe_stmt *st, val *n)
 
 static bool run_stmt(lw *L, frame *f, const fe_stmt *st)
 {
+	if (++L->steps > MAX_STEPS)
+		return fail(L, st->pos, "the network runs more than %d statements", MAX_STEPS);
 	switch (st->kind) {
 	case FE_S_LAYER:
 		return run_layer(L, f, st);

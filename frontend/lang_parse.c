@@ -517,6 +517,9 @@ static bool statement(parser *P, fe_stmt **out, int depth, bool network)
 		s = stmt_new(P, FE_S_COUPLING, t);
 		if (!layer_args(P, s, true) || !line_done(P))
 			return false;
+	} else if (network) {
+		return fail(P, t->col, "expected section, stage, for or if in the network; layers belong in a "
+			"section (section NAME { ... })");
 	} else if (peek(P)->k == K_LPAREN && !P->t[P->at].space) {
 		s = stmt_new(P, FE_S_CALL, t);
 		s->call.name = t->s;
@@ -666,8 +669,14 @@ bool fe_lang_parse_def(fe_prog *prog, const char *file, const char *text, const 
 		goto done;
 	}
 	if (prog) {
-		if (def.name && fe_prog_find(prog, def.name, def.n)) {
-			ir_diag_add(d, def.pos, "block '%.*s' is already defined", (int)def.n, def.name);
+		const fe_def *was = def.name ? fe_prog_find(prog, def.name, def.n) : NULL;
+		if (was) {
+			if (was->prelude)
+				ir_diag_add(d, def.pos, "block '%.*s' is already defined by the prelude (models/lib/revnet.rev)",
+					(int)def.n, def.name);
+			else
+				ir_diag_add(d, def.pos, "block '%.*s' is already defined at %d:%d", (int)def.n, def.name,
+					was->pos.line, was->pos.col);
 			goto done;
 		}
 		for (int i = 0; !def.name && i < prog->ndefs; i++)
