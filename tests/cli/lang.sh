@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The model language through the command line: examples/plain.rev, a
 # user-defined block (conv -> relu -> conv, no batch norm) in the RevNet
-# network, is accepted by revc mem, grad, check and train; its gradients
-# under revnet and checkpoint agree with store (f64, max|a-b|/max|b| <=
-# 1e-10, interpreter and JIT); finite differences pass under each strategy;
+# network, is accepted by revc mem, grad, check and train; its gradients,
+# and those of examples/mlp-net.rev (a network of its own), under revnet
+# and checkpoint agree with store (f64, max|a-b|/max|b| <= 1e-10,
+# interpreter and JIT); finite differences pass under each strategy;
 # a size limit blames the key; and a spec whose block breaks a coupling's
 # shape is refused at the user's line.
 # Usage: lang.sh REVC ROOT
@@ -21,10 +22,12 @@ grep -q 'revnet' <<<"$out" && grep -q 'store' <<<"$out" || bad "mem lists no str
 for s in store revnet checkpoint; do
   out=$("$revc" check "$spec" "${tiny[@]}" --samples 2 --strategy "$s" 2>&1)
   grep -q "revc check: 23 of 23 tensors within 1e-06" <<<"$out" || bad "check under $s: $out"
+  out=$("$revc" check examples/mlp-net.rev "${tiny[@]}" --samples 2 --strategy "$s" 2>&1)
+  grep -q "revc check: 19 of 19 tensors within 1e-06" <<<"$out" || bad "mlp-net: check under $s: $out"
 done
 
-# The batch: float64 [2,1,8,8] and int32 labels, as .npy files.
-"$revc" init "$spec" "${tiny[@]}" --out "$tmp/p" >/dev/null 2>&1 || bad "init"
+# Gradients of both examples (the second, examples/mlp-net.rev, a network
+# of its own): float64 [2,1,8,8] inputs and int32 labels, as .npy files.
 python3 - "$tmp" <<'PY' || { echo "FAIL: cannot write the batch"; exit 1; }
 import random, struct, sys
 d = sys.argv[1]
@@ -37,16 +40,20 @@ r = random.Random(7)
 npy(d + '/x.npy', '<f8', [2, 1, 8, 8], 'd', [r.uniform(-1, 1) for _ in range(128)])
 npy(d + '/y.npy', '<i4', [2], 'i', [3, 7])
 PY
-for engine in interp jit; do
-  for s in store revnet checkpoint; do
-    "$revc" grad "$spec" "${tiny[@]}" --params "$tmp/p" --input "$tmp/x.npy" --labels "$tmp/y.npy" \
-      --out "$tmp/g-$engine-$s" --strategy "$s" --engine "$engine" --dtype f64 >"$tmp/out" 2>&1 ||
-      { bad "grad --engine $engine --strategy $s"; cat "$tmp/out"; }
+for ex in plain mlp-net; do
+  dir=$tmp/$ex
+  mkdir -p "$dir"
+  "$revc" init "examples/$ex.rev" "${tiny[@]}" --out "$dir/p" >/dev/null 2>&1 || bad "init $ex"
+  for engine in interp jit; do
+    for s in store revnet checkpoint; do
+      "$revc" grad "examples/$ex.rev" "${tiny[@]}" --params "$dir/p" --input "$tmp/x.npy" --labels "$tmp/y.npy" \
+        --out "$dir/g-$engine-$s" --strategy "$s" --engine "$engine" --dtype f64 >"$tmp/out" 2>&1 ||
+        { bad "$ex: grad --engine $engine --strategy $s"; cat "$tmp/out"; }
+    done
   done
-done
-python3 - "$tmp" <<'PY' || bad "gradients differ from store"
+  python3 - "$dir" "$ex" <<'PY' || bad "$ex: gradients differ from store"
 import ast, os, struct, sys
-d = sys.argv[1]
+d, ex = sys.argv[1:3]
 def load(path):
     b = open(path, 'rb').read()
     n = struct.unpack('<H', b[8:10])[0]
@@ -57,7 +64,8 @@ def load(path):
     return struct.unpack('<%dd' % k, b[10 + n:10 + n + 8 * k])
 ref = d + '/g-interp-store'
 names = sorted(x for x in os.listdir(ref) if x.endswith('.npy'))
-assert 's0.u0.f.conv1.w.npy' in names and not any('.f.bn' in x or '.g.bn' in x for x in names), names
+want = 's0.u0.f.conv1.w.npy' if ex == 'plain' else 's1.u0.f.out.w.npy'
+assert want in names and not any('.f.bn' in x or '.g.bn' in x for x in names), names
 bad = 0
 for run in sorted(x for x in os.listdir(d) if x.startswith('g-')):
     for f in names:
@@ -68,6 +76,7 @@ for run in sorted(x for x in os.listdir(d) if x.startswith('g-')):
             bad += 1
 sys.exit(1 if bad else 0)
 PY
+done
 
 out=$("$revc" train "$spec" "${tiny[@]}" --steps 3 --engine interp 2>&1) || bad "train --steps 3: $out"
 grep -q 'steps 1\.\.3 of 3' <<<"$out" || bad "train did not report 3 steps: $out"
