@@ -1,7 +1,9 @@
 /* fe.h: the public interface of revc's frontend, the model-spec language.
  *
- * A spec file states a RevNet's hyperparameters as `key = value` lines
- * (grammar and keys: docs/spec.md; the keys themselves: frontend/keys.def).
+ * A spec file states a reversible network's hyperparameters as `key =
+ * value` lines, and may define blocks and a network in the model language
+ * (grammar and keys: docs/spec.md; the keys themselves: frontend/keys.def;
+ * the RevNet every spec without a network gets: models/lib/revnet.rev).
  * Reading one is three steps, each stopping at its first error with exactly
  * one diagnostic:
  *
@@ -174,7 +176,9 @@ bool fe_spec_check_sizes(const fe_spec *s, ir_dtype dt, ir_diags *d);
 
 /* The forward IR of a checked spec in dtype dt: inputs "x" and "labels",
  * outputs "loss" and "logits".  Sources are typed; the shape pass types
- * the rest.  Requires fe_spec_check_sizes(s, dt) to have passed. */
+ * the rest.  The network is the spec file's own, else the prelude's RevNet
+ * with the block the key `block` names (frontend/lang_lower.c).  Requires
+ * fe_spec_check_sizes(s, dt) to have passed. */
 ir_graph *fe_lower(const fe_spec *s, ir_dtype dt, fe_lower_mode mode);
 
 #endif

@@ -971,6 +971,8 @@ static bool run_coupling(lw *L, const frame *f, const fe_stmt *st)
 	ir_pos fpos = part_pos(L, fa), gpos = part_pos(L, ga);
 	char unit[64];
 	snprintf(unit, sizeof unit, "s%d.u%lld", L->stage - 1, (long long)L->unit);
+	/* A unit begins here; its F and G are lowered by the two run_part
+	 * calls below, its additions and downsample between and after them. */
 	tensor x1 = L->x[0], x2 = L->x[1], fy = x2, gy;
 	place_stmt(L, st->pos);
 	ir_pos at = L->pos;
