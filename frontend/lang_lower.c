@@ -33,7 +33,7 @@
 #define BN_EPS 1e-3
 #define BN_MOMENTUM 0.99
 #define MAX_VARS (FE_MAX_PARAMS + 2 * FE_MAX_DEPTH)
-#define MAX_LAYERS (1 << 20) /* layers one network may lower */
+#define MAX_LAYERS (1 << 18) /* layers one network may lower (10000 bottleneck units: 180000) */
 #define MAX_STEPS (1 << 22)  /* statements it may run (empty loops too) */
 #define MAX_NAMES 256        /* parameter names one section or F/G may hold */
 

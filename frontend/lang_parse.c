@@ -24,6 +24,7 @@ typedef struct {
 	size_t n;
 	int col;
 	bool space; /* whitespace before it */
+	bool gap;   /* the end of an argument at a space (peek's stop) */
 	fe_binop op;
 	int64_t v;
 } token;
@@ -38,6 +39,7 @@ typedef struct {
 	int depth;              /* open parentheses and brackets */
 	bool tight;             /* layer arguments: whitespace ends an expression */
 	int arg_begin;          /* the token that begins the argument being read */
+	token stop;             /* what peek gives where tight mode ends an argument */
 	fe_prog *prog;
 	ir_arena *arena;
 	ir_diags *d;
@@ -172,12 +174,13 @@ static bool next_line(parser *P, bool *eof)
 
 /* The current token; K_END past the line, and in tight mode at a space
  * outside parentheses. */
-static const token *peek(const parser *P)
+static const token *peek(parser *P)
 {
 	const token *t = &P->t[P->at];
-	static const token end = {.k = K_END};
-	if (t->k != K_END && P->tight && P->depth == 0 && t->space && P->at != P->arg_begin)
-		return &end;
+	if (t->k != K_END && P->tight && P->depth == 0 && t->space && P->at != P->arg_begin) {
+		P->stop = (token){.k = K_END, .s = t->s, .col = t->col, .space = true, .gap = true};
+		return &P->stop;
+	}
 	return t;
 }
 
@@ -196,6 +199,8 @@ static bool is_word(const token *t, const char *w)
 
 static const char *describe(const token *t, char *buf, size_t cap)
 {
+	if (t->gap)
+		return "a space (an argument is written without spaces, or in parentheses)";
 	if (t->k == K_END)
 		return "end of line";
 	snprintf(buf, cap, "'%.*s'", (int)(t->n > 40 ? 40 : t->n), t->s);
@@ -513,7 +518,7 @@ static bool statement(parser *P, fe_stmt **out, int depth, bool network)
 		}
 		if (!open_brace(P) || !sub_body(P, s, depth, false, false))
 			return false;
-	} else if (is_word(t, "coupling")) {
+	} else if (network && is_word(t, "coupling")) {
 		s = stmt_new(P, FE_S_COUPLING, t);
 		if (!layer_args(P, s, true) || !line_done(P))
 			return false;
@@ -529,7 +534,7 @@ static bool statement(parser *P, fe_stmt **out, int depth, bool network)
 			return false;
 	} else {
 		static const char *const reserved[] = {"def", "network", "else", "in", "at", "as", "for", "stage",
-			"section"};
+			"section", "coupling"};
 		for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
 			if (is_word(t, reserved[i]))
 				return fail(P, t->col, "'%s' cannot be used here", reserved[i]);
