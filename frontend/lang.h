@@ -118,6 +118,15 @@ bool fe_lang_opens(const char *line, size_t n);
 bool fe_lang_parse_def(fe_prog *prog, const char *file, const char *text, const char *end, const char **p,
 	int *line, bool prelude, ir_diags *d);
 
+/* The next definition of a spec's file (s->src) at or after *p, which
+ * starts a line numbered *line: false when there is none; else its text is
+ * [*from, *p) after the call, and *line numbers the line *p starts. */
+bool fe_lang_next_def(const fe_spec *s, const char **p, int *line, const char **from);
+
+/* Whether two specs' files define the same blocks and network, text for
+ * text (comments and blank lines between definitions aside). */
+bool fe_lang_defs_equal(const fe_spec *a, const fe_spec *b);
+
 /* The program of a spec: the prelude's defs, then those of the spec's file
  * (s->src).  Never fails: fe_spec_parse read the same text.  Free with
  * fe_prog_free. */

@@ -750,3 +750,49 @@ const fe_def *fe_prog_find(const fe_prog *prog, const char *name, size_t n)
 			return &prog->defs[i];
 	return NULL;
 }
+
+bool fe_lang_next_def(const fe_spec *s, const char **p, int *line, const char **from)
+{
+	const char *end = s->src + s->src_len;
+	ir_diags d;
+	ir_diags_init(&d);
+	bool found = false;
+	while (!found && *p < end) {
+		const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+		const char *le = nl ? nl : end;
+		if (fe_lang_opens(*p, (size_t)(le - *p))) {
+			*from = *p;
+			if (!fe_lang_parse_def(NULL, s->src_file, s->src, end, p, line, false, &d))
+				IR_DIE("a definition fe_spec_parse read does not parse");
+			found = true;
+		} else {
+			*p = nl ? nl + 1 : end;
+			++*line;
+		}
+	}
+	ir_diags_free(&d);
+	return found;
+}
+
+bool fe_lang_defs_equal(const fe_spec *a, const fe_spec *b)
+{
+	if (a->ndefs != b->ndefs)
+		return false;
+	if (!a->ndefs)
+		return true;
+	const char *pa = a->src, *pb = b->src, *fa, *fb;
+	int la = 1, lb = 1;
+	for (;;) {
+		bool ha = fe_lang_next_def(a, &pa, &la, &fa), hb = fe_lang_next_def(b, &pb, &lb, &fb);
+		if (ha != hb)
+			return false;
+		if (!ha)
+			return true;
+		/* A last definition may lack its newline. */
+		size_t na = (size_t)(pa - fa), nb = (size_t)(pb - fb);
+		na -= na && fa[na - 1] == '\n';
+		nb -= nb && fb[nb - 1] == '\n';
+		if (na != nb || memcmp(fa, fb, na) != 0)
+			return false;
+	}
+}

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "spec_int.h"
+#include "lang.h"
 
 const fe_key_info fe_keys[FE_KEY_COUNT] = {
 #define FE_KEY(name, ENUM, kind, nmin, nmax, def, req, help) \
@@ -206,7 +206,7 @@ void fe_spec_store(fe_spec *s, fe_key k, const fe_value *v, ir_pos kpos)
 
 bool fe_spec_equal(const fe_spec *a, const fe_spec *b)
 {
-	if (strcmp(a->name, b->name) != 0 || strcmp(a->dataset, b->dataset) != 0)
+	if (strcmp(a->name, b->name) != 0 || strcmp(a->dataset, b->dataset) != 0 || !fe_lang_defs_equal(a, b))
 		return false;
 	if (a->nstages != b->nstages || a->nfilters != b->nfilters || a->nstrides != b->nstrides ||
 		a->nlr != b->nlr || a->nlr_steps != b->nlr_steps)

@@ -123,29 +123,14 @@ static void print_value(FILE *out, const fe_spec *s, fe_key k)
 /* The file's definitions, as written (fe_spec_parse read them). */
 static void print_defs(FILE *out, const fe_spec *s)
 {
-	if (!s->src)
-		return;
-	ir_diags d;
-	ir_diags_init(&d);
-	const char *p = s->src, *end = s->src + s->src_len;
+	const char *p = s->src, *from;
 	int line = 1;
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-		if (fe_lang_opens(p, (size_t)(le - p))) {
-			const char *from = p;
-			if (!fe_lang_parse_def(NULL, s->src_file, s->src, end, &p, &line, false, &d))
-				IR_DIE("a definition fe_spec_parse read does not parse");
+	while (s->src && fe_lang_next_def(s, &p, &line, &from)) {
+		fputc('\n', out);
+		fwrite(from, 1, (size_t)(p - from), out);
+		if (p[-1] != '\n')
 			fputc('\n', out);
-			fwrite(from, 1, (size_t)(p - from), out);
-			if (p[-1] != '\n')
-				fputc('\n', out);
-			continue;
-		}
-		p = nl ? nl + 1 : end;
-		line++;
 	}
-	ir_diags_free(&d);
 }
 
 void fe_spec_print(FILE *out, const fe_spec *s)

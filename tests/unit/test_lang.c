@@ -296,6 +296,15 @@ START_TEST(test_print_roundtrip)
 	free(pb);
 	ir_graph_free(ga);
 	ir_graph_free(gb);
+	/* Specs whose definitions differ are not equal. */
+	char *other = strdup(own_net);
+	char *at = strstr(other, "as out");
+	ck_assert_ptr_nonnull(at);
+	at[5] = 'w';
+	fe_spec c;
+	spec_ok(&c, "other.rev", other, strlen(other), NULL, IR_F32);
+	ck_assert(!fe_spec_equal(&a, &c));
+	free(other);
 	free(buf);
 }
 END_TEST
