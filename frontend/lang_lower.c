@@ -416,8 +416,7 @@ static bool lower_conv(lw *L, const fe_stmt *st, const bound *b, const char *nam
 	tensor *x = &L->x[0];
 	int64_t k = b->a[0].v, c = b->a[1].v, stride = b->a[2].v;
 	int64_t wd[4] = {c, x->dim[1], k, k}, pad[4];
-	char suffix[8] = "w";
-	ir_node *w = tensor_node(L, IR_OP_PARAM, name, suffix, 4, wd,
+	ir_node *w = tensor_node(L, IR_OP_PARAM, name, "w", 4, wd,
 		b->a[0].keys | b->a[1].keys | x->keys[1]);
 	if (!w)
 		return false;
@@ -714,7 +713,6 @@ static bool bind(lw *L, const frame *f, const fe_stmt *st, const layer_kind *lk,
 			return fail(L, st->pos, "%s needs its argument '%s' (write: %s)", lk->name, p[j].name, use);
 		b->a[j] = (val){.v = p[j].def};
 		b->pos[j] = st->pos;
-		/* A stride defaulting to the window (maxpool) is written as its own. */
 	}
 	return true;
 }
