@@ -99,7 +99,7 @@ typedef struct {
 
 typedef struct {
 	ir_arena *arena;
-	fe_def defs[2 * FE_MAX_DEFS + 2];
+	fe_def defs[FE_MAX_DEFS + 8]; /* the prelude's (3) and a file's */
 	int ndefs;
 } fe_prog;
 

@@ -689,10 +689,14 @@ bool fe_lang_parse_def(fe_prog *prog, const char *file, const char *text, const 
 				ir_diag_add(d, def.pos, "the network is already defined");
 				goto done;
 			}
-		if (prog->ndefs == (int)(sizeof prog->defs / sizeof prog->defs[0])) {
+		int own = 0;
+		for (int i = 0; i < prog->ndefs; i++)
+			own += !prog->defs[i].prelude;
+		if (!prelude && own == FE_MAX_DEFS) {
 			ir_diag_add(d, def.pos, "a spec defines at most %d blocks", FE_MAX_DEFS);
 			goto done;
 		}
+		IR_ASSERT(prog->ndefs < (int)(sizeof prog->defs / sizeof prog->defs[0]));
 		prog->defs[prog->ndefs++] = def;
 	}
 	ok = true;
