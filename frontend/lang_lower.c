@@ -750,6 +750,9 @@ static bool layer_name(lw *L, const fe_stmt *st, int ki, char *name, size_t cap)
 static bool run_layer(lw *L, const frame *f, const fe_stmt *st)
 {
 	int ki = kind_index(st->word, st->n);
+	if (ki < 0 && fe_prog_find(L->prog, st->word, st->n))
+		return fail(L, st->pos, "'%.*s' is a block: call it as %.*s(args), with no space before '('",
+			(int)st->n, st->word, (int)st->n, st->word);
 	if (ki < 0)
 		return fail(L, st->pos, "unknown layer '%.*s'", (int)st->n, st->word);
 	const layer_kind *lk = &kinds[ki];
