@@ -1,7 +1,9 @@
 /* fe.h: the public interface of revc's frontend, the model-spec language.
  *
- * A spec file states a RevNet's hyperparameters as `key = value` lines
- * (grammar and keys: docs/spec.md; the keys themselves: frontend/keys.def).
+ * A spec file states a reversible network's hyperparameters as `key =
+ * value` lines, and may define blocks and a network in the model language
+ * (grammar and keys: docs/spec.md; the keys themselves: frontend/keys.def;
+ * the RevNet every spec without a network gets: models/lib/revnet.rev).
  * Reading one is three steps, each stopping at its first error with exactly
  * one diagnostic:
  *
@@ -16,7 +18,8 @@
  * Strings it keeps are arrays inside it.  The one exception is pos.file in
  * its positions, which points either to the static string "--set" or to the
  * `file` argument of fe_spec_parse: keep that string alive while you use the
- * positions (argv strings and literals are).
+ * positions (argv strings and literals are).  A file with definitions
+ * (`def`, `network`) also keeps src, its `text`: keep that alive too.
  */
 #ifndef REVC_FE_H
 #define REVC_FE_H
@@ -38,7 +41,9 @@
 #define FE_MAX_UNITS 10000    /* reversible units in all stages together */
 #define FE_MAX_WINDOW IR_MAX_WINDOW /* largest kernel, stride and pooling window */
 
-typedef enum { FE_BLOCK_BASIC, FE_BLOCK_BOTTLENECK, FE_BLOCK_COUNT } fe_block;
+/* The block key: a RevNet block of the prelude (models/lib/revnet.rev), or
+ * FE_BLOCK_DEF, a `def` of the spec's own file named by block_name. */
+typedef enum { FE_BLOCK_BASIC, FE_BLOCK_BOTTLENECK, FE_BLOCK_COUNT, FE_BLOCK_DEF = FE_BLOCK_COUNT } fe_block;
 typedef enum { FE_OPT_MOMENTUM, FE_OPT_ADAMW, FE_OPT_COUNT } fe_optimizer;
 typedef enum { FE_DATA_SYNTHETIC, FE_DATA_FASHION_MNIST, FE_DATA_CIFAR10, FE_DATA_COUNT } fe_dataset;
 
@@ -63,6 +68,7 @@ typedef struct fe_spec {
 	int64_t filters[FE_MAX_STAGES];
 	int64_t strides[FE_MAX_STAGES];
 	fe_block block;
+	char block_name[FE_MAX_NAME]; /* the block key's word, whichever it is */
 	int64_t batch;
 	int nlr;                /* learning rates; nlr_steps == nlr - 1 after check */
 	int nlr_steps;
@@ -76,6 +82,16 @@ typedef struct fe_spec {
 	fe_dataset dataset_kind;
 	fe_optimizer optimizer; /* momentum SGD, or AdamW with beta1, beta2, eps */
 	double beta1, beta2, eps;
+
+	/* The model language's definitions (`def`, `network`), when the file
+	 * has any: src is the whole file's text, file its name; both borrowed
+	 * from fe_spec_parse's arguments (keep them alive while you use the
+	 * spec, as pos.file).  NULL when the file defines nothing: the network
+	 * is then the prelude's. */
+	const char *src, *src_file;
+	size_t src_len;
+	int ndefs;
+	bool own_network;       /* the file defines the network */
 
 	/* Where each key was last assigned: pos at its key, vpos at its (first)
 	 * value.  file is NULL for a default.  seq orders assignments (0: the
@@ -164,7 +180,9 @@ bool fe_spec_check_sizes(const fe_spec *s, ir_dtype dt, ir_diags *d);
 
 /* The forward IR of a checked spec in dtype dt: inputs "x" and "labels",
  * outputs "loss" and "logits".  Sources are typed; the shape pass types
- * the rest.  Requires fe_spec_check_sizes(s, dt) to have passed. */
+ * the rest.  The network is the spec file's own, else the prelude's RevNet
+ * with the block the key `block` names (frontend/lang_lower.c).  Requires
+ * fe_spec_check_sizes(s, dt) to have passed. */
 ir_graph *fe_lower(const fe_spec *s, ir_dtype dt, fe_lower_mode mode);
 
 #endif

@@ -1,8 +1,9 @@
 /* spec.c: the key table, defaults, storing an assignment into a spec, and
  * the sizes and schedule derived from a checked spec. */
+#include <stdio.h>
 #include <string.h>
 
-#include "spec_int.h"
+#include "lang.h"
 
 const fe_key_info fe_keys[FE_KEY_COUNT] = {
 #define FE_KEY(name, ENUM, kind, nmin, nmax, def, req, help) \
@@ -162,6 +163,7 @@ void fe_spec_store(fe_spec *s, fe_key k, const fe_value *v, ir_pos kpos)
 		break;
 	case FE_KEY_BLOCK:
 		s->block = (fe_block)v->i[0];
+		snprintf(s->block_name, sizeof s->block_name, "%.*s", FE_MAX_NAME - 1, v->text);
 		break;
 	case FE_KEY_BATCH:
 		s->batch = v->i[0];
@@ -225,7 +227,7 @@ void fe_spec_store(fe_spec *s, fe_key k, const fe_value *v, ir_pos kpos)
 
 bool fe_spec_equal(const fe_spec *a, const fe_spec *b)
 {
-	if (strcmp(a->name, b->name) != 0 || strcmp(a->dataset, b->dataset) != 0)
+	if (strcmp(a->name, b->name) != 0 || strcmp(a->dataset, b->dataset) != 0 || !fe_lang_defs_equal(a, b))
 		return false;
 	if (a->nstages != b->nstages || a->nfilters != b->nfilters || a->nstrides != b->nstrides ||
 		a->nlr != b->nlr || a->nlr_steps != b->nlr_steps)
@@ -250,7 +252,8 @@ bool fe_spec_equal(const fe_spec *a, const fe_spec *b)
 			return false;
 	return a->classes == b->classes && a->init_filters == b->init_filters &&
 		a->init_kernel == b->init_kernel && a->init_stride == b->init_stride &&
-		a->init_max_pool == b->init_max_pool && a->block == b->block && a->batch == b->batch &&
+		a->init_max_pool == b->init_max_pool && a->block == b->block &&
+		strcmp(a->block_name, b->block_name) == 0 && a->batch == b->batch &&
 		a->momentum == b->momentum && a->weight_decay == b->weight_decay &&
 		a->steps == b->steps && a->epochs == b->epochs && a->seed == b->seed &&
 		a->dataset_kind == b->dataset_kind && a->optimizer == b->optimizer && a->beta1 == b->beta1 &&

@@ -9,7 +9,7 @@
  * override that breaks a good file is the one blamed. */
 #include <string.h>
 
-#include "spec_int.h"
+#include "lang.h"
 
 static bool fail_at(ir_diags *d, ir_pos pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -160,5 +160,5 @@ bool fe_spec_check(const fe_spec *s, ir_diags *d)
 		return fail_at(d, s->vpos[FE_KEY_CLASSES], "classes must be at least 2, found %lld",
 			(long long)s->classes);
 	return check_stage_lists(s, d) && check_limits(s, d) && check_widths(s, d) && check_strides(s, d) &&
-		check_schedule(s, d);
+		check_schedule(s, d) && fe_lang_lower(s, NULL, IR_F32, FE_LOWER_TRAIN, false, d);
 }

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec_int.h"
+#include "lang.h"
 
 typedef struct {
 	const char *file; /* for positions: the spec's name, or "--set" */
@@ -403,11 +403,23 @@ static bool convert_one(scanner *sc, fe_key k, const tok *t, fe_value *v, int i)
 				show(w, sizeof w, t->s, t->n));
 		}
 		IR_ASSERT(k == FE_KEY_BLOCK);
+		if (t->n < FE_MAX_NAME) {
+			memcpy(v->text, t->s, t->n);
+			v->text[t->n] = 0;
+		}
 		for (int b = 0; b < FE_BLOCK_COUNT; b++) {
 			if (word_is(t, fe_block_name((fe_block)b))) {
 				v->i[0] = b;
 				return true;
 			}
+		}
+		/* Any other name may be a def of the file: fe_spec_check looks. */
+		bool ident = t->n < FE_MAX_NAME && is_ident_start(t->s[0]);
+		for (size_t j = 0; ident && j < t->n; j++)
+			ident = is_ident_start(t->s[j]) || is_digit(t->s[j]);
+		if (ident) {
+			v->i[0] = FE_BLOCK_DEF;
+			return true;
 		}
 		return fail(sc, t->col, "unknown block kind '%s' (expected basic or bottleneck)",
 			show(w, sizeof w, t->s, t->n));
@@ -555,16 +567,38 @@ bool fe_spec_parse(fe_spec *s, const char *file, const char *text, size_t len, i
 	bool any = false;
 	int line = 1;
 	const char *p = text, *end = text + len;
-	while (p < end) {
+	/* Definitions are read into a program beside the prelude's, so a name
+	 * defined twice is found here; fe_lower reads them again from s->src. */
+	fe_prog prog;
+	fe_spec probe;
+	fe_spec_init(&probe);
+	fe_prog_load(&prog, &probe);
+	bool ok = true;
+	while (ok && p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *le = nl ? nl : end;
 		scanner sc = {file, line, p, p, le, false, d};
-		if (le - p > FE_MAX_LINE)
-			return fail(&sc, FE_MAX_LINE + 1, "line is longer than %d bytes", FE_MAX_LINE);
-		if (!parse_line(&sc, s, seen, &any))
-			return false;
+		if (le - p > FE_MAX_LINE) {
+			ok = fail(&sc, FE_MAX_LINE + 1, "line is longer than %d bytes", FE_MAX_LINE);
+		} else if (fe_lang_opens(p, (size_t)(le - p))) {
+			any = true;
+			ok = fe_lang_parse_def(&prog, file, text, end, &p, &line, false, d);
+			s->ndefs++;
+			s->own_network |= ok && !prog.defs[prog.ndefs - 1].name;
+			continue;
+		} else {
+			ok = parse_line(&sc, s, seen, &any);
+		}
 		p = nl ? nl + 1 : end;
 		line++;
+	}
+	fe_prog_free(&prog);
+	if (!ok)
+		return false;
+	if (s->ndefs) {
+		s->src = text;
+		s->src_file = file;
+		s->src_len = len;
 	}
 	/* Missing keys are reported just past the last line. */
 	for (int k = 0; k < FE_KEY_COUNT; k++) {

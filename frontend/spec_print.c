@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec_int.h"
+#include "lang.h"
 
 static void print_real(FILE *out, double v)
 {
@@ -85,7 +85,7 @@ static void print_value(FILE *out, const fe_spec *s, fe_key k)
 		print_ints(out, s->strides, s->nstrides);
 		break;
 	case FE_KEY_BLOCK:
-		fputs(fe_block_name(s->block), out);
+		fputs(s->block_name, out);
 		break;
 	case FE_KEY_BATCH:
 		fprintf(out, "%lld", (long long)s->batch);
@@ -132,6 +132,19 @@ static void print_value(FILE *out, const fe_spec *s, fe_key k)
 	}
 }
 
+/* The file's definitions, as written (fe_spec_parse read them). */
+static void print_defs(FILE *out, const fe_spec *s)
+{
+	const char *p = s->src, *from;
+	int line = 1;
+	while (s->src && fe_lang_next_def(s, &p, &line, &from)) {
+		fputc('\n', out);
+		fwrite(from, 1, (size_t)(p - from), out);
+		if (p[-1] != '\n')
+			fputc('\n', out);
+	}
+}
+
 void fe_spec_print(FILE *out, const fe_spec *s)
 {
 	fprintf(out, "model %s\n", s->name);
@@ -152,4 +165,5 @@ void fe_spec_print(FILE *out, const fe_spec *s)
 		print_value(out, s, (fe_key)k);
 		fputc('\n', out);
 	}
+	print_defs(out, s);
 }
