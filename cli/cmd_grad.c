@@ -173,8 +173,8 @@ static int grad(revc_model *m, const grad_args *g, revc_batch *b)
 {
 	revc_error *err = NULL;
 	if (!revc_batch_load(m, g->xpath, g->ypath, g->o.dtype, b, &err) || !revc_model_set_batch(m, b->n, &err) ||
-	    !revc_dir_check(g->out, g->steps ? REVC_DIR_PARAMS : REVC_DIR_GRADIENTS, &err) ||
-	    (g->state_out && !revc_dir_check(g->state_out, REVC_DIR_STATE, &err)))
+	    !revc_dir_check(g->out, g->steps ? REVC_DIR_PARAMS : REVC_DIR_GRADIENTS, NULL, &err) ||
+	    (g->state_out && !revc_dir_check(g->state_out, REVC_DIR_STATE, NULL, &err)))
 		return cli_revc_error(err);
 	bool ok = revc_model_compile(m, &g->o, &err);
 	cli_print_dumps(m);

@@ -1,7 +1,6 @@
 /* cmd_init.c: `revc init` writes a model's initial parameters and batch-norm
  * state as a directory of .npy files named per docs/model.md. */
 #include "cli.h"
-#include "rt.h"
 
 static const char usage[] = "revc init SPEC --out DIR [--seed S] [--set KEY=VALUE ...]";
 static const char about[] =
@@ -67,10 +66,9 @@ int cmd_init(int argc, char **argv)
 	revc_model *model = revc_model_from_file(spec, m.sets, m.nsets, &err);
 	if (!model)
 		return cli_revc_error(err);
-	rt_err e;
-	if (!rt_dir_check(out, RT_DIR_PARAMS, &e)) {
+	if (!revc_dir_check(out, REVC_DIR_PARAMS, "--out", &err)) {
 		revc_model_free(model);
-		return cli_error("--out: %s", e.msg);
+		return cli_revc_error(err);
 	}
 	/* Through shape: the parameters' types, no plan. */
 	revc_options o;

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "rt.h"
 
 static const char usage[] =
 	"revc train SPEC [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic] [--epochs E | --steps N]\n"
@@ -184,17 +183,14 @@ static int train(const char *spec, const cli_sets *sets, const revc_options *o, 
 {
 	int status = EXIT_USER;
 	revc_error *err = NULL;
-	rt_err e;
 	train_user u = {.json = json};
 	revc_train_result r;
 	revc_model *m = revc_model_from_file(spec, sets->sets, sets->nsets, &err);
 	if (!m)
 		return cli_revc_error(err);
 	/* Fail now, not after an hour of training. */
-	if (c->save_dir && !rt_dir_check(c->save_dir, RT_DIR_CHECKPOINT, &e)) {
-		cli_error("--save: %s", e.msg);
+	if (c->save_dir && !revc_dir_check(c->save_dir, REVC_DIR_CHECKPOINT, "--save", &err))
 		goto done;
-	}
 	/* The model first: its errors (and --max-memory) before loading data. */
 	bool ok = revc_model_compile(m, o, &err);
 	cli_print_dumps(m);

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "rt.h"
 
 _Static_assert((int)REVC_ERR_USER == EXIT_USER && (int)REVC_ERR_USAGE == EXIT_USAGE &&
 	(int)REVC_ERR_BUDGET == EXIT_BUDGET, "an error's kind is its exit status");
@@ -37,9 +36,9 @@ bool cli_write_output(const char *path, const char *text, size_t len)
 		}
 		return true;
 	}
-	rt_err e;
-	if (!rt_file_write_atomic(path, text, len, &e)) {
-		cli_error("%s", e.msg);
+	revc_error *err = NULL;
+	if (!revc_write_file(path, text, len, &err)) {
+		cli_revc_error(err);
 		return false;
 	}
 	return true;

@@ -2,7 +2,8 @@
  * it: a batch read from .npy files and checked against the model's input,
  * and the directories of .npy files a gradient computation writes (the
  * gradients with the loss, the batch-norm running statistics), each
- * written whole (docs/checkpoints.md). */
+ * written whole (docs/checkpoints.md); and a file written atomically, for
+ * a command's -o. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,13 +76,22 @@ void revc_batch_free(revc_batch *b)
 	*b = (revc_batch){0};
 }
 
-static const rt_dir_kind dir_kinds[] = {RT_DIR_PARAMS, RT_DIR_GRADIENTS, RT_DIR_STATE};
-_Static_assert(REVC_DIR_PARAMS == 0 && REVC_DIR_GRADIENTS == 1 && REVC_DIR_STATE == 2, "dir_kinds is revc_dir_kind");
+static const rt_dir_kind dir_kinds[] = {RT_DIR_PARAMS, RT_DIR_GRADIENTS, RT_DIR_STATE, RT_DIR_CHECKPOINT};
+_Static_assert(REVC_DIR_PARAMS == 0 && REVC_DIR_GRADIENTS == 1 && REVC_DIR_STATE == 2 && REVC_DIR_CHECKPOINT == 3,
+	"dir_kinds is revc_dir_kind");
 
-bool revc_dir_check(const char *dir, revc_dir_kind kind, revc_error **err)
+bool revc_dir_check(const char *dir, revc_dir_kind kind, const char *label, revc_error **err)
 {
 	rt_err e;
-	return rt_dir_check(dir, dir_kinds[kind], &e) ? true : drv_error_rt(err, &e);
+	if (rt_dir_check(dir, dir_kinds[kind], &e))
+		return true;
+	return label ? drv_errorf(err, REVC_ERR_USER, "%s: %s", label, e.msg) : drv_error_rt(err, &e);
+}
+
+bool revc_write_file(const char *path, const char *text, size_t len, revc_error **err)
+{
+	rt_err e;
+	return rt_file_write_atomic(path, text, len, &e) ? true : drv_error_rt(err, &e);
 }
 
 bool revc_dir_same(const char *a, const char *b)

@@ -374,11 +374,16 @@ typedef enum {
 	REVC_DIR_PARAMS,        /* every persistent tensor: revc_save(m, dir, 0) */
 	REVC_DIR_GRADIENTS,     /* loss.npy and a gradient per parameter: revc_save_gradients */
 	REVC_DIR_STATE,         /* the batch-norm running statistics: revc_save_state */
+	REVC_DIR_CHECKPOINT,    /* a training run's checkpoint: revc_train_run's save_dir */
 } revc_dir_kind;
 
 /* Whether dir may be written as kind (it is new, empty, or a directory
- * revc wrote as that kind): check before the work, not after. */
-bool revc_dir_check(const char *dir, revc_dir_kind kind, revc_error **err);
+ * revc wrote as that kind): check before the work, not after.  label, when
+ * not NULL, begins the message ("--out: ..."). */
+bool revc_dir_check(const char *dir, revc_dir_kind kind, const char *label, revc_error **err);
+/* Writes len bytes of text to path atomically (a temporary file renamed
+ * over it): on failure path is as it was. */
+bool revc_write_file(const char *path, const char *text, size_t len, revc_error **err);
 /* Whether a and b name the same directory (existing or not). */
 bool revc_dir_same(const char *a, const char *b);
 /* After revc_grad: loss.npy (0-d, the model's dtype) and the gradients. */

@@ -501,7 +501,7 @@ START_TEST(test_npy_batch_and_dirs)
 	ck_assert_msg(revc_train_step(m, &b, 0.1, &loss, &err), "%s", revc_error_message(err));
 	ck_assert_msg(revc_save_gradients(m, grads, loss, &err) == false, "gradients before revc_grad");
 	revc_error_free(err);
-	ck_assert_msg(revc_dir_check(state, REVC_DIR_STATE, &err), "%s", revc_error_message(err));
+	ck_assert_msg(revc_dir_check(state, REVC_DIR_STATE, NULL, &err), "%s", revc_error_message(err));
 	ck_assert_msg(revc_save_state(m, state, &err), "%s", revc_error_message(err));
 	int means, mom, params = 0, stats = 0;
 	for (int i = 0; i < revc_param_count(m); i++) {
@@ -518,7 +518,7 @@ START_TEST(test_npy_batch_and_dirs)
 	ck_assert_msg(revc_save_gradients(m, grads, loss, &err), "%s", revc_error_message(err));
 	ck_assert_int_eq(npy_files(grads, "loss", &means), params + 1);
 	ck_assert_int_eq(means, 1);
-	ck_assert(!revc_dir_check(grads, REVC_DIR_STATE, &err)); /* a gradient directory is not state */
+	ck_assert(!revc_dir_check(grads, REVC_DIR_STATE, NULL, &err)); /* a gradient directory is not state */
 	revc_error_free(err);
 	ck_assert(revc_dir_same(state, "/tmp/../tmp/x/..") == false && revc_dir_same(grads, grads));
 	char cmd[1200];
