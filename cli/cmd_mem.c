@@ -10,7 +10,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"revc mem SPEC [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|all]\n"
+	"revc mem SPEC|FILE.ir [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|all]\n"
 	"                [--no-order-edges] [--budget SIZE] [--json] [--timeline FILE.svg]\n"
 	"                [--engine interp|jit] [--threads N] [--measure] [pass options]";
 static const char about[] =
@@ -25,7 +25,12 @@ static const char about[] =
 	"--budget judges the arena train --max-memory does).  The JSON schema is in\n"
 	"docs/mem.md.  The pass options apply to every strategy's pipeline (with\n"
 	"--strategy all, dumps are STRATEGY-NN-PASS.ir); when they stop it before\n"
-	"plan, revc mem dumps and exits without a report.";
+	"plan, revc mem dumps and exits without a report.\n"
+	"\n"
+	"FILE.ir is a forward graph in revc's IR with its couplings marked\n"
+	"(unit(K, PART), docs/ir.md), such as `revc dump SPEC` prints: it is planned\n"
+	"as the spec it came from would be, with the default optimiser settings\n"
+	"(the file carries none).";
 
 static const cli_opt opts[] = {
 	{"strategy", 0, "NAME", "store, revnet, checkpoint or all (default " CLI_STRATEGY_DEFAULT ")"},
@@ -271,7 +276,8 @@ int cmd_mem(int argc, char **argv)
 	if (ready != EXIT_OK)
 		return ready;
 	revc_error *err = NULL;
-	revc_model *model = revc_model_from_file(spec, m.sets, m.nsets, &err);
+	revc_model *model = cli_is_spec(spec) ? revc_model_from_file(spec, m.sets, m.nsets, &err)
+					      : revc_model_from_ir(spec, &err);
 	if (!model)
 		return cli_revc_error(err);
 	int status = report(model, all, &o, json, timeline, budget);

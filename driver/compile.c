@@ -95,6 +95,34 @@ ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps
 	return g;
 }
 
+ir_graph *drv_model_plan_ir(revc_model *m, ps_ctx *ctx, const ps_options *popts, revc_error **err)
+{
+	ir_diags d;
+	ir_diags_init(&d);
+	ir_graph *g = ir_parse(m->ir_path, m->ir_text, m->ir_len, &d); /* it parsed and verified before */
+	IR_ASSERT(g && d.n == 0);
+	ir_diags_free(&d);
+	if (ir_graph_has_pass(g, "autodiff")) {
+		drv_errorf(err, REVC_ERR_USAGE, "%s: planning another strategy needs the forward graph, but %s has "
+			"been through autodiff", m->name, m->ir_path);
+		ir_graph_free(g);
+		return NULL;
+	}
+	if (!ctx->workspace)
+		ctx->workspace = rt_workspace_fn;
+	ps_options o = *popts;
+	capture c;
+	capture_begin(&c, &o);
+	int rc = ps_run(g, ctx, &o);
+	capture_end(&c, m);
+	if (rc != 0) {
+		drv_model_error(m, &ctx->diags, err);
+		ir_graph_free(g);
+		return NULL;
+	}
+	return g;
+}
+
 /* The context graph k of a spec plans in. */
 static void context(revc_model *m, int k, ps_ctx *ctx)
 {

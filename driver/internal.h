@@ -180,6 +180,10 @@ ir_graph *drv_model_first(const revc_model *m);
  * a dump directory) added to m's; NULL with the error against m's sources. */
 ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *popts,
 	revc_error **err);
+/* The same for an IR model: its file's forward graph (one autodiff has not
+ * run on) through the pipeline under ctx, the optimiser's settings
+ * defaults (an IR file carries none). */
+ir_graph *drv_model_plan_ir(revc_model *m, ps_ctx *ctx, const ps_options *popts, revc_error **err);
 /* The pass options of o as the manager takes them (dump_out left NULL). */
 void drv_pass_options(const revc_options *o, ps_options *out);
 ir_dtype drv_dtype(revc_dtype d);

@@ -146,16 +146,13 @@ static ir_graph *plan_with(revc_model *m, revc_strategy s, const revc_options *o
 	bool *cut, revc_error **err)
 {
 	*cut = false;
-	if (!m->is_spec) {
-		drv_errorf(err, REVC_ERR_USAGE, "%s: planning another strategy needs a spec, not IR", m->name);
-		return NULL;
-	}
 	ctx->strategy = (ps_strategy)s;
 	ctx->no_order_edges = o->no_order_edges;
 	drv_engine_plan(e, ctx);
 	ps_options popts;
 	drv_pass_options(o, &popts);
-	ir_graph *g = drv_model_plan_spec(m, drv_dtype(o->dtype), FE_LOWER_TRAIN, ctx, &popts, err);
+	ir_graph *g = m->is_spec ? drv_model_plan_spec(m, drv_dtype(o->dtype), FE_LOWER_TRAIN, ctx, &popts, err)
+				 : drv_model_plan_ir(m, ctx, &popts, err);
 	if (g && !ir_graph_has_pass(g, "plan")) {
 		*cut = true;
 		ir_graph_free(g);
