@@ -46,7 +46,7 @@ dataset = synthetic
 EOF
 sed -e 's/^model tiny/model tinycifar/' -e 's/^input = .*/input = 3,32,32/' "$data/tiny.rev" > "$data/tinycifar.rev"
 : > "$data/empty.rev"
-head -c 3000 tests/ir/plan/tiny.expected > "$data/trunc.ir"
+head -c 3000 tests/ir/shape/tiny.expected > "$data/trunc.ir" && [ -s "$data/trunc.ir" ] || { echo "bad-corpus: cannot make trunc.ir"; exit 1; }
 printf '\000\001\377\376graph @x {\n' > "$data/junk.ir"
 mkdir "$data/dir.rev" "$data/dir.ir" "$data/dir.npy"
 printf 'hello\n' > "$data/file"
