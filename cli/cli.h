@@ -82,8 +82,12 @@ bool cli_make_dir(const char *path);
 
 /* ---- reporting (cli/report.c) ----------------------------------------- */
 
+/* Names the command running ("train"), so errors read "revc train: error: ...". */
+void cli_set_command(const char *name);
+/* Prints "revc CMD: error: MESSAGE" on stderr; returns EXIT_USER. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints a library error, frees it and returns its exit status (its kind). */
+/* Prints a library error (its "revc: error:" prefix naming the command), frees it and
+ * returns its exit status (its kind). */
 int cli_revc_error(revc_error *err);
 
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */

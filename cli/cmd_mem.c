@@ -156,7 +156,7 @@ static void over_budget(const revc_memory *r, int64_t budget)
 	char b1[32], b2[32], d[512];
 	revc_format_bytes(b1, sizeof b1, r->total_bytes);
 	revc_format_bytes(b2, sizeof b2, budget);
-	fprintf(stderr, "revc: error: %s needs %s (%lld bytes), over the budget of %s; the peak is at step %lld",
+	fprintf(stderr, "revc mem: error: %s needs %s (%lld bytes), over the budget of %s; the peak is at step %lld",
 		revc_strategy_name(r->strategy), b1, (long long)r->total_bytes, b2, (long long)r->peak_step);
 	for (int k = 0; k < r->nlargest && k < 2; k++) {
 		describe(r, k, d, sizeof d);

@@ -8,9 +8,31 @@
 _Static_assert((int)REVC_ERR_USER == EXIT_USER && (int)REVC_ERR_USAGE == EXIT_USAGE &&
 	(int)REVC_ERR_BUDGET == EXIT_BUDGET, "an error's kind is its exit status");
 
+static const char *command;
+
+void cli_set_command(const char *name)
+{
+	command = name;
+}
+
+/* "revc train: error: ", or "revc: error: " before a command is known. */
+static void error_prefix(void)
+{
+	if (command)
+		fprintf(stderr, "revc %s: error: ", command);
+	else
+		fputs("revc: error: ", stderr);
+}
+
 int cli_revc_error(revc_error *err)
 {
-	fputs(revc_error_message(err), stderr);
+	static const char lib_prefix[] = "revc: error: ";
+	const char *msg = revc_error_message(err);
+	if (strncmp(msg, lib_prefix, sizeof lib_prefix - 1) == 0) {
+		error_prefix();
+		msg += sizeof lib_prefix - 1;
+	}
+	fputs(msg, stderr);
 	int status = (int)revc_error_kind_of(err);
 	revc_error_free(err);
 	return status;
@@ -19,7 +41,7 @@ int cli_revc_error(revc_error *err)
 int cli_error(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("revc: error: ", stderr);
+	error_prefix();
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
