@@ -28,6 +28,10 @@ bool fe_lw_key_ints(const fe_spec *s, fe_key k, const int64_t **v, const ir_pos 
 	case FE_KEY_EPOCHS: *v = &s->epochs; return true;
 	case FE_KEY_SEED: *v = &s->seed; return true;
 	case FE_KEY_INIT_MAX_POOL: *tmp = s->init_max_pool; *v = tmp; return true;
+	case FE_KEY_PATCH: *v = &s->patch; return true;
+	case FE_KEY_WIDTH: *v = &s->width; return true;
+	case FE_KEY_HEADS: *v = &s->heads; return true;
+	case FE_KEY_MLP_RATIO: *v = &s->mlp_ratio; return true;
 	default: return false;
 	}
 }

@@ -2,7 +2,8 @@
  * arguments, streams, lowering, naming of parameters), the binding of a
  * layer statement's arguments to its kind's parameters, and each kind's
  * lowering to IR nodes on the current stream(s).  Shapes are tracked as
- * [N,C,H,W] or [N,F] (lang_lower.h's tensor). */
+ * [N,C,H,W], tokens [N,T,D] or [N,F] (lang_lower.h's tensor). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +12,13 @@
 
 #define BN_EPS 1e-3
 #define BN_MOMENTUM 0.99
-
+#define LN_EPS 1e-5 /* PyTorch's nn.LayerNorm */
 
 typedef enum {
 	NAME_NONE,     /* no parameters */
 	NAME_COUNTED,  /* in F and G kindK, counted; elsewhere the kind */
 	NAME_AFTER,    /* in F and G, kind and the count of `after` layers so far (bnK after convK-1) */
+	NAME_ONCE,     /* the kind, everywhere (ln, pos): a second in one part needs `as NAME` */
 } naming;
 
 typedef struct {
@@ -44,7 +46,7 @@ static bool need_rank(lw *L, const fe_stmt *st, int rank)
 	if (x->rank == rank)
 		return true;
 	return fe_lw_fail(L, st->pos, "%.*s takes %s, but its input has rank %d", (int)st->n, st->word,
-		rank == 4 ? "an image tensor [N,C,H,W]" : "a matrix [N,F]", x->rank);
+		rank == 4 ? "an image tensor [N,C,H,W]" : rank == 3 ? "tokens [N,T,D]" : "a matrix [N,F]", x->rank);
 }
 
 static bool positive(lw *L, const bound *b, int i, const char *what, int64_t max)
@@ -67,18 +69,29 @@ static bool lower_conv(lw *L, const fe_stmt *st, const bound *b, const char *nam
 	int64_t wd[4] = {c, x->dim[1], k, k}, pad[4];
 	ir_node *w = fe_lw_tensor_node(L, IR_OP_PARAM, name, "w", 4, wd,
 		b->a[0].keys | b->a[1].keys | x->keys[1]);
-	if (!w)
+	ir_node *bias = w && b->a[4].v ? fe_lw_tensor_node(L, IR_OP_PARAM, name, "b", 1, &c, b->a[1].keys) : NULL;
+	if (!w || (b->a[4].v && !bias))
 		return false;
-	same_pad(x->dim[2], k, stride, &pad[0], &pad[1]);
-	same_pad(x->dim[3], k, stride, &pad[2], &pad[3]);
+	bool valid = b->a[3].v;
+	if (valid) {
+		memset(pad, 0, sizeof pad);
+		if (x->dim[2] < k || x->dim[3] < k)
+			return fe_lw_fail(L, b->pos[0], "a VALID %lldx%lld conv does not fit in %lldx%lld", (long long)k,
+				(long long)k, (long long)x->dim[2], (long long)x->dim[3]);
+	} else {
+		same_pad(x->dim[2], k, stride, &pad[0], &pad[1]);
+		same_pad(x->dim[3], k, stride, &pad[2], &pad[3]);
+	}
 	ir_node *y = fe_lw_node(L, IR_OP_CONV2D, x->n, w);
 	ir_node_set_int(L->g, y, IR_ATTR_STRIDE, stride);
 	ir_node_set_ints(L->g, y, IR_ATTR_PAD, pad, 4);
+	if (bias)
+		y = fe_lw_node(L, IR_OP_BIAS_ADD, y, bias);
 	x->dim[1] = c;
 	x->keys[1] = b->a[1].keys;
 	for (int i = 2; i < 4; i++) {
-		x->dim[i] = (x->dim[i] + stride - 1) / stride;
-		x->keys[i] |= b->a[2].keys;
+		x->dim[i] = valid ? (x->dim[i] - k) / stride + 1 : (x->dim[i] + stride - 1) / stride;
+		x->keys[i] |= b->a[2].keys | (valid ? b->a[0].keys : 0);
 	}
 	char what[160];
 	snprintf(what, sizeof what, "%s.%s", L->prefix, name);
@@ -88,6 +101,8 @@ static bool lower_conv(lw *L, const fe_stmt *st, const bound *b, const char *nam
 static bool lower_bn(lw *L, const fe_stmt *st, const bound *b, const char *name)
 {
 	tensor *x = &L->x[0];
+	if (x->rank == 3)
+		return fe_lw_fail(L, st->pos, "bn normalises channels of an image or matrix; tokens [N,T,D] take ln");
 	int64_t c = x->dim[1], count = x->dim[0];
 	for (int i = 2; i < x->rank; i++)
 		if (__builtin_mul_overflow(count, x->dim[i], &count))
@@ -185,11 +200,14 @@ static bool lower_global_avgpool(lw *L, const fe_stmt *st, const bound *b, const
 
 static bool lower_dense(lw *L, const fe_stmt *st, const bound *b, const char *name)
 {
-	if (!need_rank(L, st, 2) || !positive(L, b, 0, "the output width", FE_INT_MAX))
-		return false;
 	tensor *x = &L->x[0];
-	int64_t dw[2] = {b->a[0].v, x->dim[1]};
-	ir_node *w = fe_lw_tensor_node(L, IR_OP_PARAM, name, "w", 2, dw, b->a[0].keys | x->keys[1]);
+	if (x->rank != 3 && !need_rank(L, st, 2))
+		return false;
+	if (!positive(L, b, 0, "the output width", FE_INT_MAX))
+		return false;
+	int f = x->rank - 1; /* the feature axis: [N,F], or tokens [N,T,D] (one GEMM over N*T rows) */
+	int64_t dw[2] = {b->a[0].v, x->dim[f]};
+	ir_node *w = fe_lw_tensor_node(L, IR_OP_PARAM, name, "w", 2, dw, b->a[0].keys | x->keys[f]);
 	ir_node *bias = NULL;
 	if (w && b->a[1].v)
 		bias = fe_lw_tensor_node(L, IR_OP_PARAM, name, "b", 1, &dw[0], b->a[0].keys);
@@ -198,9 +216,9 @@ static bool lower_dense(lw *L, const fe_stmt *st, const bound *b, const char *na
 	ir_node *y = fe_lw_node(L, IR_OP_MATMUL, x->n, w);
 	ir_node_set_int(L->g, y, IR_ATTR_TRANS_B, 1);
 	if (bias)
-		y = fe_lw_node(L, IR_OP_BIAS_ADD, y, bias);
-	x->dim[1] = dw[0];
-	x->keys[1] = b->a[0].keys;
+		y = fe_lw_node(L, x->rank == 3 ? IR_OP_BROADCAST_ADD : IR_OP_BIAS_ADD, y, bias);
+	x->dim[f] = dw[0];
+	x->keys[f] = b->a[0].keys;
 	char what[160];
 	snprintf(what, sizeof what, "%s.%s", L->prefix, name);
 	return fe_lw_output(L, x, y, what);
@@ -240,11 +258,127 @@ static bool lower_merge(lw *L, const fe_stmt *st, const bound *b, const char *na
 	return true;
 }
 
+/* ---- the transformer's layers -------------------------------------------- */
+
+/* [N,C,H,W] -> tokens [N,H*W,C]: pixel (i,j) is token i*W+j. */
+static bool lower_tokens(lw *L, const fe_stmt *st, const bound *b, const char *name)
+{
+	if (!need_rank(L, st, 4))
+		return false;
+	tensor *x = &L->x[0];
+	*x = (tensor){fe_lw_node(L, IR_OP_TO_TOKENS, x->n, NULL), 3, {x->dim[0], x->dim[2] * x->dim[3], x->dim[1]},
+		{x->keys[0], x->keys[2] | x->keys[3], x->keys[1]}};
+	return true;
+}
+
+/* The learned positional embedding NAME [T,D], added to every example. */
+static bool lower_pos(lw *L, const fe_stmt *st, const bound *b, const char *name)
+{
+	if (!need_rank(L, st, 3))
+		return false;
+	tensor *x = &L->x[0];
+	ir_node *pos = fe_lw_tensor_node(L, IR_OP_PARAM, name, NULL, 2, &x->dim[1], x->keys[1] | x->keys[2]);
+	if (!pos)
+		return false;
+	x->n = fe_lw_node(L, IR_OP_BROADCAST_ADD, x->n, pos);
+	return true;
+}
+
+/* Layer norm over the last axis D, with NAME.gamma and NAME.beta [D]. */
+static bool lower_ln(lw *L, const fe_stmt *st, const bound *b, const char *name)
+{
+	tensor *x = &L->x[0];
+	if (x->rank == 4)
+		return fe_lw_fail(L, st->pos, "ln normalises the last axis of tokens [N,T,D] or a matrix [N,F], but its "
+			"input is an image tensor [N,C,H,W] (make tokens first)");
+	int f = x->rank - 1;
+	ir_node *gamma = fe_lw_tensor_node(L, IR_OP_PARAM, name, "gamma", 1, &x->dim[f], x->keys[f]);
+	ir_node *beta = gamma ? fe_lw_tensor_node(L, IR_OP_PARAM, name, "beta", 1, &x->dim[f], x->keys[f]) : NULL;
+	if (!beta)
+		return false;
+	ir_node *stats = fe_lw_node(L, IR_OP_LN_STATS, x->n, NULL);
+	ir_node *in[4] = {x->n, stats, gamma, beta};
+	x->n = fe_lw_node_n(L, IR_OP_LN_NORM, in, 4);
+	ir_node_set_float(L->g, x->n, IR_ATTR_EPS, LN_EPS);
+	return true;
+}
+
+static bool lower_gelu(lw *L, const fe_stmt *st, const bound *b, const char *name)
+{
+	L->x[0].n = fe_lw_node(L, IR_OP_GELU, L->x[0].n, NULL);
+	return true;
+}
+
+/* Multi-head attention on qkv [N,T,3D] (q, k, v its column thirds, head j
+ * columns j*d..j*d+d-1 of each): softmax(q_j k_j^T / sqrt(d)) v_j, the heads
+ * merged back to [N,T,D].  The scores [N,h,T,T] are checked for size. */
+static bool lower_attend(lw *L, const fe_stmt *st, const bound *b, const char *name)
+{
+	if (!need_rank(L, st, 3) || !positive(L, b, 0, "the head count", FE_INT_MAX))
+		return false;
+	tensor *x = &L->x[0];
+	int64_t h = b->a[0].v, width = x->dim[2];
+	if (width % (3 * h))
+		return fe_lw_fail(L, b->pos[0], "attend takes qkv [N,T,3*D] with D a multiple of the %lld heads, but its "
+			"input has width %lld", (long long)h, (long long)width);
+	ir_node *part[3];
+	for (int p = 0; p < 3; p++) {
+		part[p] = fe_lw_node(L, IR_OP_HEADS_SPLIT, x->n, NULL);
+		ir_node_set_int(L->g, part[p], IR_ATTR_HEADS, h);
+		ir_node_set_int(L->g, part[p], IR_ATTR_PART, p);
+		ir_node_set_int(L->g, part[p], IR_ATTR_PARTS, 3);
+	}
+	int64_t scores[4] = {x->dim[0], h, x->dim[1], x->dim[1]};
+	if (!fe_lw_fits(L, L->pos, x->keys[0] | x->keys[1] | b->a[0].keys, "the attention scores", L->dt, 4, scores))
+		return false;
+	ir_node *s = fe_lw_node(L, IR_OP_BMATMUL, part[0], part[1]);
+	ir_node_set_int(L->g, s, IR_ATTR_TRANS_B, 1);
+	ir_node *p = fe_lw_node(L, IR_OP_SOFTMAX, s, NULL);
+	ir_node_set_float(L->g, p, IR_ATTR_FACTOR, 1 / sqrt((double)(width / 3 / h)));
+	ir_node *o = fe_lw_node(L, IR_OP_BMATMUL, p, part[2]);
+	x->n = fe_lw_node(L, IR_OP_HEADS_MERGE, o, NULL);
+	x->dim[2] = width / 3;
+	return true;
+}
+
+/* tokens [N,T,D] -> [N,D], the mean over the tokens. */
+static bool lower_token_mean(lw *L, const fe_stmt *st, const bound *b, const char *name)
+{
+	if (!need_rank(L, st, 3))
+		return false;
+	tensor *x = &L->x[0];
+	*x = (tensor){fe_lw_node(L, IR_OP_TOKEN_MEAN, x->n, NULL), 2, {x->dim[0], x->dim[2]}, {x->keys[0], x->keys[2]}};
+	return true;
+}
+
+/* Two streams x1 = x2 = x of full width: one value read by both (its
+ * gradient is the sum of theirs). */
+static bool lower_duplicate(lw *L, const fe_stmt *st, const bound *b, const char *name)
+{
+	L->x[1] = L->x[0];
+	L->nstreams = 2;
+	return true;
+}
+
+/* One stream (x1 + x2) / 2 from two of one shape. */
+static bool lower_merge_mean(lw *L, const fe_stmt *st, const bound *b, const char *name)
+{
+	tensor *a = &L->x[0], *c = &L->x[1];
+	if (a->rank != c->rank || memcmp(a->dim, c->dim, (size_t)a->rank * sizeof a->dim[0]) != 0)
+		return fe_lw_fail(L, st->pos, "merge_mean needs two streams of one shape");
+	ir_node *y = fe_lw_node(L, IR_OP_SCALE, fe_lw_node(L, IR_OP_ADD, a->n, c->n), NULL);
+	ir_node_set_float(L->g, y, IR_ATTR_FACTOR, 0.5);
+	a->n = y;
+	for (int i = 0; i < a->rank; i++)
+		a->keys[i] |= c->keys[i];
+	L->nstreams = 1;
+	return true;
+}
+
 /* The layer kinds: name, arguments, streams, how to lower, how its
- * parameters are named.  The transformer layers (layer norm, GELU,
- * attention, token reshapes) join at the end of this table. */
+ * parameters are named. */
 static const layer_kind kinds[] = {
-	{"conv", "k c stride=1", 1, lower_conv, NAME_COUNTED, NULL},
+	{"conv", "k c stride=1 valid? bias?", 1, lower_conv, NAME_COUNTED, NULL},
 	{"bn", "", 1, lower_bn, NAME_AFTER, "conv"},
 	{"relu", "", 1, lower_relu, NAME_NONE, NULL},
 	{"maxpool", "k stride=1", 1, lower_maxpool, NAME_NONE, NULL},
@@ -253,9 +387,18 @@ static const layer_kind kinds[] = {
 	{"dense", "n bias?", 1, lower_dense, NAME_COUNTED, NULL},
 	{"split", "", 1, lower_split, NAME_NONE, NULL},
 	{"merge", "", 2, lower_merge, NAME_NONE, NULL},
+	/* ---- the transformer (RevViT, docs/model.md) */
+	{"tokens", "", 1, lower_tokens, NAME_NONE, NULL},
+	{"pos", "", 1, lower_pos, NAME_ONCE, NULL},
+	{"ln", "", 1, lower_ln, NAME_ONCE, NULL},
+	{"gelu", "", 1, lower_gelu, NAME_NONE, NULL},
+	{"attend", "heads", 1, lower_attend, NAME_NONE, NULL},
+	{"token_mean", "", 1, lower_token_mean, NAME_NONE, NULL},
+	{"duplicate", "", 1, lower_duplicate, NAME_NONE, NULL},
+	{"merge_mean", "", 2, lower_merge_mean, NAME_NONE, NULL},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
-_Static_assert(NKINDS <= 16, "lw.count holds a counter per kind");
+_Static_assert(NKINDS <= 32, "lw.count holds a counter per kind");
 
 static int kind_index(const char *s, size_t n)
 {
@@ -378,7 +521,7 @@ static bool layer_name(lw *L, const fe_stmt *st, int ki, char *name, size_t cap)
 	}
 	if (st->as)
 		snprintf(name, cap, "%.*s", (int)st->asn, st->as);
-	else if (!L->part)
+	else if (!L->part || lk->naming == NAME_ONCE)
 		snprintf(name, cap, "%s", lk->name);
 	else if (lk->naming == NAME_COUNTED)
 		snprintf(name, cap, "%s%d", lk->name, L->count[ki]);

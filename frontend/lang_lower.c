@@ -40,8 +40,9 @@ bool fe_lw_fail(lw *L, ir_pos pos, const char *fmt, ...)
 		return false;
 	/* The user cannot see the prelude: point at what they wrote that led
 	 * there (the stage's or section's key). */
-	if (pos.file && strcmp(pos.file, FE_PRELUDE_FILE) == 0)
-		pos = L->anchor.file ? L->anchor : L->s->vpos[FE_KEY_BLOCK];
+	if (fe_is_prelude(pos.file))
+		pos = L->anchor.file ? L->anchor
+			: L->s->vpos[L->s->network == FE_NET_REVVIT ? FE_KEY_NETWORK : FE_KEY_BLOCK];
 	va_list ap;
 	va_start(ap, fmt);
 	ir_diag_addv(L->d, pos, fmt, ap);
@@ -92,7 +93,7 @@ static bool run_call(lw *L, const frame *f, const fe_call *c)
 	if (L->depth == FE_MAX_DEPTH)
 		return fe_lw_fail(L, c->pos, "blocks nest deeper than %d", FE_MAX_DEPTH);
 	/* A user's block called from the prelude: blame its def. */
-	bool from_prelude = strcmp(c->pos.file, FE_PRELUDE_FILE) == 0 && !d->prelude;
+	bool from_prelude = fe_is_prelude(c->pos.file) && !d->prelude;
 	ir_pos at = from_prelude ? d->pos : c->pos;
 	const char *hint = from_prelude ? " (the RevNet network calls block(c, stride, pre))" : "";
 	frame callee = {0};
@@ -141,6 +142,8 @@ static void shape_str(const tensor *t, char *buf, size_t cap)
 	if (t->rank == 4)
 		snprintf(buf, cap, "[%lld,%lld,%lld,%lld]", (long long)t->dim[0], (long long)t->dim[1],
 			(long long)t->dim[2], (long long)t->dim[3]);
+	else if (t->rank == 3)
+		snprintf(buf, cap, "[%lld,%lld,%lld]", (long long)t->dim[0], (long long)t->dim[1], (long long)t->dim[2]);
 	else
 		snprintf(buf, cap, "[%lld,%lld]", (long long)t->dim[0], (long long)t->dim[1]);
 }
@@ -213,7 +216,7 @@ static const fe_arg *find_arg(const fe_stmt *st, const char *key)
  * when that is the prelude's, the user's def it calls. */
 static ir_pos part_pos(lw *L, const fe_arg *a)
 {
-	if (strcmp(a->pos.file, FE_PRELUDE_FILE) != 0)
+	if (!fe_is_prelude(a->pos.file))
 		return a->pos;
 	const fe_def *d = fe_prog_find(L->prog, a->call->name, a->call->n);
 	if (!d && a->call->n == 5 && memcmp(a->call->name, "block", 5) == 0)
@@ -354,7 +357,7 @@ static bool run_stmt(lw *L, frame *f, const fe_stmt *st)
 		if (L->unit >= 0)
 			return fe_lw_fail(L, st->pos, "stages do not nest");
 		ir_pos anchor = L->anchor;
-		if (strcmp(st->pos.file, FE_PRELUDE_FILE) == 0 && n.origin.file)
+		if (fe_is_prelude(st->pos.file) && n.origin.file)
 			L->anchor = n.origin;
 		L->stage++;
 		bool ok = true;

@@ -23,7 +23,7 @@ typedef struct {
 
 typedef struct {
 	ir_node *n;
-	int rank;       /* 4: [N,C,H,W]; 2: [N,F] */
+	int rank;       /* 4: [N,C,H,W]; 3: tokens [N,T,D]; 2: [N,F] */
 	int64_t dim[4];
 	unsigned keys[4];
 } tensor;
@@ -50,7 +50,7 @@ typedef struct {
 	ir_pos anchor;     /* for the prelude's statements */
 	char prefix[96];   /* of parameter names: the scope */
 	bool part;         /* in F or G: layers are numbered */
-	int count[16];     /* layers of each kind so far in this section or part */
+	int count[32];     /* layers of each kind so far in this section or part */
 	const char *names[MAX_NAMES];
 	int nnames;
 

@@ -23,7 +23,7 @@ void fe_lw_place(lw *L, const char *scope, ir_pos pos)
  * prelude's. */
 void fe_lw_place_stmt(lw *L, ir_pos stmt_pos)
 {
-	fe_lw_place(L, L->scope, strcmp(stmt_pos.file, FE_PRELUDE_FILE) == 0 ? L->anchor : stmt_pos);
+	fe_lw_place(L, L->scope, fe_is_prelude(stmt_pos.file) ? L->anchor : stmt_pos);
 }
 
 ir_node *fe_lw_node_n(lw *L, ir_op op, ir_node *const *in, int nin)
@@ -88,12 +88,16 @@ bool fe_lw_output(lw *L, tensor *t, ir_node *y, const char *what)
 	return fe_lw_fits(L, L->pos, all_keys(t), buf, L->dt, t->rank, t->dim);
 }
 
-/* A parameter or state tensor named prefix.name.suffix. */
+/* A parameter or state tensor named prefix.name.suffix (prefix.name when
+ * suffix is NULL: embed.pos). */
 ir_node *fe_lw_tensor_node(lw *L, ir_op op, const char *name, const char *suffix, int rank, const int64_t *dims,
 	unsigned keys)
 {
 	char full[256];
-	snprintf(full, sizeof full, "%s.%s.%s", L->prefix, name, suffix);
+	if (suffix)
+		snprintf(full, sizeof full, "%s.%s.%s", L->prefix, name, suffix);
+	else
+		snprintf(full, sizeof full, "%s.%s", L->prefix, name);
 	char what[300];
 	snprintf(what, sizeof what, "the weight %s", full);
 	if (!fe_lw_fits(L, L->pos, keys, what, L->dt, rank, dims))
