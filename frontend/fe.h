@@ -45,6 +45,8 @@
  * FE_BLOCK_DEF, a `def` of the spec's own file named by block_name. */
 typedef enum { FE_BLOCK_BASIC, FE_BLOCK_BOTTLENECK, FE_BLOCK_COUNT, FE_BLOCK_DEF = FE_BLOCK_COUNT } fe_block;
 typedef enum { FE_OPT_MOMENTUM, FE_OPT_ADAMW, FE_OPT_COUNT } fe_optimizer;
+/* The network key: which prelude's network and blocks a spec is read with. */
+typedef enum { FE_NET_REVNET, FE_NET_REVVIT, FE_NET_COUNT } fe_network;
 typedef enum { FE_DATA_SYNTHETIC, FE_DATA_FASHION_MNIST, FE_DATA_CIFAR10, FE_DATA_COUNT } fe_dataset;
 
 typedef enum {
@@ -82,6 +84,8 @@ typedef struct fe_spec {
 	fe_dataset dataset_kind;
 	fe_optimizer optimizer; /* momentum SGD, or AdamW with beta1, beta2, eps */
 	double beta1, beta2, eps;
+	fe_network network;     /* revvit: patch, width, heads and mlp_ratio size it */
+	int64_t patch, width, heads, mlp_ratio;
 
 	/* The model language's definitions (`def`, `network`), when the file
 	 * has any: src is the whole file's text, file its name; both borrowed
@@ -156,12 +160,17 @@ const char *fe_spec_dataset_dir(const fe_spec *s);
 const char *fe_block_name(fe_block b);
 const char *fe_dataset_name(fe_dataset k);
 const char *fe_optimizer_name(fe_optimizer o);
+const char *fe_network_name(fe_network n);
 
 /* The key table, for help output and docs. */
 const char *fe_key_name(fe_key k);
 const char *fe_key_help(fe_key k);
 const char *fe_key_default(fe_key k); /* spec-language text; "" empty; NULL none */
 bool fe_key_required(fe_key k);
+/* Whether spec s must give key k: the required keys, less those only the
+ * RevNet network reads (init_filters, filters, strides, block) when s's
+ * network is revvit. */
+bool fe_spec_needs_key(const fe_spec *s, fe_key k);
 
 /* ---- lowering (frontend/lower.c) -------------------------------------- */
 

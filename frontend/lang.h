@@ -8,6 +8,8 @@
 #ifndef REVC_FE_LANG_H
 #define REVC_FE_LANG_H
 
+#include <string.h>
+
 #include "spec_int.h"
 
 #define FE_MAX_PARAMS 16  /* parameters of one def */
@@ -103,11 +105,21 @@ typedef struct {
 	int ndefs;
 } fe_prog;
 
-/* The prelude's text (generated from models/lib/revnet.rev at build time)
- * and the name its positions carry. */
+/* The preludes' texts (generated from models/lib/revnet.rev and revvit.rev
+ * at build time) and the names their positions carry; a spec is read with
+ * the one its network key names. */
 extern const char fe_prelude_text[];
 extern const size_t fe_prelude_len;
+extern const char fe_prelude_revvit_text[];
+extern const size_t fe_prelude_revvit_len;
 #define FE_PRELUDE_FILE "revnet.rev"
+#define FE_PRELUDE_REVVIT_FILE "revvit.rev"
+
+/* Whether a position's file is a prelude's (the user cannot see it). */
+static inline bool fe_is_prelude(const char *file)
+{
+	return file && (strcmp(file, FE_PRELUDE_FILE) == 0 || strcmp(file, FE_PRELUDE_REVVIT_FILE) == 0);
+}
 
 /* True when a line (n bytes) opens a definition: `def NAME(` or `network {`. */
 bool fe_lang_opens(const char *line, size_t n);

@@ -677,8 +677,8 @@ bool fe_lang_parse_def(fe_prog *prog, const char *file, const char *text, const 
 		const fe_def *was = def.name ? fe_prog_find(prog, def.name, def.n) : NULL;
 		if (was) {
 			if (was->prelude)
-				ir_diag_add(d, def.pos, "block '%.*s' is already defined by the prelude (models/lib/revnet.rev)",
-					(int)def.n, def.name);
+				ir_diag_add(d, def.pos, "block '%.*s' is already defined by the prelude (models/lib/%s)",
+					(int)def.n, def.name, was->pos.file);
 			else
 				ir_diag_add(d, def.pos, "block '%.*s' is already defined at %d:%d", (int)def.n, def.name,
 					was->pos.line, was->pos.col);
@@ -736,7 +736,10 @@ void fe_prog_load(fe_prog *prog, const fe_spec *s)
 {
 	memset(prog, 0, sizeof *prog);
 	prog->arena = ir_arena_new();
-	load_text(prog, FE_PRELUDE_FILE, fe_prelude_text, fe_prelude_len, true);
+	if (s->network == FE_NET_REVVIT)
+		load_text(prog, FE_PRELUDE_REVVIT_FILE, fe_prelude_revvit_text, fe_prelude_revvit_len, true);
+	else
+		load_text(prog, FE_PRELUDE_FILE, fe_prelude_text, fe_prelude_len, true);
 	if (s->src)
 		load_text(prog, s->src_file, s->src, s->src_len, false);
 }

@@ -33,6 +33,15 @@ const char *fe_optimizer_name(fe_optimizer o)
 	return optimizer_names[o];
 }
 
+static const char *const network_names[] = {"revnet", "revvit"};
+_Static_assert(sizeof network_names / sizeof network_names[0] == FE_NET_COUNT, "network names");
+
+const char *fe_network_name(fe_network n)
+{
+	IR_ASSERT(n >= 0 && n < FE_NET_COUNT);
+	return network_names[n];
+}
+
 const char *fe_block_name(fe_block b)
 {
 	IR_ASSERT(b >= 0 && b < FE_BLOCK_COUNT);
@@ -67,6 +76,12 @@ bool fe_key_required(fe_key k)
 {
 	IR_ASSERT(k >= 0 && k < FE_KEY_COUNT);
 	return fe_keys[k].req;
+}
+
+bool fe_spec_needs_key(const fe_spec *s, fe_key k)
+{
+	bool revnet_only = k == FE_KEY_INIT_FILTERS || k == FE_KEY_FILTERS || k == FE_KEY_STRIDES || k == FE_KEY_BLOCK;
+	return fe_key_required(k) && !(revnet_only && s->network == FE_NET_REVVIT);
 }
 
 bool fe_key_lookup(const char *s, size_t n, fe_key *out)
@@ -220,6 +235,21 @@ void fe_spec_store(fe_spec *s, fe_key k, const fe_value *v, ir_pos kpos)
 	case FE_KEY_EPS:
 		s->eps = v->f[0];
 		break;
+	case FE_KEY_NETWORK:
+		s->network = (fe_network)v->i[0];
+		break;
+	case FE_KEY_PATCH:
+		s->patch = v->i[0];
+		break;
+	case FE_KEY_WIDTH:
+		s->width = v->i[0];
+		break;
+	case FE_KEY_HEADS:
+		s->heads = v->i[0];
+		break;
+	case FE_KEY_MLP_RATIO:
+		s->mlp_ratio = v->i[0];
+		break;
 	case FE_KEY_COUNT:
 		IR_DIE("bad key");
 	}
@@ -257,7 +287,8 @@ bool fe_spec_equal(const fe_spec *a, const fe_spec *b)
 		a->momentum == b->momentum && a->weight_decay == b->weight_decay &&
 		a->steps == b->steps && a->epochs == b->epochs && a->seed == b->seed &&
 		a->dataset_kind == b->dataset_kind && a->optimizer == b->optimizer && a->beta1 == b->beta1 &&
-		a->beta2 == b->beta2 && a->eps == b->eps;
+		a->beta2 == b->beta2 && a->eps == b->eps && a->network == b->network && a->patch == b->patch &&
+		a->width == b->width && a->heads == b->heads && a->mlp_ratio == b->mlp_ratio;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b)

@@ -150,15 +150,39 @@ static bool check_limits(const fe_spec *s, ir_diags *d)
 	return true;
 }
 
+/* The RevViT network (docs/model.md): one stage, so units is one integer;
+ * patches tile the image; the heads divide the width. */
+static bool check_revvit(const fe_spec *s, ir_diags *d)
+{
+	if (s->nstages != 1)
+		return fail_at(d, s->vpos[FE_KEY_UNITS], "network revvit has one stage: units is one integer, found %d "
+			"values", s->nstages);
+	if (s->patch > FE_MAX_WINDOW)
+		return fail_at(d, s->vpos[FE_KEY_PATCH], "patch must be at most %d, found %lld", FE_MAX_WINDOW,
+			(long long)s->patch);
+	for (int i = 1; i < 3; i++)
+		if (s->input[i] % s->patch)
+			return fail_at(d, later(s, FE_KEY_INPUT, s->input_pos[i], FE_KEY_PATCH, s->vpos[FE_KEY_PATCH]),
+				"patch %lld does not divide the input %s %lld", (long long)s->patch, i == 1 ? "height" : "width",
+				(long long)s->input[i]);
+	if (s->width % s->heads)
+		return fail_at(d, later(s, FE_KEY_WIDTH, s->vpos[FE_KEY_WIDTH], FE_KEY_HEADS, s->vpos[FE_KEY_HEADS]),
+			"width %lld is not a multiple of heads %lld", (long long)s->width, (long long)s->heads);
+	return true;
+}
+
 bool fe_spec_check(const fe_spec *s, ir_diags *d)
 {
 	/* A spec from fe_spec_parse has them all; one built in code may not. */
 	for (int k = 0; k < FE_KEY_COUNT; k++)
-		if (fe_key_required((fe_key)k) && s->seq[k] == 0)
+		if (fe_spec_needs_key(s, (fe_key)k) && s->seq[k] == 0)
 			return fail_at(d, (ir_pos){NULL, 0, 0}, "missing required key '%s'", fe_key_name((fe_key)k));
 	if (s->classes < 2)
 		return fail_at(d, s->vpos[FE_KEY_CLASSES], "classes must be at least 2, found %lld",
 			(long long)s->classes);
+	if (s->network == FE_NET_REVVIT)
+		return check_revvit(s, d) && check_limits(s, d) && check_schedule(s, d) &&
+			fe_lang_lower(s, NULL, IR_F32, FE_LOWER_TRAIN, false, d);
 	return check_stage_lists(s, d) && check_limits(s, d) && check_widths(s, d) && check_strides(s, d) &&
 		check_schedule(s, d) && fe_lang_lower(s, NULL, IR_F32, FE_LOWER_TRAIN, false, d);
 }

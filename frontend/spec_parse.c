@@ -402,6 +402,16 @@ static bool convert_one(scanner *sc, fe_key k, const tok *t, fe_value *v, int i)
 			return fail(sc, t->col, "unknown optimizer '%s' (expected momentum or adamw)",
 				show(w, sizeof w, t->s, t->n));
 		}
+		if (k == FE_KEY_NETWORK) {
+			for (int n = 0; n < FE_NET_COUNT; n++) {
+				if (word_is(t, fe_network_name((fe_network)n))) {
+					v->i[0] = n;
+					return true;
+				}
+			}
+			return fail(sc, t->col, "unknown network '%s' (expected revnet or revvit)",
+				show(w, sizeof w, t->s, t->n));
+		}
 		IR_ASSERT(k == FE_KEY_BLOCK);
 		if (t->n < FE_MAX_NAME) {
 			memcpy(v->text, t->s, t->n);
@@ -602,7 +612,7 @@ bool fe_spec_parse(fe_spec *s, const char *file, const char *text, size_t len, i
 	}
 	/* Missing keys are reported just past the last line. */
 	for (int k = 0; k < FE_KEY_COUNT; k++) {
-		if (fe_keys[k].req && !seen[k].line) {
+		if (fe_spec_needs_key(s, (fe_key)k) && !seen[k].line) {
 			ir_diag_add(d, (ir_pos){file, line, 1}, "missing required key '%s'", fe_keys[k].name);
 			return false;
 		}

@@ -36,6 +36,8 @@ static void print_reals(FILE *out, const double *v, int n)
  * it) and not an empty list (the default; the language has no empty value). */
 static bool has_line(const fe_spec *s, fe_key k)
 {
+	if (fe_key_required(k) && !fe_spec_needs_key(s, k) && !s->seq[k])
+		return false; /* a RevNet key a revvit spec leaves unset */
 	switch (k) {
 	case FE_KEY_LR:
 		return false;
@@ -49,6 +51,12 @@ static bool has_line(const fe_spec *s, fe_key k)
 		return s->nlr_steps > 0;
 	case FE_KEY_LR_LIST:
 		return s->nlr > 0;
+	case FE_KEY_NETWORK:
+	case FE_KEY_PATCH:
+	case FE_KEY_WIDTH:
+	case FE_KEY_HEADS:
+	case FE_KEY_MLP_RATIO:
+		return s->network == FE_NET_REVVIT || s->seq[k]; /* a RevNet spec's file needs none */
 	default:
 		return true;
 	}
@@ -125,6 +133,21 @@ static void print_value(FILE *out, const fe_spec *s, fe_key k)
 		break;
 	case FE_KEY_EPS:
 		print_real(out, s->eps);
+		break;
+	case FE_KEY_NETWORK:
+		fputs(fe_network_name(s->network), out);
+		break;
+	case FE_KEY_PATCH:
+		fprintf(out, "%lld", (long long)s->patch);
+		break;
+	case FE_KEY_WIDTH:
+		fprintf(out, "%lld", (long long)s->width);
+		break;
+	case FE_KEY_HEADS:
+		fprintf(out, "%lld", (long long)s->heads);
+		break;
+	case FE_KEY_MLP_RATIO:
+		fprintf(out, "%lld", (long long)s->mlp_ratio);
 		break;
 	case FE_KEY_LR:
 	case FE_KEY_COUNT:

@@ -121,7 +121,7 @@ static bool revnet_sizes(const fe_spec *s, ir_dtype dt, ir_diags *d)
 
 bool fe_spec_check_sizes(const fe_spec *s, ir_dtype dt, ir_diags *d)
 {
-	if (s->block != FE_BLOCK_DEF && !s->own_network && !revnet_sizes(s, dt, d))
+	if (s->network == FE_NET_REVNET && s->block != FE_BLOCK_DEF && !s->own_network && !revnet_sizes(s, dt, d))
 		return false;
 	return fe_lang_lower(s, NULL, dt, FE_LOWER_TRAIN, true, d);
 }

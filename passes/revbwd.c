@@ -15,6 +15,8 @@
  *   unit whose downsample is not the identity (unit 0 of a stage that
  *   strides or widens) cannot be inverted: it recomputes F from its stored
  *   input, as the TensorFlow example's backward_grads_with_downsample does.
+ *   A unit whose two inputs are one value (duplicated streams) reconstructs
+ *   it once, as x2.
  *   The ordering edges that make this pay are the schedule pass's job. */
 #include <stdlib.h>
 
@@ -85,7 +87,8 @@ int ps_revbwd(ir_graph *g, ps_ctx *ctx)
 		if (U->invertible)
 			ps_recompute_set(&r, U->x2, reconstruct(&r, y2, ps_recompute_of(&r, U->g_out), at, U->y2));
 		clone_part(&r, &m, u, IR_PART_F, at);
-		if (U->invertible)
+		/* Duplicated streams (RevViT's first unit, x1 = x2): x2 is x1. */
+		if (U->invertible && U->x1 != U->x2)
 			ps_recompute_set(&r, U->x1, reconstruct(&r, y1, ps_recompute_of(&r, U->f_out), at, U->y1));
 		for (int j = m.start[u]; j < m.start[u + 1]; j++)
 			if (g->nodes[m.ids[j]]->role == IR_ROLE_BWD)

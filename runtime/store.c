@@ -133,6 +133,22 @@ static void fill(rt_tensor *t, double v)
 	}
 }
 
+/* Uniform in [-limit, limit]: the positional embedding ".pos" (RevViT's
+ * embed.pos, +-0.02). */
+static void uniform(rt_tensor *t, uint64_t seed, double limit)
+{
+	rt_rng r;
+	rt_rng_derive(&r, seed, RT_RNG_INIT, name_hash(t->name));
+	int64_t n = ir_type_elems(&t->type);
+	for (int64_t i = 0; i < n; i++) {
+		double v = (2 * rt_rng_uniform(&r) - 1) * limit;
+		if (t->type.dtype == IR_F32)
+			((float *)t->data)[i] = (float)v;
+		else
+			((double *)t->data)[i] = v;
+	}
+}
+
 /* Glorot-uniform: limit sqrt(6/(fan_in+fan_out)), fans counting the kernel
  * window for convolutions ([O,C,KH,KW]) and [out,in] for dense weights. */
 static bool glorot(rt_tensor *t, uint64_t seed, rt_err *e)
@@ -149,17 +165,7 @@ static bool glorot(rt_tensor *t, uint64_t seed, rt_err *e)
 	} else {
 		return rt_errorf(e, "cannot Glorot-initialise '%s' of rank %d", t->name, ty->rank);
 	}
-	double limit = sqrt(6.0 / (double)(fan_in + fan_out));
-	rt_rng r;
-	rt_rng_derive(&r, seed, RT_RNG_INIT, name_hash(t->name));
-	int64_t n = ir_type_elems(ty);
-	for (int64_t i = 0; i < n; i++) {
-		double v = (2 * rt_rng_uniform(&r) - 1) * limit;
-		if (ty->dtype == IR_F32)
-			((float *)t->data)[i] = (float)v;
-		else
-			((double *)t->data)[i] = v;
-	}
+	uniform(t, seed, sqrt(6.0 / (double)(fan_in + fan_out)));
 	return true;
 }
 
@@ -171,7 +177,7 @@ static bool optimizer_state(const char *n)
 }
 
 /* Initial value by name (docs/model.md): weights ".w" Glorot, ".gamma" 1,
- * ".beta" and ".b" 0; state ".mean" 0, ".var" 1, optimiser state 0. */
+ * ".beta" and ".b" 0, the positional embedding ".pos" uniform +-0.02; state ".mean" 0, ".var" 1, optimiser state 0. */
 bool rt_store_init_tensor(rt_tensor *t, uint64_t seed, rt_err *e)
 {
 	const char *n = t->name;
@@ -182,8 +188,11 @@ bool rt_store_init_tensor(rt_tensor *t, uint64_t seed, rt_err *e)
 			fill(t, 1);
 		else if (ends_with(n, ".beta") || ends_with(n, ".b"))
 			fill(t, 0);
+		else if (ends_with(n, ".pos"))
+			uniform(t, seed, 0.02);
 		else
-			return rt_errorf(e, "no initialiser for parameter '%s' (names end in .w, .gamma, .beta or .b)", n);
+			return rt_errorf(e, "no initialiser for parameter '%s' (names end in .w, .gamma, .beta, .b or .pos)",
+				n);
 	} else {
 		if (ends_with(n, ".var"))
 			fill(t, 1);
