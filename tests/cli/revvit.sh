@@ -4,7 +4,8 @@
 # differences pass for both presets at batch 2 under every strategy (with
 # two units, so revnet reconstructs a unit's inputs and then the duplicated
 # tokens of unit 0); revc mem plans both presets under every strategy, the
-# revnet peak below store's; revc init names the parameters as docs/model.md
+# revnet peak below store's, and a tracked step's high-water mark equals the
+# planned peak to the byte; revc init names the parameters as docs/model.md
 # does; and a few training steps lower the loss.
 # Usage: revvit.sh REVC ROOT
 set -u
@@ -33,6 +34,14 @@ def peak(x):
 assert s and set(s) == {'store', 'revnet', 'checkpoint'}, r
 assert peak(s['revnet']) < peak(s['checkpoint']) < peak(s['store']), r
 PY
+done
+
+# Exact accounting: one tracked step's high-water mark is the planned peak,
+# to the byte, under every strategy.
+for p in "revvit-fashion --set batch=4" "revvit-cifar --set batch=2 --set units=2"; do
+  set -- $p
+  out=$("$revc" mem "models/$1.rev" "${@:2}" --strategy all --measure --engine interp 2>&1)
+  grep -qE '^  equals the peak, to the byte +yes +yes +yes$' <<<"$out" || bad "$1: tracked peak: $out"
 done
 
 # Parameter names and count (docs/model.md): 4 per LN pair and dense, per unit 12.
