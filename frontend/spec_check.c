@@ -175,14 +175,8 @@ bool fe_spec_check(const fe_spec *s, ir_diags *d)
 {
 	/* A spec from fe_spec_parse has them all; one built in code may not. */
 	for (int k = 0; k < FE_KEY_COUNT; k++)
-		if (fe_spec_needs_key(s, (fe_key)k) && s->seq[k] == 0) {
-			/* A RevNet key a revvit file left out: the network key's
-			 * override is to blame. */
-			if (s->pos[FE_KEY_NETWORK].file && s->network == FE_NET_REVNET)
-				return fail_at(d, s->vpos[FE_KEY_NETWORK], "network revnet needs the key '%s'",
-					fe_key_name((fe_key)k));
+		if (fe_spec_needs_key(s, (fe_key)k) && s->seq[k] == 0)
 			return fail_at(d, (ir_pos){NULL, 0, 0}, "missing required key '%s'", fe_key_name((fe_key)k));
-		}
 	if (s->classes < 2)
 		return fail_at(d, s->vpos[FE_KEY_CLASSES], "classes must be at least 2, found %lld",
 			(long long)s->classes);
