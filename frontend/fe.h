@@ -143,7 +143,8 @@ void fe_spec_print(FILE *out, const fe_spec *s);
 /* Compares the values of two specs (name included), not their positions. */
 bool fe_spec_equal(const fe_spec *a, const fe_spec *b);
 
-/* Derived sizes, valid after fe_spec_check: the spatial size (H, W) entering
+/* Derived sizes of the RevNet network, valid after fe_spec_check of a spec
+ * whose network is revnet: the spatial size (H, W) entering
  * stage `stage` (0 <= stage <= nstages; nstages is what enters the final
  * block), and the half width (channels of x1, and of x2) entering it.  Any
  * output pointer may be NULL. */

@@ -637,6 +637,16 @@ bool fe_spec_set(fe_spec *s, const char *assignment, int index, ir_diags *d)
 	fe_value v;
 	if (!parse_value(&sc, k, &v))
 		return false;
+	/* A revvit spec made revnet must already have the RevNet keys (so that
+	 * it still prints as a spec that parses). */
+	if (k == FE_KEY_NETWORK && v.i[0] == FE_NET_REVNET && s->network != FE_NET_REVNET) {
+		fe_spec probe = *s;
+		probe.network = FE_NET_REVNET;
+		for (int j = 0; j < FE_KEY_COUNT; j++)
+			if (fe_spec_needs_key(&probe, (fe_key)j) && !s->seq[j])
+				return fail(&sc, v.pos[0].col, "network revnet needs the key '%s', which this spec "
+					"does not give", fe_keys[j].name);
+	}
 	fe_spec_store(s, k, &v, pos_at(&sc, t.col));
 	return true;
 }

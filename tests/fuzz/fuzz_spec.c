@@ -92,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (parsed) {
 		check_roundtrip(s);
 		if (fe_spec_check(s, &d)) {
-			for (int i = 0; i <= s->nstages; i++)
+			for (int i = 0; s->network == FE_NET_REVNET && i <= s->nstages; i++)
 				fe_spec_stage_input(s, i, NULL, NULL, NULL);
 			(void)fe_spec_lr_at(s, 0);
 			(void)fe_spec_dataset_dir(s);

@@ -529,6 +529,75 @@ START_TEST(test_print_roundtrip)
 }
 END_TEST
 
+/* ---- RevViT ------------------------------------------------------------ */
+
+/* The RevViT presets (docs/model.md's table) read, print back without the
+ * RevNet keys they leave out, and lower to the 55 parameters named and
+ * shaped as docs/model.md says; a RevNet spec's print has no RevViT keys. */
+START_TEST(test_revvit_presets)
+{
+	static const struct {
+		const char *file;
+		int64_t c, hw, patch, width, heads, units, ratio, batch;
+	} want[] = {{"models/revvit-fashion.rev", 1, 28, 4, 64, 4, 4, 2, 100},
+		{"models/revvit-cifar.rev", 3, 32, 4, 192, 3, 12, 4, 64}};
+	for (int i = 0; i < 2; i++) {
+		fe_spec s;
+		load(&s, want[i].file, NULL);
+		ck_assert(s.network == FE_NET_REVVIT);
+		ck_assert(s.input[0] == want[i].c && s.input[1] == want[i].hw && s.input[2] == want[i].hw);
+		ck_assert(s.patch == want[i].patch && s.width == want[i].width && s.heads == want[i].heads);
+		ck_assert(s.nstages == 1 && s.units[0] == want[i].units && s.mlp_ratio == want[i].ratio);
+		ck_assert(s.batch == want[i].batch && s.optimizer == FE_OPT_ADAMW && s.nlr == 1 && s.lr_list[0] == 1e-3);
+		ck_assert(s.weight_decay == 0.05 && s.classes == 10);
+		check_roundtrip(&s);
+		char *text = print_str(&s);
+		ck_assert_ptr_nonnull(strstr(text, "\nnetwork = revvit\n"));
+		ck_assert_ptr_null(strstr(text, "filters"));
+		ck_assert_ptr_null(strstr(text, "block"));
+		free(text);
+		ir_graph *g = fe_lower(&s, IR_F32, FE_LOWER_TRAIN);
+		int64_t d = want[i].width, t = (want[i].hw / want[i].patch) * (want[i].hw / want[i].patch);
+		int64_t m = want[i].ratio * d, p = want[i].patch, last = want[i].units - 1;
+		char last_qkv[64], last_fc1[64];
+		snprintf(last_qkv, sizeof last_qkv, "s0.u%lld.f.qkv.w", (long long)last);
+		snprintf(last_fc1, sizeof last_fc1, "s0.u%lld.g.fc1.b", (long long)last);
+		const struct {
+			const char *name;
+			int rank;
+			int64_t dim[4];
+		} shapes[] = {{"embed.conv.w", 4, {d, want[i].c, p, p}}, {"embed.conv.b", 1, {d}}, {"embed.pos", 2, {t, d}},
+			{"s0.u0.f.ln.gamma", 1, {d}}, {last_qkv, 2, {3 * d, d}}, {"s0.u0.f.proj.w", 2, {d, d}},
+			{"s0.u0.g.fc2.w", 2, {d, m}}, {last_fc1, 1, {m}}, {"final.ln.beta", 1, {d}},
+			{"final.dense.w", 2, {10, d}}};
+		int params = 0, found = 0;
+		for (int k = 0; k < g->n; k++) {
+			const ir_node *n = g->nodes[k];
+			if (n->op != IR_OP_PARAM)
+				continue;
+			params++;
+			for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++) {
+				if (strcmp(n->name, shapes[j].name) != 0)
+					continue;
+				found++;
+				ck_assert_int_eq(n->type.rank, shapes[j].rank);
+				for (int r = 0; r < shapes[j].rank; r++)
+					ck_assert_int_eq(n->type.dim[r], shapes[j].dim[r]);
+			}
+		}
+		ck_assert_int_eq(params, 7 + 12 * (int)want[i].units);
+		ck_assert_int_eq(found, (int)(sizeof shapes / sizeof shapes[0]));
+		ir_graph_free(g);
+	}
+	fe_spec s;
+	load(&s, "models/fashion.rev", NULL);
+	char *text = print_str(&s);
+	ck_assert_ptr_null(strstr(text, "network"));
+	ck_assert_ptr_null(strstr(text, "patch"));
+	free(text);
+}
+END_TEST
+
 /* ---- schedule ---------------------------------------------------------- */
 
 START_TEST(test_lr_schedule)
@@ -814,6 +883,7 @@ static Suite *frontend_suite(void)
 	tcase_add_test(tc, test_set_other);
 	tcase_add_test(tc, test_set_errors);
 	tcase_add_test(tc, test_print_roundtrip);
+	tcase_add_test(tc, test_revvit_presets);
 	tcase_add_test(tc, test_lr_schedule);
 	tcase_add_test(tc, test_diag_caret);
 	tcase_add_test(tc, test_docs_list_keys);
