@@ -255,9 +255,9 @@ int cmd_check(int argc, char **argv)
 		status = validate(a.cmd, &o);
 	if (status >= 0)
 		return status;
-	revc_model *m = cli_model_open(o.spec, &o.sets);
+	revc_model *m = cli_model_open("revc check", o.spec, &o.sets, &status);
 	if (!m)
-		return EXIT_USER;
+		return status;
 	if (o.drift)
 		status = run_drift(m, (uint64_t)(o.c.seed >= 0 ? o.c.seed : revc_model_seed(m)), o.json);
 	else

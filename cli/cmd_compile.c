@@ -100,9 +100,9 @@ int cmd_compile(int argc, char **argv)
 	int status = parse(&a, &c);
 	if (status >= 0)
 		return status;
-	revc_model *m = cli_model_open(c.spec, &c.sets);
+	revc_model *m = cli_model_open("revc compile", c.spec, &c.sets, &status);
 	if (!m)
-		return EXIT_USER;
+		return status;
 	revc_error *err = NULL;
 	if (revc_emit_with(m, c.out, &c.e, &err))
 		fprintf(stderr, "revc compile: wrote %s%s%s (arena %lld bytes)\n", c.out, c.e.header ? " and " : "",

@@ -194,9 +194,9 @@ int cmd_grad(int argc, char **argv)
 	int status = parse(argc, argv, &g);
 	if (status >= 0)
 		return status;
-	revc_model *m = cli_model_open(g.spec, &g.sets);
+	revc_model *m = cli_model_open("revc grad", g.spec, &g.sets, &status);
 	if (!m)
-		return EXIT_USER;
+		return status;
 	revc_batch b = {0};
 	status = grad(m, &g, &b);
 	revc_batch_free(&b);

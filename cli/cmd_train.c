@@ -185,9 +185,11 @@ static int train(const char *spec, const cli_sets *sets, const revc_options *o, 
 	revc_error *err = NULL;
 	train_user u = {.json = json};
 	revc_train_result r;
-	revc_model *m = revc_model_from_file(spec, sets->sets, sets->nsets, &err);
+	revc_model *m = cli_model_open("revc train", spec, sets, &status);
 	if (!m)
-		return cli_revc_error(err);
+		return status;
+	if (!revc_model_has_settings(m, &err))
+		goto done;
 	/* Fail now, not after an hour of training. */
 	if (c->save_dir && !revc_dir_check(c->save_dir, REVC_DIR_CHECKPOINT, "--save", &err))
 		goto done;
