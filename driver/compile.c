@@ -107,10 +107,7 @@ static ir_graph *ir_copy(const revc_model *m)
 	return g;
 }
 
-/* An IR model's graph k through the pipeline under ctx, with the file's
- * settings: the file's graph, made the evaluation graph for DRV_EVAL.
- * NULL with the errors in ctx->diags. */
-static ir_graph *ir_plan(const revc_model *m, int k, ps_ctx *ctx, const ps_options *opts)
+ir_graph *drv_ir_plan(const revc_model *m, int k, ps_ctx *ctx, const ps_options *opts)
 {
 	ir_graph *g = ir_copy(m);
 	if (k == DRV_EVAL)
@@ -137,7 +134,7 @@ ir_graph *drv_model_plan_ir(revc_model *m, ps_ctx *ctx, const ps_options *popts,
 	ps_options o = *popts;
 	capture c;
 	capture_begin(&c, &o);
-	ir_graph *g = ir_plan(m, DRV_STEP, ctx, &o);
+	ir_graph *g = drv_ir_plan(m, DRV_STEP, ctx, &o);
 	capture_end(&c, m);
 	if (!g)
 		drv_model_error(m, &ctx->diags, err);
@@ -163,7 +160,7 @@ bool drv_model_plan(revc_model *m, int k, const ps_options *popts, revc_error **
 	char only[128];
 	if (k == DRV_EVAL)
 		popts = drv_eval_options(popts, &eopts, only, sizeof only);
-	m->g[k] = m->is_spec ? drv_spec_plan(&m->spec.spec, m->dt, modes[k], &ctx, popts) : ir_plan(m, k, &ctx, popts);
+	m->g[k] = m->is_spec ? drv_spec_plan(&m->spec.spec, m->dt, modes[k], &ctx, popts) : drv_ir_plan(m, k, &ctx, popts);
 	if (!m->g[k])
 		drv_model_error(m, &ctx.diags, err);
 	if (!m->schedule)

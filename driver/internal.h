@@ -224,6 +224,10 @@ ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps
  * run on) through the pipeline under ctx, with the optimiser settings the
  * file carries (the defaults without them). */
 ir_graph *drv_model_plan_ir(revc_model *m, ps_ctx *ctx, const ps_options *popts, revc_error **err);
+/* An IR model's graph k through the pipeline under ctx, with the file's
+ * settings: the file's graph, made the evaluation graph for DRV_EVAL.
+ * NULL with the errors in ctx->diags. */
+ir_graph *drv_ir_plan(const revc_model *m, int k, ps_ctx *ctx, const ps_options *opts);
 /* The pass options of o as the manager takes them (dump_out left NULL). */
 void drv_pass_options(const revc_options *o, ps_options *out);
 ir_dtype drv_dtype(revc_dtype d);
