@@ -89,6 +89,11 @@ bool drv_ir_settings_find(const char *path, const char *text, size_t len, drv_ir
 	for (line++; p < end; line++) {
 		le = line_end(p, end);
 		const char *c = skip_blanks(p, le);
+		if (le - c > 5 && memcmp(c, "graph", 5) == 0 && (c[5] == ' ' || c[5] == '@')) {
+			ir_diag_add(d, (ir_pos){path, line, (int)(c - p) + 1}, "the graph begins before the train block's "
+				"closing '}' line (at %d:%d)", at.line, at.col);
+			return false;
+		}
 		if (c < le && *c == '}') {
 			if (!rest_empty(c + 1, le)) {
 				ir_diag_add(d, (ir_pos){path, line, (int)(skip_blanks(c + 1, le) - p) + 1},
