@@ -85,10 +85,17 @@ static void capture_end(capture *c, revc_model *m)
 ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *popts,
 	revc_error **err)
 {
+	if (!m->is_spec && drv_dtype(drv_model_dtype(m, REVC_F32)) != dt) {
+		drv_errorf(err, REVC_ERR_USER, "this needs an %s graph, and %s is %s: dump the spec with --dtype %s",
+			ir_dtype_name(dt), m->ir_path, ir_dtype_name(drv_dtype(drv_model_dtype(m, REVC_F32))),
+			ir_dtype_name(dt));
+		return NULL;
+	}
 	ps_options o = *popts;
 	capture c;
 	capture_begin(&c, &o);
-	ir_graph *g = drv_spec_plan(&m->spec.spec, dt, mode, ctx, &o);
+	ir_graph *g = m->is_spec ? drv_spec_plan(&m->spec.spec, dt, mode, ctx, &o)
+				 : drv_ir_plan(m, mode == FE_LOWER_EVAL ? DRV_EVAL : DRV_GRAD, ctx, &o);
 	capture_end(&c, m);
 	if (!g)
 		drv_model_error(m, &ctx->diags, err);

@@ -217,7 +217,8 @@ bool drv_model_exec(revc_model *m, int k, revc_error **err);
 /* The first graph built (the store's tensors are its). */
 ir_graph *drv_model_first(const revc_model *m);
 /* Plans m's spec as drv_spec_plan does, the dumps popts asks for (without
- * a dump directory) added to m's; NULL with the error against m's sources. */
+ * a dump directory) added to m's; NULL with the error against m's sources.
+ * An IR model's forward graph the same way (drv_ir_plan), when it is in dt. */
 ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *popts,
 	revc_error **err);
 /* The same for an IR model: its file's forward graph (one autodiff has not

@@ -111,15 +111,17 @@ static const ir_node *ir_input_x(const revc_model *m)
 	return NULL;
 }
 
-/* The settings an IR file carries made whole from its graph: the name,
- * input, classes and batch are the graph's (a batch written must be it). */
+/* The settings an IR file carries (or, without them, the zeros a dataset
+ * given by name reads beside the graph's) made whole from its graph: the
+ * name, input, classes and batch are the graph's (a batch written must be
+ * it). */
 static bool graph_settings(revc_model *m, ir_diags *d)
 {
 	fe_spec *s = &m->spec.spec;
 	snprintf(s->name, sizeof s->name, "%s", m->name);
 	s->classes = m->classes;
 	revc_model_input(m, s->input);
-	if (s->seq[FE_KEY_BATCH] && s->batch != m->batch) {
+	if (m->settings && s->seq[FE_KEY_BATCH] && s->batch != m->batch) {
 		ir_diag_add(d, s->vpos[FE_KEY_BATCH], "batch %lld, but the graph's input x has batch %lld",
 			(long long)s->batch, (long long)m->batch);
 		return false;
@@ -153,7 +155,7 @@ static bool read_ir(revc_model *m, ir_diags *d)
 		if (n->op == IR_OP_SOFTMAX_XENT && n->in[0]->type.rank == 2)
 			m->classes = n->in[0]->type.dim[1];
 	}
-	return !m->settings || graph_settings(m, d);
+	return graph_settings(m, d);
 }
 
 revc_model *revc_model_from_ir(const char *path, revc_error **err)
