@@ -145,12 +145,17 @@ bool cli_sets_add(cli_sets *s, const char *cmd, const char *assignment)
 	return true;
 }
 
-revc_model *cli_model_open(const char *path, const cli_sets *s)
+revc_model *cli_model_open(const char *cmd, const char *path, const cli_sets *s, int *status)
 {
+	bool spec = cli_is_spec(path);
+	if (!spec && s->nsets) {
+		*status = cli_usage_error(cmd, "--set overrides a spec's keys; %s is an IR file", path);
+		return NULL;
+	}
 	revc_error *err = NULL;
-	revc_model *m = revc_model_from_file(path, s->sets, s->nsets, &err);
+	revc_model *m = spec ? revc_model_from_file(path, s->sets, s->nsets, &err) : revc_model_from_ir(path, &err);
 	if (!m)
-		cli_revc_error(err);
+		*status = cli_revc_error(err);
 	return m;
 }
 

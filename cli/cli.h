@@ -108,8 +108,10 @@ typedef struct {
 
 bool cli_is_spec(const char *path); /* a .rev file */
 bool cli_sets_add(cli_sets *s, const char *cmd, const char *assignment);
-/* The spec as a model, with the sets; NULL after printing the error. */
-revc_model *cli_model_open(const char *path, const cli_sets *s);
+/* The spec as a model, with the sets, or the IR file (FILE.ir: any path
+ * but a .rev, which takes no sets); NULL after printing the error, with
+ * the exit status in *status. */
+revc_model *cli_model_open(const char *cmd, const char *path, const cli_sets *s, int *status);
 /* cli_revc_option, or --set (into sets): the options of the commands
  * that compile a spec. */
 int cli_model_option(const char *cmd, const char *name, const char *val, revc_options *o, cli_sets *sets);

@@ -190,9 +190,9 @@ int cmd_bench(int argc, char **argv)
 	if (status >= 0)
 		return status;
 	double rss_base = cli_rss_mib();
-	revc_model *m = cli_model_open(o.spec, &o.sets);
+	revc_model *m = cli_model_open("revc bench", o.spec, &o.sets, &status);
 	if (!m)
-		return EXIT_USER;
+		return status;
 	status = bench(m, &o, rss_base);
 	revc_model_free(m);
 	return status;

@@ -9,7 +9,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"revc check SPEC [--set KEY=VALUE ...] [--samples K] [--seed S] [--tolerance T]\n"
+	"revc check SPEC|FILE.ir [--set KEY=VALUE ...] [--samples K] [--seed S] [--tolerance T]\n"
 	"                  [--strategy store|revnet|checkpoint] [--engine interp|jit] [--cpu NAME]\n"
 	"                  [pass options]\n"
 	"       revc check SPEC --drift [--set KEY=VALUE ...] [--seed S] [--json]";
@@ -28,7 +28,10 @@ static const char about[] =
 	"The pass options (not with --drift) apply to the gradient graph's pipeline and\n"
 	"to the loss-only graph's, which is the evaluation pipeline (its dumps:\n"
 	"eval-NN-PASS.ir); with --stop-after or --passes revc check builds and dumps\n"
-	"them and exits without checking.";
+	"them and exits without checking.\n\n"
+	"FILE.ir is an f64 forward graph in revc's IR with its couplings marked, such\n"
+	"as `revc dump SPEC --dtype f64` prints: it checks as the spec does (the seed\n"
+	"of its training settings, 0 without them).  --drift needs a spec.";
 
 static const cli_opt opts[] = {
 	{"samples", 0, "K", "coordinates sampled per tensor (default 3)"},
@@ -133,7 +136,7 @@ static int parse(cli_args *a, check_args *o)
 static int validate(const char *cmd, check_args *o)
 {
 	if (!o->spec)
-		return cli_usage_error(cmd, "missing SPEC");
+		return cli_usage_error(cmd, "missing SPEC or FILE.ir");
 	if (o->drift && o->fd_only)
 		return cli_usage_error(cmd, "%s does not apply to --drift (%s)", o->fd_only, o->fd_why);
 	if (o->json && !o->drift)
@@ -255,9 +258,9 @@ int cmd_check(int argc, char **argv)
 		status = validate(a.cmd, &o);
 	if (status >= 0)
 		return status;
-	revc_model *m = cli_model_open(o.spec, &o.sets);
+	revc_model *m = cli_model_open("revc check", o.spec, &o.sets, &status);
 	if (!m)
-		return EXIT_USER;
+		return status;
 	if (o.drift)
 		status = run_drift(m, (uint64_t)(o.c.seed >= 0 ? o.c.seed : revc_model_seed(m)), o.json);
 	else

@@ -6,7 +6,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"revc compile SPEC -o libNAME.so|NAME.o [--header NAME.h] [--name PREFIX]\n"
+	"revc compile SPEC|FILE.ir -o libNAME.so|NAME.o [--header NAME.h] [--name PREFIX]\n"
 	"                    [--strategy NAME] [--cpu NAME] [--set KEY=VALUE ...] [--dump-llvm DIR]";
 static const char about[] =
 	"Compiles SPEC's training step (the spec's optimiser and batch) and its forward\n"
@@ -19,7 +19,11 @@ static const char about[] =
 	"  void PREFIX_forward(PREFIX_model *, const float *x, float *logits);\n"
 	"  const char *PREFIX_error(const PREFIX_model *);  void PREFIX_free(PREFIX_model *);\n"
 	"with PREFIX_ARENA_BYTES and the shapes as compile-time constants.  Link a\n"
-	"library with -lNAME -lopenblas; an object with -lopenblas -lm.";
+	"library with -lNAME -lopenblas; an object with -lopenblas -lm.\n"
+	"\n"
+	"FILE.ir is an f32 forward graph in revc's IR with its couplings marked and\n"
+	"its training settings (a train { ... } block: docs/ir.md), such as\n"
+	"`revc dump SPEC` prints: it compiles as the spec it came from.";
 
 static const cli_opt opts[] = {
 	{"output", 'o', "FILE", "libNAME.so or NAME.o (required)"},
@@ -78,7 +82,7 @@ static int parse(cli_args *a, compile_args *c)
 		}
 	}
 	if (!c->spec)
-		return cli_usage_error(a->cmd, "missing SPEC");
+		return cli_usage_error(a->cmd, "missing SPEC or FILE.ir");
 	if (!c->out || !revc_emit_default_prefix(c->out, c->prefix, sizeof c->prefix))
 		return cli_usage_error(a->cmd, "-o must name a libNAME.so or NAME.o file");
 	if (name)
@@ -100,9 +104,9 @@ int cmd_compile(int argc, char **argv)
 	int status = parse(&a, &c);
 	if (status >= 0)
 		return status;
-	revc_model *m = cli_model_open(c.spec, &c.sets);
+	revc_model *m = cli_model_open("revc compile", c.spec, &c.sets, &status);
 	if (!m)
-		return EXIT_USER;
+		return status;
 	revc_error *err = NULL;
 	if (revc_emit_with(m, c.out, &c.e, &err))
 		fprintf(stderr, "revc compile: wrote %s%s%s (arena %lld bytes)\n", c.out, c.e.header ? " and " : "",

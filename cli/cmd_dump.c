@@ -6,14 +6,16 @@
 #include "cli.h"
 
 static const char usage[] =
-	"revc dump FILE [--format ir|dot] [--after PASS] [-o FILE] [pass options]\n"
+	"revc dump FILE.ir [--format ir|dot] [--after PASS] [-o FILE] [pass options]\n"
 	"       revc dump SPEC.rev [--set KEY=VALUE ...] [--dtype f32|f64] [--strategy NAME] [...]";
 static const char about[] =
-	"Reads FILE (revc IR text) or a model spec (.rev), runs the pipeline through\n"
+	"Reads FILE.ir (revc IR text) or a model spec (.rev), runs the pipeline through\n"
 	"PASS, and prints the graph.  IR input is verified, with what its passes(...)\n"
 	"list claims, and, without --after, printed in canonical form with no pass run.\n"
 	"A spec is lowered to the forward IR and run through --after (default: shape,\n"
-	"the typed forward IR).  Errors are\n"
+	"the typed forward IR), with its training settings in a train { ... } block\n"
+	"ahead of the graph (docs/ir.md); an IR file with one prints it back.  The\n"
+	"forward IR of a spec, through --after, dumps as the spec does.  Errors are\n"
 	"'file:line:col: error: ...' with exit status 1; no output file is written then.";
 
 static const cli_opt opts[] = {

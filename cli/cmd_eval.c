@@ -6,7 +6,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"revc eval SPEC --params DIR [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic]\n"
+	"revc eval SPEC|FILE.ir --params DIR [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic]\n"
 	"                 [--split test|train] [--json] [--engine interp|jit] [--cpu NAME] [--threads N]\n"
 	"                 [--max-memory SIZE] [--set KEY=VALUE ...] [pass options]";
 static const char about[] =
@@ -18,7 +18,12 @@ static const char about[] =
 	"revc-manifest.txt needed).  When any image's logits are not finite (NaN or\n"
 	"Inf in the parameters, say), it reports that as an error instead.  The pass\n"
 	"options apply to the evaluation graph's pipeline (its dumps: eval-NN-PASS.ir);\n"
-	"with --stop-after or --passes revc eval builds and dumps it and exits.";
+	"with --stop-after or --passes revc eval builds and dumps it and exits.\n"
+	"\n"
+	"FILE.ir is a forward graph in revc's IR with its couplings marked, such as\n"
+	"`revc dump SPEC` prints: its evaluation graph is the forward graph with\n"
+	"batch norm on the running statistics (docs/ir.md); the data is --data, or\n"
+	"the dataset of its training settings (a train { ... } block).";
 
 static const cli_opt opts[] = {
 	{"params", 0, "DIR", "parameters and running statistics (required)"},
@@ -97,7 +102,7 @@ static int parse(int argc, char **argv, eval_args *e)
 		}
 	}
 	if (!e->spec)
-		return cli_usage_error(a.cmd, "missing SPEC");
+		return cli_usage_error(a.cmd, "missing SPEC or FILE.ir");
 	if (!e->params)
 		return cli_usage_error(a.cmd, "missing --params DIR");
 	int ready = cli_engine_check(a.cmd, e->o.engine, e->o.cpu);
@@ -121,8 +126,10 @@ int cmd_eval(int argc, char **argv)
 	revc_error *err = NULL;
 	revc_dataset *d = NULL;
 	double loss, acc;
-	revc_model *model = revc_model_from_file(e.spec, e.sets.sets, e.sets.nsets, &err);
-	bool ok = model && revc_model_compile(model, &e.o, &err);
+	revc_model *model = cli_model_open("revc eval", e.spec, &e.sets, &status);
+	if (!model)
+		return status;
+	bool ok = revc_model_compile(model, &e.o, &err);
 	if (model)
 		cli_print_dumps(model);
 	if (ok && revc_model_cut(model))

@@ -6,7 +6,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"revc grad SPEC --params DIR --input X.npy --labels Y.npy --out DIR\n"
+	"revc grad SPEC|FILE.ir --params DIR --input X.npy --labels Y.npy --out DIR\n"
 	"                 [--dtype f32|f64] [--strategy store|revnet|checkpoint] [--engine interp|jit]\n"
 	"                 [--cpu NAME] [--threads N] [--state-out DIR] [--check-numerics] [--max-memory SIZE]\n"
 	"                 [--set KEY=VALUE ...] [pass options]\n"
@@ -28,7 +28,12 @@ static const char about[] =
 	"only when it is empty or revc wrote it as one of that kind (gradients never\n"
 	"replace a checkpoint); any other is refused before the work.\n"
 	"The pass options apply to the step's pipeline; with --stop-after or --passes\n"
-	"revc grad builds and dumps the step and exits without running it.";
+	"revc grad builds and dumps the step and exits without running it.\n"
+	"\n"
+	"FILE.ir is a forward graph in revc's IR with its couplings marked, such as\n"
+	"`revc dump SPEC` prints: the same gradients as the spec's, in the graph's\n"
+	"dtype and batch (X's must be it), with the optimiser of its training\n"
+	"settings (a train { ... } block: docs/ir.md; the defaults without one).";
 
 static const cli_opt opts[] = {
 	{"params", 0, "DIR", "parameters and state to start from (required)"},
@@ -94,7 +99,7 @@ typedef struct {
 static int check(const char *cmd, grad_args *g)
 {
 	if (!g->spec)
-		return cli_usage_error(cmd, "missing SPEC");
+		return cli_usage_error(cmd, "missing SPEC or FILE.ir");
 	const char *missing = !g->params ? "--params DIR" : !g->xpath ? "--input X.npy" : !g->ypath ? "--labels Y.npy"
 		: g->steps ? (!g->params_out ? "--params-out DIR" : NULL) : !g->out ? "--out DIR" : NULL;
 	if (missing)
@@ -194,9 +199,9 @@ int cmd_grad(int argc, char **argv)
 	int status = parse(argc, argv, &g);
 	if (status >= 0)
 		return status;
-	revc_model *m = cli_model_open(g.spec, &g.sets);
+	revc_model *m = cli_model_open("revc grad", g.spec, &g.sets, &status);
 	if (!m)
-		return EXIT_USER;
+		return status;
 	revc_batch b = {0};
 	status = grad(m, &g, &b);
 	revc_batch_free(&b);

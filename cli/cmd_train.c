@@ -6,7 +6,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"revc train SPEC [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic] [--epochs E | --steps N]\n"
+	"revc train SPEC|FILE.ir [--data fashion-mnist[:DIR] | cifar10:DIR | synthetic] [--epochs E | --steps N]\n"
 	"                  [--set KEY=VALUE ...] [--threads N] [--save DIR] [--save-every N]\n"
 	"                  [--resume DIR] [--eval-every N] [--json] [--strategy NAME] [--dtype f32|f64]\n"
 	"                  [--engine interp|jit] [--cpu NAME] [--check-numerics] [--max-memory SIZE]\n"
@@ -32,7 +32,11 @@ static const char about[] =
 	"checkpoint, and exits with status 130 or 143.  The pass options apply to the\n"
 	"step's pipeline and to the evaluation graph's (its dumps: eval-NN-PASS.ir);\n"
 	"with --stop-after or --passes revc train builds and dumps the graphs and exits\n"
-	"without training.";
+	"without training.\n"
+	"\n"
+	"FILE.ir is a forward graph in revc's IR with its couplings marked and its\n"
+	"training settings (a train { ... } block: docs/ir.md), such as `revc dump\n"
+	"SPEC` prints: it trains exactly as the spec, in the graph's dtype.";
 
 static const cli_opt opts[] = {
 	{"data", 0, "DATA", "fashion-mnist[:DIR], cifar10:DIR or synthetic (default: the spec's)"},
@@ -185,9 +189,11 @@ static int train(const char *spec, const cli_sets *sets, const revc_options *o, 
 	revc_error *err = NULL;
 	train_user u = {.json = json};
 	revc_train_result r;
-	revc_model *m = revc_model_from_file(spec, sets->sets, sets->nsets, &err);
+	revc_model *m = cli_model_open("revc train", spec, sets, &status);
 	if (!m)
-		return cli_revc_error(err);
+		return status;
+	if (!revc_model_has_settings(m, &err))
+		goto done;
 	/* Fail now, not after an hour of training. */
 	if (c->save_dir && !revc_dir_check(c->save_dir, REVC_DIR_CHECKPOINT, "--save", &err))
 		goto done;
@@ -277,7 +283,7 @@ static int parse(int argc, char **argv, const char **spec, const char **data, bo
 		}
 	}
 	if (!*spec)
-		return cli_usage_error(a.cmd, "missing SPEC");
+		return cli_usage_error(a.cmd, "missing SPEC or FILE.ir");
 	if (c->epochs > 0 && c->steps > 0)
 		return cli_usage_error(a.cmd, "give --epochs or --steps, not both");
 	if (c->save_every && !c->save_dir)

@@ -299,7 +299,7 @@ static bool build(drv_aot *a, const fe_spec *s, const ir_graph *step, const ir_g
 
 /* Plans the step and the forward pass for the code generator's
  * workspace; NULL in *step or *fwd with errors in d. */
-static void plan(drv_aot *a, const fe_spec *s, ir_graph **step, ir_graph **fwd, ir_diags *d)
+static void plan(drv_aot *a, const revc_model *m, ir_graph **step, ir_graph **fwd, ir_diags *d)
 {
 	ps_ctx ctx, fctx;
 	ps_ctx_init(&ctx);
@@ -310,18 +310,22 @@ static void plan(drv_aot *a, const fe_spec *s, ir_graph **step, ir_graph **fwd, 
 	ctx.workspace_user = fctx.workspace_user = &a->cg;
 	ps_options eval = drv_eval_passes;
 	*fwd = NULL;
-	if (!(*step = drv_spec_plan(s, IR_F32, FE_LOWER_TRAIN, &ctx, &(ps_options){0})))
+	const fe_spec *s = &m->spec.spec;
+	if (!(*step = m->is_spec ? drv_spec_plan(s, IR_F32, FE_LOWER_TRAIN, &ctx, &(ps_options){0})
+				 : drv_ir_plan(m, DRV_STEP, &ctx, &(ps_options){0})))
 		drv_diags_append(d, &ctx.diags);
-	else if (!(*fwd = drv_spec_plan(s, IR_F32, FE_LOWER_EVAL, &fctx, &eval)))
+	else if (!(*fwd = m->is_spec ? drv_spec_plan(s, IR_F32, FE_LOWER_EVAL, &fctx, &eval)
+				     : drv_ir_plan(m, DRV_EVAL, &fctx, &eval)))
 		drv_diags_append(d, &fctx.diags);
 	ps_ctx_free(&ctx);
 	ps_ctx_free(&fctx);
 }
 
-bool drv_aot_emit(drv_aot *a, const fe_spec *s, ir_diags *d)
+bool drv_aot_emit(drv_aot *a, const revc_model *m, ir_diags *d)
 {
+	const fe_spec *s = &m->spec.spec;
 	ir_graph *step, *fwd;
-	plan(a, s, &step, &fwd, d);
+	plan(a, m, &step, &fwd, d);
 	bool ok = fwd && build(a, s, step, fwd, d);
 	if (ok && rename(a->tmp_out, a->o.out) != 0) {
 		ir_diag_add(d, (ir_pos){0}, "cannot write '%s': %s", a->o.out, strerror(errno));

@@ -247,14 +247,14 @@ bool revc_check_gradients(revc_model *m, const revc_options *o, const revc_check
 		c = *co;
 	else
 		revc_check_options_init(&c);
-	if (!m->is_spec)
-		return drv_errorf(err, REVC_ERR_USAGE, "the gradient check needs a model from a spec; %s is an IR file",
-			m->name);
+	if (!m->is_spec && ir_graph_has_pass(m->ir, "autodiff"))
+		return drv_errorf(err, REVC_ERR_USAGE, "the gradient check needs a spec or a forward graph; %s has been "
+			"through autodiff", m->ir_path);
 	if (c.samples < 1 || !(c.tolerance > 0 && c.tolerance < 1) || !(c.step > 0 && c.step < 1))
 		return drv_errorf(err, REVC_ERR_USAGE, "the check needs samples >= 1 and a tolerance and step in (0, 1)");
 	if (!revc_options_check(&opts, err))
 		return false;
-	uint64_t seed = (uint64_t)(c.seed >= 0 ? c.seed : m->spec.spec.seed);
+	uint64_t seed = (uint64_t)(c.seed >= 0 ? c.seed : revc_model_seed(m));
 	check_graphs g = {0};
 	rt_store_init(&g.store);
 	/* One BLAS thread: the check's products are small and many, and a
@@ -266,7 +266,7 @@ bool revc_check_gradients(revc_model *m, const revc_options *o, const revc_check
 		drv_check_options dc = {c.samples, seed, c.tolerance, c.step};
 		ir_diags d;
 		ir_diags_init(&d);
-		ok = drv_check_gradients(g.gx, g.fx, &g.store, m->spec.spec.classes, &dc, r, &d);
+		ok = drv_check_gradients(g.gx, g.fx, &g.store, m->classes, &dc, r, &d);
 		if (!ok)
 			drv_error_diags(err, REVC_ERR_USER, &d, NULL, 0);
 		ir_diags_free(&d);

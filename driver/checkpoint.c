@@ -10,7 +10,8 @@ bool revc_save(const revc_model *m, const char *dir, int64_t step, revc_error **
 	if (!m->compiled || m->store.n == 0)
 		return drv_errorf(err, REVC_ERR_USAGE, "%s is not compiled: it has no tensors to save", m->name);
 	rt_err e;
-	uint64_t seed = m->is_spec ? (uint64_t)m->spec.spec.seed : 0;
+	const fe_spec *s = drv_model_settings(m);
+	uint64_t seed = s ? (uint64_t)s->seed : 0;
 	bool ok = step > 0 ? rt_checkpoint_save(&m->store, step, seed, m->name, dir, &e)
 		: rt_store_save_dir(&m->store, dir, RT_DIR_PARAMS, m->name, &e);
 	return ok ? true : drv_error_rt(err, &e);

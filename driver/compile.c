@@ -85,41 +85,66 @@ static void capture_end(capture *c, revc_model *m)
 ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *popts,
 	revc_error **err)
 {
+	if (!m->is_spec && drv_dtype(drv_model_dtype(m, REVC_F32)) != dt) {
+		drv_errorf(err, REVC_ERR_USER, "this needs an %s graph, and %s is %s: dump the spec with --dtype %s",
+			ir_dtype_name(dt), m->ir_path, ir_dtype_name(drv_dtype(drv_model_dtype(m, REVC_F32))),
+			ir_dtype_name(dt));
+		return NULL;
+	}
 	ps_options o = *popts;
 	capture c;
 	capture_begin(&c, &o);
-	ir_graph *g = drv_spec_plan(&m->spec.spec, dt, mode, ctx, &o);
+	ir_graph *g = m->is_spec ? drv_spec_plan(&m->spec.spec, dt, mode, ctx, &o)
+				 : drv_ir_plan(m, mode == FE_LOWER_EVAL ? DRV_EVAL : DRV_GRAD, ctx, &o);
 	capture_end(&c, m);
 	if (!g)
 		drv_model_error(m, &ctx->diags, err);
 	return g;
 }
 
-ir_graph *drv_model_plan_ir(revc_model *m, ps_ctx *ctx, const ps_options *popts, revc_error **err)
+/* A fresh copy of an IR model's graph (its text parsed and verified
+ * before). */
+static ir_graph *ir_copy(const revc_model *m)
 {
 	ir_diags d;
 	ir_diags_init(&d);
-	ir_graph *g = ir_parse(m->ir_path, m->ir_text, m->ir_len, &d); /* it parsed and verified before */
+	ir_graph *g = ir_parse(m->ir_path, m->ir_graph_text, m->ir_len, &d);
 	IR_ASSERT(g && d.n == 0);
 	ir_diags_free(&d);
-	if (ir_graph_has_pass(g, "autodiff")) {
-		drv_errorf(err, REVC_ERR_USAGE, "%s: planning another strategy needs the forward graph, but %s has "
-			"been through autodiff", m->name, m->ir_path);
+	return g;
+}
+
+ir_graph *drv_ir_plan(const revc_model *m, int k, ps_ctx *ctx, const ps_options *opts)
+{
+	ir_graph *g = ir_copy(m);
+	if (k == DRV_EVAL)
+		drv_ir_eval(g);
+	const fe_spec *s = drv_model_settings(m);
+	if (s)
+		drv_ctx_settings(ctx, s);
+	else if (!ctx->workspace)
+		ctx->workspace = rt_workspace_fn;
+	if (ps_run(g, ctx, opts) != 0) {
 		ir_graph_free(g);
 		return NULL;
 	}
-	if (!ctx->workspace)
-		ctx->workspace = rt_workspace_fn;
+	return g;
+}
+
+ir_graph *drv_model_plan_ir(revc_model *m, ps_ctx *ctx, const ps_options *popts, revc_error **err)
+{
+	if (ir_graph_has_pass(m->ir, "autodiff")) {
+		drv_errorf(err, REVC_ERR_USAGE, "%s: planning another strategy needs the forward graph, but %s has "
+			"been through autodiff", m->name, m->ir_path);
+		return NULL;
+	}
 	ps_options o = *popts;
 	capture c;
 	capture_begin(&c, &o);
-	int rc = ps_run(g, ctx, &o);
+	ir_graph *g = drv_ir_plan(m, DRV_STEP, ctx, &o);
 	capture_end(&c, m);
-	if (rc != 0) {
+	if (!g)
 		drv_model_error(m, &ctx->diags, err);
-		ir_graph_free(g);
-		return NULL;
-	}
 	return g;
 }
 
@@ -142,7 +167,7 @@ bool drv_model_plan(revc_model *m, int k, const ps_options *popts, revc_error **
 	char only[128];
 	if (k == DRV_EVAL)
 		popts = drv_eval_options(popts, &eopts, only, sizeof only);
-	m->g[k] = drv_spec_plan(&m->spec.spec, m->dt, modes[k], &ctx, popts);
+	m->g[k] = m->is_spec ? drv_spec_plan(&m->spec.spec, m->dt, modes[k], &ctx, popts) : drv_ir_plan(m, k, &ctx, popts);
 	if (!m->g[k])
 		drv_model_error(m, &ctx.diags, err);
 	if (!m->schedule)
@@ -154,22 +179,10 @@ bool drv_model_plan(revc_model *m, int k, const ps_options *popts, revc_error **
 /* Runs the pipelines of the graphs o->graphs asks for. */
 static bool plan(revc_model *m, const ps_options *popts, revc_error **err)
 {
-	if (m->is_spec) {
-		for (int k = 0; k < DRV_GRAPHS; k++)
-			if ((m->opts.graphs & (1 << k)) && !drv_model_plan(m, k, popts, err))
-				return false;
-		return true;
-	}
-	ps_ctx ctx;
-	context(m, DRV_STEP, &ctx);
-	m->g[DRV_STEP] = m->ir;
-	m->ir = NULL;
-	bool ok = ps_run(m->g[DRV_STEP], &ctx, popts) == 0;
-	if (!ok)
-		drv_model_error(m, &ctx.diags, err);
-	m->schedule = ctx.schedule ? ctx.schedule : "given";
-	ps_ctx_free(&ctx);
-	return ok;
+	for (int k = 0; k < DRV_GRAPHS; k++)
+		if ((m->opts.graphs & (1 << k)) && !drv_model_plan(m, k, popts, err))
+			return false;
+	return true;
 }
 
 ir_graph *drv_model_first(const revc_model *m)
@@ -191,7 +204,8 @@ bool drv_model_exec(revc_model *m, int k, revc_error **err)
 static bool init_store(revc_model *m, revc_error **err)
 {
 	rt_err e;
-	uint64_t seed = m->is_spec ? (uint64_t)m->spec.spec.seed : 0;
+	const fe_spec *s = drv_model_settings(m);
+	uint64_t seed = s ? (uint64_t)s->seed : 0;
 	return rt_store_init_from_graph(&m->store, drv_model_first(m), seed, &e) ? true : drv_error_rt(err, &e);
 }
 
@@ -218,13 +232,18 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 		revc_options_init(&m->opts);
 	if (!m->opts.graphs)
 		m->opts.graphs = REVC_GRAPH_STEP | REVC_GRAPH_EVAL;
-	if (!m->is_spec)
+	/* An IR file's graph through autodiff is a step as it stands; a forward
+	 * graph through more than shape has no evaluation graph. */
+	if (!m->is_spec && ir_graph_has_pass(m->ir, "autodiff"))
 		m->opts.graphs = REVC_GRAPH_STEP;
+	if (!m->is_spec && !drv_ir_evaluable(m->ir))
+		m->opts.graphs &= ~REVC_GRAPH_EVAL;
 	const char *cpu = m->opts.cpu;
 	if (!revc_options_check(&m->opts, err))
 		return false;
 	ps_options popts;
 	drv_pass_options(&m->opts, &popts);
+	m->opts.dtype = drv_model_dtype(m, m->opts.dtype);
 	m->dt = drv_dtype(m->opts.dtype);
 	drv_engine_init(&m->engine, m->opts.engine, m->opts.threads, cpu);
 	m->engine.cg.dump_llvm = m->opts.dump_llvm;
@@ -303,9 +322,12 @@ char *revc_model_print(const revc_model *m, revc_graph which, bool dot, revc_err
 	FILE *f = open_memstream(&buf, &len);
 	if (!f)
 		IR_DIE("out of memory");
+	const fe_spec *s = drv_model_settings(m);
 	if (dot)
 		ir_dot(f, m->g[k]);
-	else
+	else if (s)
+		fe_settings_print(f, s);
+	if (!dot)
 		ir_print(f, m->g[k]);
 	if (fclose(f) != 0)
 		IR_DIE("out of memory");

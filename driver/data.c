@@ -73,8 +73,8 @@ static bool load(const revc_model *m, const char *which, bool train, rt_dataset 
 
 revc_dataset *revc_dataset_load(revc_model *m, const char *which, bool train, revc_error **err)
 {
-	if (!m->is_spec) {
-		drv_errorf(err, REVC_ERR_USAGE, "%s: datasets need a spec, not IR", m->name);
+	if (!drv_model_settings(m) && !which) {
+		drv_no_settings(m, "the default dataset", err);
 		return NULL;
 	}
 	revc_dataset *d = calloc(1, sizeof *d);

@@ -107,6 +107,9 @@ void drv_spec_free(drv_spec *s);
 /* d as an error against s's sources. */
 bool drv_spec_error(const drv_spec *s, const ir_diags *d, revc_error **err);
 
+/* ctx takes s's optimiser settings, and the interpreter's workspace unless
+ * one is set. */
+void drv_ctx_settings(ps_ctx *ctx, const fe_spec *s);
 /* Lowers the spec and runs the pipeline as opts say (ctx: the spec's
  * optimiser settings, and the interpreter's workspace unless one is set);
  * NULL with the errors in ctx->diags. */
@@ -136,6 +139,33 @@ struct revc_dataset {
 /* The memory timeline of planned g as SVG text (driver/timeline.c). */
 char *drv_timeline_svg(const char *model, int64_t batch, ps_strategy s, const ir_graph *g, const ps_memory *m);
 
+/* ---- an IR file's training settings (driver/ir_settings.c) ----------------- */
+
+/* Where the `train { ... }` block ahead of an IR file's graph is. */
+typedef struct {
+	bool found;
+	ir_pos pos;            /* of its 'train' */
+	size_t body, body_len; /* the lines between 'train {' and '}', as bytes of the text */
+	int body_line;         /* the first of them */
+	size_t after;          /* the bytes up to the end of the '}' line */
+	ir_pos graph;          /* where the graph begins */
+} drv_ir_settings;
+
+/* Finds the block of text (len bytes, path naming it): *out->found false
+ * when the file has none; false with one diagnostic in d when the block is
+ * malformed (its body is not read here). */
+bool drv_ir_settings_find(const char *path, const char *text, size_t len, drv_ir_settings *out, ir_diags *d);
+/* A malloc'd copy of text (NUL-terminated) with the block's bytes but its
+ * newlines made blanks: the graph alone, at the positions it has in the file. */
+char *drv_ir_settings_blank(const char *text, size_t len, const drv_ir_settings *s);
+
+/* Whether forward graph g can be made an evaluation graph: it lists no pass
+ * but shape (driver/ir_eval.c). */
+bool drv_ir_evaluable(const ir_graph *g);
+/* Makes evaluable g the evaluation graph: batch norm with the running
+ * statistics, their updates removed. */
+void drv_ir_eval(ir_graph *g);
+
 /* ---- the model handle (driver/model.c, driver/compile.c) ------------------- */
 
 /* A model's graphs: the training step, the evaluation forward pass, the
@@ -150,7 +180,10 @@ struct revc_model {
 	char *ir_path;          /* !is_spec: the IR file and its text */
 	char *ir_text;
 	size_t ir_len;
+	char *ir_graph_text;    /* !is_spec: ir_text with its settings blanked */
 	ir_graph *ir;           /* !is_spec: the graph read, until compiled */
+	bool settings;          /* !is_spec: the file carries training settings, in spec */
+	ir_pos graph_pos;       /* !is_spec: where its graph begins */
 	char name[FE_MAX_NAME];
 	int64_t batch, classes;
 
@@ -171,19 +204,31 @@ struct revc_model {
 	const char *schedule;   /* the heuristic the step's schedule chose */
 };
 
+/* The training settings of m: its spec's, or those its IR file carries;
+ * NULL for an IR file without them. */
+const fe_spec *drv_model_settings(const revc_model *m);
+/* The error when m has no settings: at its graph, naming what needs them. */
+bool drv_no_settings(const revc_model *m, const char *what, revc_error **err);
+/* The dtype m computes in: an IR file's graph's; a spec's as asked. */
+revc_dtype drv_model_dtype(const revc_model *m, revc_dtype asked);
 /* Plans spec graph k under m's options and popts; prepares it to run. */
 bool drv_model_plan(revc_model *m, int k, const ps_options *popts, revc_error **err);
 bool drv_model_exec(revc_model *m, int k, revc_error **err);
 /* The first graph built (the store's tensors are its). */
 ir_graph *drv_model_first(const revc_model *m);
 /* Plans m's spec as drv_spec_plan does, the dumps popts asks for (without
- * a dump directory) added to m's; NULL with the error against m's sources. */
+ * a dump directory) added to m's; NULL with the error against m's sources.
+ * An IR model's forward graph the same way (drv_ir_plan), when it is in dt. */
 ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *popts,
 	revc_error **err);
 /* The same for an IR model: its file's forward graph (one autodiff has not
- * run on) through the pipeline under ctx, the optimiser's settings
- * defaults (an IR file carries none). */
+ * run on) through the pipeline under ctx, with the optimiser settings the
+ * file carries (the defaults without them). */
 ir_graph *drv_model_plan_ir(revc_model *m, ps_ctx *ctx, const ps_options *popts, revc_error **err);
+/* An IR model's graph k through the pipeline under ctx, with the file's
+ * settings: the file's graph, made the evaluation graph for DRV_EVAL.
+ * NULL with the errors in ctx->diags. */
+ir_graph *drv_ir_plan(const revc_model *m, int k, ps_ctx *ctx, const ps_options *opts);
 /* The pass options of o as the manager takes them (dump_out left NULL). */
 void drv_pass_options(const revc_options *o, ps_options *out);
 ir_dtype drv_dtype(revc_dtype d);

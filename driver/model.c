@@ -111,6 +111,53 @@ static const ir_node *ir_input_x(const revc_model *m)
 	return NULL;
 }
 
+/* The settings an IR file carries (or, without them, the zeros a dataset
+ * given by name reads beside the graph's) made whole from its graph: the
+ * name, input, classes and batch are the graph's (a batch written must be
+ * it). */
+static bool graph_settings(revc_model *m, ir_diags *d)
+{
+	fe_spec *s = &m->spec.spec;
+	snprintf(s->name, sizeof s->name, "%s", m->name);
+	s->classes = m->classes;
+	revc_model_input(m, s->input);
+	if (m->settings && s->seq[FE_KEY_BATCH] && s->batch != m->batch) {
+		ir_diag_add(d, s->vpos[FE_KEY_BATCH], "batch %lld, but the graph's input x has batch %lld",
+			(long long)s->batch, (long long)m->batch);
+		return false;
+	}
+	s->batch = m->batch;
+	return true;
+}
+
+/* Reads the settings block, if any, then the graph. */
+static bool read_ir(revc_model *m, ir_diags *d)
+{
+	drv_ir_settings st;
+	if (!drv_ir_settings_find(m->ir_path, m->ir_text, m->ir_len, &st, d))
+		return false;
+	m->graph_pos = st.graph;
+	if (st.found && !fe_settings_parse(&m->spec.spec, m->ir_path, m->ir_text + st.body, st.body_len, st.body_line,
+		d))
+		return false;
+	m->settings = st.found;
+	m->ir_graph_text = drv_ir_settings_blank(m->ir_text, m->ir_len, &st);
+	m->ir = ir_parse(m->ir_path, m->ir_graph_text, m->ir_len, d);
+	if (!m->ir || !ir_verify(m->ir, d))
+		return false;
+	snprintf(m->name, sizeof m->name, "%s", m->ir->name);
+	const ir_node *x = ir_input_x(m);
+	if (x && x->type.rank > 0)
+		m->batch = x->type.dim[0];
+	/* The classes are the width of the logits the loss reads. */
+	for (int i = 0; i < m->ir->n && !m->classes; i++) {
+		const ir_node *n = m->ir->nodes[i];
+		if (n->op == IR_OP_SOFTMAX_XENT && n->in[0]->type.rank == 2)
+			m->classes = n->in[0]->type.dim[1];
+	}
+	return graph_settings(m, d);
+}
+
 revc_model *revc_model_from_ir(const char *path, revc_error **err)
 {
 	revc_model *m = model_new();
@@ -125,25 +172,40 @@ revc_model *revc_model_from_ir(const char *path, revc_error **err)
 		IR_DIE("out of memory");
 	ir_diags d;
 	ir_diags_init(&d);
-	m->ir = ir_parse(m->ir_path, m->ir_text, m->ir_len, &d);
-	if (!m->ir || !ir_verify(m->ir, &d)) {
+	bool ok = read_ir(m, &d);
+	if (!ok) {
 		drv_model_error(m, &d, err);
-		ir_diags_free(&d);
 		revc_model_free(m);
-		return NULL;
 	}
 	ir_diags_free(&d);
-	snprintf(m->name, sizeof m->name, "%s", m->ir->name);
-	const ir_node *x = ir_input_x(m);
-	if (x && x->type.rank > 0)
-		m->batch = x->type.dim[0];
-	/* The classes are the width of the logits the loss reads. */
-	for (int i = 0; i < m->ir->n && !m->classes; i++) {
-		const ir_node *n = m->ir->nodes[i];
-		if (n->op == IR_OP_SOFTMAX_XENT && n->in[0]->type.rank == 2)
-			m->classes = n->in[0]->type.dim[1];
-	}
-	return m;
+	return ok ? m : NULL;
+}
+
+const fe_spec *drv_model_settings(const revc_model *m)
+{
+	return m->is_spec || m->settings ? &m->spec.spec : NULL;
+}
+
+bool drv_no_settings(const revc_model *m, const char *what, revc_error **err)
+{
+	ir_diags d;
+	ir_diags_init(&d);
+	ir_diag_add(&d, m->graph_pos, "%s needs the training settings, but %s has none: a `train { ... }` block "
+		"before the graph (docs/ir.md; `revc dump SPEC` writes one)", what, m->ir_path);
+	drv_model_error(m, &d, err);
+	ir_diags_free(&d);
+	return false;
+}
+
+bool revc_model_has_settings(const revc_model *m, revc_error **err)
+{
+	return drv_model_settings(m) ? true : drv_no_settings(m, "training", err);
+}
+
+revc_dtype drv_model_dtype(const revc_model *m, revc_dtype asked)
+{
+	const ir_node *x = m->is_spec ? NULL : ir_input_x(m);
+	return !x ? asked : x->type.dtype == IR_F64 ? REVC_F64 : REVC_F32;
 }
 
 bool drv_model_error(const revc_model *m, const ir_diags *d, revc_error **err)
@@ -169,6 +231,7 @@ void revc_model_free(revc_model *m)
 	drv_spec_free(&m->spec);
 	free(m->ir_path);
 	free(m->ir_text);
+	free(m->ir_graph_text);
 	free(m->dumps);
 	free(m);
 }
@@ -208,17 +271,24 @@ void revc_model_input(const revc_model *m, int64_t chw[3])
 
 double revc_model_lr(const revc_model *m)
 {
-	return m->is_spec ? m->spec.spec.lr_list[0] : 0;
+	const fe_spec *s = drv_model_settings(m);
+	return s ? s->lr_list[0] : 0;
 }
 
 int64_t revc_model_seed(const revc_model *m)
 {
-	return m->is_spec ? m->spec.spec.seed : 0;
+	const fe_spec *s = drv_model_settings(m);
+	return s ? s->seed : 0;
 }
 
 bool revc_model_set_batch(revc_model *m, int64_t batch, revc_error **err)
 {
-	if (!m->is_spec || m->engine_on)
+	if (!m->is_spec && batch != m->batch)
+		return drv_errorf(err, REVC_ERR_USER, "%s's graph takes batches of %lld, not %lld (an IR file's batch is "
+			"its input x's first dimension)", m->ir_path, (long long)m->batch, (long long)batch);
+	if (!m->is_spec)
+		return true;
+	if (m->engine_on)
 		return drv_errorf(err, REVC_ERR_USAGE, "%s: the batch of a spec model is set before it compiles", m->name);
 	if (batch < 1 || batch > FE_INT_MAX)
 		return drv_errorf(err, REVC_ERR_USAGE, "batch size %lld out of range", (long long)batch);

@@ -63,7 +63,7 @@ bool revc_batch_load(const revc_model *m, const char *x_npy, const char *labels_
 	bool ok = rt_npy_read(x_npy, &x, &e) && rt_npy_read(labels_npy, &y, &e);
 	if (!ok)
 		drv_error_rt(err, &e);
-	ok = ok && batch_shape(m, x_npy, labels_npy, &x, &y, err) && convert(&x, &y, dt, out, err);
+	ok = ok && batch_shape(m, x_npy, labels_npy, &x, &y, err) && convert(&x, &y, drv_model_dtype(m, dt), out, err);
 	rt_npy_free(&x);
 	rt_npy_free(&y);
 	return ok;

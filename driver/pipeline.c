@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-ir_graph *drv_spec_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *opts)
+void drv_ctx_settings(ps_ctx *ctx, const fe_spec *s)
 {
 	ctx->momentum = s->momentum;
 	ctx->weight_decay = s->weight_decay;
@@ -17,6 +17,11 @@ ir_graph *drv_spec_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ct
 	ctx->eps = s->eps;
 	if (!ctx->workspace)
 		ctx->workspace = rt_workspace_fn;
+}
+
+ir_graph *drv_spec_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *opts)
+{
+	drv_ctx_settings(ctx, s);
 	if (!fe_spec_check_sizes(s, dt, &ctx->diags))
 		return NULL;
 	ir_graph *g = fe_lower(s, dt, mode);

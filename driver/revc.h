@@ -147,12 +147,17 @@ const char *revc_model_name(const revc_model *m);
 int64_t revc_model_batch(const revc_model *m);
 int64_t revc_model_classes(const revc_model *m);
 /* The input's C, H, W (an IR model's from its input x when that is
- * [N, C, H, W], else zeros); the spec's first learning rate (0 for an IR
- * model). */
+ * [N, C, H, W], else zeros); the spec's first learning rate (an IR file's
+ * settings', 0 without them). */
 void revc_model_input(const revc_model *m, int64_t chw[3]);
 double revc_model_lr(const revc_model *m);
-/* The spec's seed, of its parameters and data order (0 for an IR model). */
+/* The spec's seed, of its parameters and data order (0 for an IR model
+ * without settings). */
 int64_t revc_model_seed(const revc_model *m);
+/* Whether m has training settings: a spec has, an IR file when it carries
+ * a `train { ... }` block (docs/ir.md); false with the error saying what is
+ * missing, at the file's graph. */
+bool revc_model_has_settings(const revc_model *m, revc_error **err);
 /* A spec model's batch size, before it compiles (1 .. 2^31-1). */
 bool revc_model_set_batch(revc_model *m, int64_t batch, revc_error **err);
 

@@ -134,7 +134,7 @@ bool revc_eval(revc_model *m, const revc_batch *b, double *loss, double *accurac
 
 bool revc_grad(revc_model *m, const revc_batch *b, double *loss, revc_error **err)
 {
-	if (!m->compiled || m->cut || m->g[DRV_GRAD] || !m->is_spec) {
+	if (!m->compiled || m->cut || m->g[DRV_GRAD] || (!m->is_spec && ir_graph_has_pass(m->ir, "autodiff"))) {
 		if (!ready(m, DRV_GRAD, err))
 			return false;
 	} else if (!drv_model_plan(m, DRV_GRAD, &(ps_options){0}, err) || !drv_model_exec(m, DRV_GRAD, err)) {

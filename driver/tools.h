@@ -108,10 +108,11 @@ typedef struct {
  * directory and opens the header (atomically).  Call drv_aot_end whatever
  * it returns. */
 bool drv_aot_begin(drv_aot *a, const drv_aot_options *o, ir_diags *d);
-/* Plans s's training step (f32, a->o.strategy) and forward pass for the
+/* Plans m's training step (f32, a->o.strategy) and forward pass for the
  * code generator, emits them, links the output and writes the header;
- * errors in d (planning errors point into the spec). */
-bool drv_aot_emit(drv_aot *a, const fe_spec *s, ir_diags *d);
+ * errors in d (planning errors point into the spec or IR file).  m has
+ * settings (drv_model_settings): an IR file's are read, its graph f32. */
+bool drv_aot_emit(drv_aot *a, const struct revc_model *m, ir_diags *d);
 /* Removes the temporary files, and the output's when it did not succeed. */
 void drv_aot_end(drv_aot *a);
 

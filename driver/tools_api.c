@@ -38,8 +38,13 @@ bool revc_emit_prefix_ok(const char *s)
 
 bool revc_emit_with(const revc_model *m, const char *path, revc_emit_options *e, revc_error **err)
 {
-	if (!need_spec(m, "ahead-of-time emission", err))
-		return false;
+	if (!drv_model_settings(m))
+		return drv_no_settings(m, "ahead-of-time emission", err);
+	if (drv_model_dtype(m, REVC_F32) != REVC_F32)
+		return drv_errorf(err, REVC_ERR_USER, "ahead-of-time emission is f32, and %s is an f64 graph", m->ir_path);
+	if (!m->is_spec && !drv_ir_evaluable(m->ir))
+		return drv_errorf(err, REVC_ERR_USER, "ahead-of-time emission needs the forward graph, but %s lists passes "
+			"after shape", m->ir_path);
 	char name[64];
 	if (!path || !revc_emit_default_prefix(path, name, sizeof name))
 		return drv_errorf(err, REVC_ERR_USAGE, "the output must be a libNAME.so or NAME.o file, not '%s'",
@@ -49,14 +54,14 @@ bool revc_emit_with(const revc_model *m, const char *path, revc_emit_options *e,
 	if (!drv_aot_valid_prefix(name))
 		return drv_errorf(err, REVC_ERR_USAGE, "'%s' is not a C identifier", name);
 	drv_aot_options o = {.out = path, .header = e->header, .prefix = name, .strategy = (ps_strategy)e->strategy,
-		.cpu = e->cpu, .dump_llvm = e->dump_llvm, .source = m->spec.path};
+		.cpu = e->cpu, .dump_llvm = e->dump_llvm, .source = m->is_spec ? m->spec.path : m->ir_path};
 	drv_aot a;
 	ir_diags d;
 	ir_diags_init(&d);
 	bool begun = drv_aot_begin(&a, &o, &d);
-	bool ok = begun && drv_aot_emit(&a, &m->spec.spec, &d);
+	bool ok = begun && drv_aot_emit(&a, m, &d);
 	if (!ok)
-		begun ? spec_error(m, &d, err) : drv_error_diags(err, REVC_ERR_USER, &d, NULL, 0);
+		begun ? drv_model_error(m, &d, err) : drv_error_diags(err, REVC_ERR_USER, &d, NULL, 0);
 	e->arena_bytes = a.arena_bytes;
 	drv_aot_end(&a);
 	ir_diags_free(&d);

@@ -58,8 +58,11 @@ bool revc_train_run(revc_model *m, const revc_train_config *c, revc_train_result
 	memset(r, 0, sizeof *r);
 	if (!revc_model_prepare(m, err))
 		return false;
-	if (!m->is_spec || !m->x[DRV_STEP])
-		return drv_errorf(err, REVC_ERR_USAGE, "%s has no compiled training step from a spec", m->name);
+	if (!drv_model_settings(m))
+		return drv_no_settings(m, "training", err);
+	if (!m->x[DRV_STEP] || (!m->is_spec && ir_graph_has_pass(m->ir, "autodiff")))
+		return drv_errorf(err, REVC_ERR_USAGE, "%s has no compiled training step from a spec or a forward graph",
+			m->name);
 	const fe_spec *s = &m->spec.spec;
 	int64_t spe = c->train->d.n / s->batch;
 	if (spe < 1)

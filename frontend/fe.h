@@ -195,4 +195,22 @@ bool fe_spec_check_sizes(const fe_spec *s, ir_dtype dt, ir_diags *d);
  * fe_spec_check_sizes(s, dt) to have passed. */
 ir_graph *fe_lower(const fe_spec *s, ir_dtype dt, fe_lower_mode mode);
 
+/* ---- training settings of an IR file (frontend/spec_parse.c) ---------- */
+
+/* The keys a `train { ... }` block of an IR file may hold (docs/ir.md):
+ * batch, the learning-rate schedule, the optimiser and its keys, steps,
+ * epochs, seed and dataset; not the network's (the graph is the network). */
+bool fe_key_is_setting(fe_key k);
+
+/* Resets s to the defaults and reads text (len bytes: the lines of a
+ * block's body, the first being line `line` of `file`) as spec statements
+ * `key = value` of setting keys, each at most once.  Then checks what
+ * fe_spec_check checks of them (the schedule, the optimiser's ranges).
+ * One diagnostic on error, at the line and column in file. */
+bool fe_settings_parse(fe_spec *s, const char *file, const char *text, size_t len, int line, ir_diags *d);
+
+/* Writes s's settings as such a block: "train {", one "  key = value"
+ * line per setting key (every one, defaults included), "}". */
+void fe_settings_print(FILE *out, const fe_spec *s);
+
 #endif

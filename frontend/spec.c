@@ -84,6 +84,31 @@ bool fe_spec_needs_key(const fe_spec *s, fe_key k)
 	return fe_key_required(k) && !(revnet_only && s->network == FE_NET_REVVIT);
 }
 
+/* The keys an IR file's training settings may hold: how to train, not
+ * what the network is (the graph says that). */
+bool fe_key_is_setting(fe_key k)
+{
+	switch (k) {
+	case FE_KEY_BATCH:
+	case FE_KEY_LR:
+	case FE_KEY_LR_STEPS:
+	case FE_KEY_LR_LIST:
+	case FE_KEY_MOMENTUM:
+	case FE_KEY_WEIGHT_DECAY:
+	case FE_KEY_STEPS:
+	case FE_KEY_EPOCHS:
+	case FE_KEY_SEED:
+	case FE_KEY_DATASET:
+	case FE_KEY_OPTIMIZER:
+	case FE_KEY_BETA1:
+	case FE_KEY_BETA2:
+	case FE_KEY_EPS:
+		return true;
+	default:
+		return false;
+	}
+}
+
 bool fe_key_lookup(const char *s, size_t n, fe_key *out)
 {
 	for (int k = 0; k < FE_KEY_COUNT; k++) {

@@ -186,3 +186,8 @@ bool fe_spec_check(const fe_spec *s, ir_diags *d)
 	return check_stage_lists(s, d) && check_limits(s, d) && check_widths(s, d) && check_strides(s, d) &&
 		check_schedule(s, d) && fe_lang_lower(s, NULL, IR_F32, FE_LOWER_TRAIN, false, d);
 }
+
+bool fe_settings_check(const fe_spec *s, ir_diags *d)
+{
+	return check_schedule(s, d);
+}

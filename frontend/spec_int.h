@@ -39,4 +39,7 @@ bool fe_key_lookup(const char *s, size_t n, fe_key *out);
  * positions and the key's seq.  lr also rewrites lr_list and lr_steps. */
 void fe_spec_store(fe_spec *s, fe_key k, const fe_value *v, ir_pos kpos);
 
+/* What fe_spec_check checks of the settings alone (fe_settings_parse). */
+bool fe_settings_check(const fe_spec *s, ir_diags *d);
+
 #endif

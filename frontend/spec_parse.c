@@ -650,3 +650,46 @@ bool fe_spec_set(fe_spec *s, const char *assignment, int index, ir_diags *d)
 	fe_spec_store(s, k, &v, pos_at(&sc, t.col));
 	return true;
 }
+
+/* One line of an IR file's settings: `key = value` of a setting key. */
+static bool parse_setting(scanner *sc, fe_spec *s, ir_pos *seen)
+{
+	tok t = next(sc);
+	if (t.kind == T_ERROR)
+		return false;
+	if (t.kind == T_END)
+		return true;
+	fe_key k;
+	if (!parse_key(sc, &t, &k))
+		return false;
+	if (!fe_key_is_setting(k))
+		return fail(sc, t.col, "'%s' is not a training setting: in an IR file the graph is the network",
+			fe_keys[k].name);
+	if (seen[k].line)
+		return fail(sc, t.col, "'%s' is already set at %d:%d", fe_keys[k].name, seen[k].line, seen[k].col);
+	fe_value v;
+	if (!parse_value(sc, k, &v))
+		return false;
+	seen[k] = pos_at(sc, t.col);
+	fe_spec_store(s, k, &v, seen[k]);
+	return true;
+}
+
+bool fe_settings_parse(fe_spec *s, const char *file, const char *text, size_t len, int line, ir_diags *d)
+{
+	fe_spec_init(s);
+	ir_pos seen[FE_KEY_COUNT] = {{0}};
+	const char *p = text, *end = text + len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		scanner sc = {file, line, p, p, le, false, d};
+		if (le - p > FE_MAX_LINE)
+			return fail(&sc, FE_MAX_LINE + 1, "line is longer than %d bytes", FE_MAX_LINE);
+		if (!parse_setting(&sc, s, seen))
+			return false;
+		p = nl ? nl + 1 : end;
+		line++;
+	}
+	return fe_settings_check(s, d);
+}

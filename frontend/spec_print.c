@@ -190,3 +190,16 @@ void fe_spec_print(FILE *out, const fe_spec *s)
 	}
 	print_defs(out, s);
 }
+
+void fe_settings_print(FILE *out, const fe_spec *s)
+{
+	fputs("train {\n", out);
+	for (int k = 0; k < FE_KEY_COUNT; k++) {
+		if (!fe_key_is_setting((fe_key)k) || !has_line(s, (fe_key)k))
+			continue;
+		fprintf(out, "  %s = ", fe_key_name((fe_key)k));
+		print_value(out, s, (fe_key)k);
+		fputc('\n', out);
+	}
+	fputs("}\n", out);
+}

@@ -240,6 +240,32 @@ def test_an_ir_model_trains_as_its_spec(tmp_path):
         m.check_gradients()
 
 
+def test_an_ir_model_uses_the_training_settings_it_carries(tmp_path):
+    # The forward IR revc dump writes carries the spec's settings (train { ...
+    # }): the seed of the parameters and the optimiser, here AdamW with its
+    # keys, are the spec's, and so are the losses, updates and evaluation.
+    sets = dict(SMALL, seed=5, optimizer="adamw", beta1=0.8, weight_decay=0.01)
+    ir = tmp_path / "fwd.ir"
+    revc_cli("dump", SPEC, *set_args(sets), "-o", str(ir))
+    assert "  optimizer = adamw\n" in ir.read_text()
+    m, spec = revc.Model(str(ir)), revc.Model(SPEC, set=sets)
+    assert "adamw.t" in m.state
+    for name, a in spec.params.items():
+        assert np.array_equal(m.params[name], a), name
+    x, y = batch()
+    for _ in range(2):
+        assert m.train_step(x, y, 0.01) == spec.train_step(x, y, 0.01)
+    for name, a in spec.state.items():
+        assert np.array_equal(m.state[name], a), name
+    assert m.eval(x, y) == spec.eval(x, y)
+    # Without the block the optimiser and seed are the defaults: not the spec's.
+    bare = tmp_path / "bare.ir"
+    text = ir.read_text()
+    bare.write_text(text[text.index("graph @"):])
+    b = revc.Model(str(bare))
+    assert "adamw.t" not in b.state and not np.array_equal(b.params["init.conv.w"], spec.params["init.conv.w"])
+
+
 def test_an_ir_model_without_an_image_input_says_so(tmp_path):
     ir = tmp_path / "dense.ir"
     ir.write_text("graph @dense {\n"
