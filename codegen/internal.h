@@ -147,6 +147,11 @@ LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v);
  * has no intrinsic for): the JIT finds it in the process, and a compiled
  * model links it with -lm. */
 LLVMValueRef cg_libm(cg_kb *k, const char *name, LLVMValueRef v);
+/* Straight-line math in double that the loop vectoriser widens (vmath.c):
+ * exp(v), and Φ(x), the normal distribution function, accurate to ~4e-14
+ * relative in both tails; with gauss, *gauss = exp(−x²/2) as well. */
+LLVMValueRef cg_vexp(cg_kb *k, LLVMValueRef v);
+LLVMValueRef cg_vphi(cg_kb *k, LLVMValueRef x, LLVMValueRef *gauss);
 void cg_memset0(cg_kb *k, LLVMValueRef ptr, LLVMValueRef bytes);
 /* Zeroes elems elements of the kernel's type at p (a call), or p[lo .. hi)
  * with a loop (for the few elements at a row's edge). */

@@ -32,5 +32,6 @@ double cgt_rel_err(const void *a, const void *b, ir_dtype dt, int64_t n);
 Suite *cg_ops_suite(void);
 Suite *cg_attn_suite(void);
 Suite *cg_norm_suite(void);
+Suite *cg_gelu_suite(void); /* fuse: GELU's accuracy in f32 */
 
 #endif

@@ -753,6 +753,7 @@ int main(void)
 	srunner_add_suite(sr, cg_ops_suite());
 	srunner_add_suite(sr, cg_attn_suite());
 	srunner_add_suite(sr, cg_norm_suite());
+	srunner_add_suite(sr, cg_gelu_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
