@@ -98,12 +98,39 @@ static bool broadcasts(const cg_group *g)
 	return false;
 }
 
+/* Rows at least this long make a loop of rows over a repeated operand
+ * (below, chunks with a remainder per element). */
+#define MIN_TRAIL_ROW 32
+
+/* The length of the repeated (RD_TRAIL) operands when the group runs over
+ * rows of it, each row reading it whole from its start (so an element's
+ * place in its row is its index into the operand, and no integer remainder
+ * is taken per element, which the vectoriser cannot widen); else 0. */
+static int64_t trail_rows(const cg_group *g)
+{
+	int64_t len = 0;
+	for (int i = 0; i < g->n; i++)
+		for (int k = 0; k < g->member[i]->nin; k++)
+			if (operand_kind(g->member[i], k) == RD_TRAIL) {
+				int64_t n = ir_type_elems(&g->member[i]->in[k]->type);
+				if (len && n != len)
+					return 0;
+				len = n;
+			}
+	return len >= MIN_TRAIL_ROW ? len : 0;
+}
+
 /* The iteration space: rows x inner for groups along the last axis and
- * channel groups (channels > 0), else flat. */
+ * channel groups (channels > 0) and rows of a repeated operand, else
+ * flat. */
 static void space(const cg_group *g, int64_t *rows, int64_t *inner, int64_t *channels)
 {
 	const ir_type *t = &g->member[g->n - 1]->type;
-	if (along_last_axis(g)) {
+	if (!along_last_axis(g) && !broadcasts(g) && trail_rows(g)) {
+		*inner = trail_rows(g);
+		*rows = ir_type_elems(t) / *inner;
+		*channels = 0;
+	} else if (along_last_axis(g)) {
 		*inner = t->dim[t->rank - 1];
 		*rows = *inner ? ir_type_elems(t) / *inner : 0;
 		*channels = 0;
@@ -178,6 +205,7 @@ typedef struct {
 	LLVMValueRef pre[CG_MAX_GROUP][IR_MAX_FUSE_ARITY]; /* broadcast operands, per row */
 	LLVMValueRef pre_var[CG_MAX_GROUP];   /* batch-statistics variance, per row */
 	LLVMValueRef place;                   /* the element's place in its row */
+	int64_t row_len;                      /* its row's length (0: flat chunks) */
 } emitter;
 
 /* A broadcast operand's value for this row (c: channel, r: row). */
@@ -220,6 +248,8 @@ static LLVMValueRef operand(emitter *e, int i, int j, LLVMValueRef idx)
 {
 	const ir_node *n = e->g->member[i];
 	rd_kind kind = operand_kind(n, j);
+	if (kind == RD_TRAIL && e->row_len == ir_type_elems(&n->in[j]->type))
+		return cg_ld(e->k, e->base[buf_index(e->g, n->in[j])], e->place); /* idx mod row_len */
 	if (kind == RD_TRAIL)
 		return cg_ld(e->k, e->base[buf_index(e->g, n->in[j])],
 			cg_irem(e->k, idx, cg_i64(e->k, ir_type_elems(&n->in[j]->type))));
@@ -262,7 +292,7 @@ static LLVMValueRef transformer_member(emitter *e, int i, LLVMValueRef idx)
 	case IR_OP_GELU: {
 		/* 0.5·a·(1 + erf(a/√2)); in f32 a·Φ(a), vectorised */
 		LLVMValueRef a = f64v(e, i, 0, idx);
-		if (k->dt == IR_F32)
+		if (cg_vector_math(k))
 			return cg_to_real(k, cg_fmul(k, a, cg_vphi(k, a, NULL)));
 		LLVMValueRef erf = cg_libm(k, "erf", cg_fmul(k, a, cg_f64(k, GELU_SQRT1_2)));
 		return cg_to_real(k, cg_fmul(k, cg_fmul(k, cg_f64(k, 0.5), a), cg_fadd(k, cg_f64(k, 1), erf)));
@@ -270,7 +300,7 @@ static LLVMValueRef transformer_member(emitter *e, int i, LLVMValueRef idx)
 	case IR_OP_GELU_GRAD: {
 		/* dy·(Φ(a) + a·φ(a)) */
 		LLVMValueRef g = f64v(e, i, 0, idx), a = f64v(e, i, 1, idx);
-		if (k->dt == IR_F32) {
+		if (cg_vector_math(k)) {
 			LLVMValueRef gauss, cdf = cg_vphi(k, a, &gauss);
 			LLVMValueRef pdf = cg_fmul(k, gauss, cg_f64(k, GELU_INV_SQRT_2PI));
 			return cg_to_real(k, cg_fmul(k, g, cg_fadd(k, cdf, cg_fmul(k, a, pdf))));
@@ -441,10 +471,11 @@ LLVMValueRef cg_group_kernel(cg_module *m, const cg_group *g)
 	space(g, &rows, &inner, &channels);
 	cg_loop outer, in;
 	LLVMValueRef r = cg_for(&k, &outer, k.lo, k.hi);
-	if (channels > 0 || along_last_axis(g)) {
+	if (channels > 0 || along_last_axis(g) || inner == trail_rows(g)) {
 		preload(&e, r, channels > 0 ? cg_irem(&k, r, cg_i64(&k, channels)) : NULL);
 		LLVMValueRef p = cg_for(&k, &in, cg_i64(&k, 0), cg_i64(&k, inner));
 		e.place = p;
+		e.row_len = inner;
 		element(&e, cg_iadd(&k, cg_imul(&k, r, cg_i64(&k, inner)), p));
 	} else {
 		preload(&e, r, NULL);
@@ -454,6 +485,7 @@ LLVMValueRef cg_group_kernel(cg_module *m, const cg_group *g)
 		LLVMValueRef i = cg_for(&k, &in, start, end);
 		element(&e, i);
 	}
+	cg_parallel_loop(&in); /* an in-place member writes what it read at the same index */
 	cg_end_for(&k, &in, NULL);
 	cg_end_for(&k, &outer, NULL);
 	cg_kb_end(&k);

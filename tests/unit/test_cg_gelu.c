@@ -13,7 +13,8 @@
  *   in the negative tail, where 1 + erf cancels: the interpreter's
  *   gelu(−10) is 0, the exact value −7.6e−23).
  * And the f32 kernels call no erf at all (the f64 ones still do: their
- * object test is in test_cg_norm.c). */
+ * object test is in test_cg_norm.c).  Then the MLP half of a RevViT block,
+ * its bias + GELU and bias + residual groups against the interpreter. */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -209,6 +210,74 @@ START_TEST(test_gelu_no_erf)
 }
 END_TEST
 
+/* ---- the MLP half of a RevViT block, fused ------------------------------------ */
+
+/* y2 = x2 + fc2(GELU(fc1(LN(x1)))) + pos: fc1's bias + GELU is one loop, fc2's
+ * bias + the residual add + a positional-embedding-shaped add ([T,D]) another.
+ * With D = 48 fc1's bias (192) is long enough for a loop over rows of it
+ * (k_elementwise.c's trail_rows); fc2's bias and the [T,D] operand differ
+ * in length, so that group, like every one with D = 4, reads them at a
+ * remainder per element. */
+static ir_graph *mlp_graph(int64_t d, ir_dtype dt)
+{
+	static char text[4096];
+	const char *t = ir_dtype_name(dt);
+	long long n = 3, tk = 5, h = 4 * d;
+	char act[64], hid[64];
+	snprintf(act, sizeof act, "%s[%lld,%lld,%lld]", t, n, tk, (long long)d);
+	snprintf(hid, sizeof hid, "%s[%lld,%lld,%lld]", t, n, tk, h);
+	snprintf(text, sizeof text,
+		"graph @mlp {\n"
+		"  %%0 = input {name=\"x1\"} : %s\n"
+		"  %%1 = input {name=\"x2\"} : %s\n"
+		"  $ln.gamma = param : %s[%lld]\n"
+		"  $ln.beta = param : %s[%lld]\n"
+		"  %%4 = ln_stats(%%0) : %s[%lld,%lld,2]\n"
+		"  %%5 = ln_norm(%%0, %%4, $ln.gamma, $ln.beta) {eps=1e-06} : %s\n"
+		"  $fc1.w = param : %s[%lld,%lld]\n"
+		"  $fc1.b = param : %s[%lld]\n"
+		"  %%8 = matmul(%%5, $fc1.w) {trans_b=1} : %s\n"
+		"  %%9 = broadcast_add(%%8, $fc1.b) : %s\n"
+		"  %%10 = gelu(%%9) : %s\n"
+		"  $fc2.w = param : %s[%lld,%lld]\n"
+		"  $fc2.b = param : %s[%lld]\n"
+		"  %%13 = matmul(%%10, $fc2.w) {trans_b=1} : %s\n"
+		"  %%14 = broadcast_add(%%13, $fc2.b) : %s\n"
+		"  %%15 = add(%%1, %%14) : %s\n"
+		"  $pos.b = param : %s[%lld,%lld]\n"
+		"  %%17 = broadcast_add(%%15, $pos.b) : %s\n"
+		"  %%18 = output(%%17) {name=\"y2\"} : %s\n"
+		"}\n",
+		act, act, t, (long long)d, t, (long long)d, t, n, tk, act, t, h, (long long)d, t, h, hid, hid, hid, t,
+		(long long)d, h, t, (long long)d, act, act, act, t, tk, (long long)d, act, act);
+	ir_diags diags;
+	ir_diags_init(&diags);
+	ir_graph *g = ir_parse("mlp.ir", text, strlen(text), &diags);
+	ck_assert_msg(g && ir_verify(g, &diags), "%s\n%s", diags.n ? diags.items[0].msg : "", text);
+	ir_diags_free(&diags);
+	return g;
+}
+
+/* Loop index: bit 0 the dtype, bit 1 the feature count (48, 4), the rest
+ * the thread count (1, 2, 3). */
+START_TEST(test_mlp_fused)
+{
+	ir_dtype dt = _i % 2 ? IR_F64 : IR_F32;
+	int64_t d = _i / 2 % 2 ? 4 : 48;
+	int threads = 1 + _i / 4;
+	ir_graph *g = mlp_graph(d, dt);
+	const ir_node *b1 = g->nodes[9], *gelu = g->nodes[10], *b2 = g->nodes[14], *res = g->nodes[15];
+	const ir_node *pos = g->nodes[17];
+	cgt_plan(g, threads);
+	ck_assert(b1->group >= 0 && gelu->group == b1->group);
+	ck_assert(b2->group >= 0 && res->group == b2->group && pos->group == b2->group && b2->group != b1->group);
+	double err = cgt_compare(g, threads, 61, 1), tol = dt == IR_F32 ? 1e-5 : 1e-12;
+	ck_assert_msg(err <= tol, "mlp (D=%lld, %s, %d threads): error %g > %g", (long long)d, ir_dtype_name(dt),
+		threads, err, tol);
+	ir_graph_free(g);
+}
+END_TEST
+
 Suite *cg_gelu_suite(void)
 {
 	Suite *s = suite_create("codegen gelu");
@@ -216,6 +285,7 @@ Suite *cg_gelu_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_gelu_ulps);
 	tcase_add_test(tc, test_gelu_no_erf);
+	tcase_add_loop_test(tc, test_mlp_fused, 0, 12);
 	suite_add_tcase(s, tc);
 	return s;
 }
