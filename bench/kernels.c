@@ -8,7 +8,7 @@
  * the two builds alternate, and the best of the repetitions counts.
  *
  * Not a test: timings depend on the machine and its load.  Usage:
- *   build/bench/bench_kernels [repetitions]   (default 5)
+ *   build/bench/bench_kernels [repetitions [cpu]]   (default 5, native)
  * with BENCH_ONLY=text to run the cases whose names contain it, and
  * BENCH_DUMP_LLVM=dir to keep the last build's LLVM IR there. */
 #include <math.h>
@@ -103,6 +103,8 @@ typedef struct {
 	rt_exec *x;
 } build;
 
+static const char *target_cpu; /* cg_options.cpu */
+
 static void build_init(build *b, const bench_case *c, bool libm)
 {
 	ir_diags d;
@@ -110,7 +112,7 @@ static void build_init(build *b, const bench_case *c, bool libm)
 	b->g = ir_parse(c->name, c->text, strlen(c->text), &d);
 	if (!b->g || !ir_verify(b->g, &d))
 		die(c->name, d.n ? d.items[0].msg : "bad IR");
-	cg_options o = {.threads = 1, .optimize = true, .libm_math = libm, .dump_llvm = getenv("BENCH_DUMP_LLVM")};
+	cg_options o = {.threads = 1, .optimize = true, .cpu = target_cpu, .libm_math = libm, .dump_llvm = getenv("BENCH_DUMP_LLVM")};
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	ctx.workspace = cg_workspace;
@@ -168,7 +170,7 @@ static void build_free(build *b)
 int main(int argc, char **argv)
 {
 	if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		printf("usage: bench_kernels [repetitions]\n"
+		printf("usage: bench_kernels [repetitions [cpu]]\n"
 		       "Times the JIT's GELU, softmax and layer-norm kernels at revvit-cifar's shapes,\n"
 		       "with libm's erf/exp and ordered sums (before) and with vector math (after).\n");
 		return 0;
@@ -178,9 +180,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_kernels: error: repetitions must be a positive integer\n");
 		return 2;
 	}
-	char cpu[64];
+	target_cpu = argc > 2 ? argv[2] : NULL;
+	char cpu[64], missing[64];
 	cg_host_cpu(cpu, sizeof cpu);
-	printf("CPU %s, 1 thread, best of %d runs\n", cpu, reps);
+	if (!cg_cpu_known(target_cpu) || !cg_cpu_runs_here(target_cpu, missing, sizeof missing)) {
+		fprintf(stderr, "bench_kernels: error: cannot run code for CPU %s here\n", target_cpu);
+		return 1;
+	}
+	printf("host %s, code for %s, 1 thread, best of %d runs\n", cpu, target_cpu ? target_cpu : "native", reps);
 	printf("%-28s %10s %10s %8s\n", "kernel", "libm ms", "vector ms", "speedup");
 	const char *only = getenv("BENCH_ONLY"); /* a substring of the cases' names */
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

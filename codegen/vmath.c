@@ -28,6 +28,24 @@
 #define EXP_MAX 709.0              /* above: +∞ */
 #define EXP_TERMS 13
 
+/* Σ c[i]·x^i by Estrin's scheme: pairs c[2i] + c[2i+1]·x, then pairs of
+ * those with x², x⁴, ...: a dependency chain of log2(n) steps instead of
+ * Horner's n, so a vector lane's polynomial does not wait on itself. */
+static LLVMValueRef poly(cg_kb *k, LLVMValueRef x, const double *c, int n)
+{
+	LLVMValueRef t[32];
+	IR_ASSERT(n >= 1 && n <= 32);
+	for (int i = 0; i < n; i++)
+		t[i] = cg_f64(k, c[i]);
+	for (LLVMValueRef p = x; n > 1; p = cg_fmul(k, p, p)) {
+		int m = 0;
+		for (int i = 0; i < n; i += 2)
+			t[m++] = i + 1 < n ? cg_fadd(k, t[i], cg_fmul(k, t[i + 1], p)) : t[i];
+		n = m;
+	}
+	return t[0];
+}
+
 static LLVMValueRef select_lt(cg_kb *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef then, LLVMValueRef other)
 {
 	return LLVMBuildSelect(k->b, LLVMBuildFCmp(k->b, LLVMRealOLT, a, b, ""), then, other, "");
@@ -47,9 +65,7 @@ LLVMValueRef cg_vexp(cg_kb *k, LLVMValueRef v)
 	coef[0] = 1;
 	for (int i = 1; i < EXP_TERMS; i++)
 		coef[i] = coef[i - 1] / i;
-	LLVMValueRef p = cg_f64(k, coef[EXP_TERMS - 1]);
-	for (int i = EXP_TERMS - 2; i >= 0; i--)
-		p = cg_fadd(k, cg_fmul(k, p, r), cg_f64(k, coef[i]));
+	LLVMValueRef p = poly(k, r, coef, EXP_TERMS);
 	LLVMValueRef bits = LLVMBuildBitCast(k->b, s, M->i64, "");
 	bits = LLVMBuildShl(k->b, LLVMBuildAdd(k->b, bits, LLVMConstInt(M->i64, 1023, 0), ""),
 		LLVMConstInt(M->i64, 52, 0), "");
@@ -79,10 +95,7 @@ LLVMValueRef cg_vphi(cg_kb *k, LLVMValueRef x, LLVMValueRef *gauss)
 	LLVMValueRef a = cg_fmul(k, x, cg_f64(k, SQRT1_2));
 	LLVMValueRef z = cg_math(k, "llvm.fabs", a);
 	LLVMValueRef t = cg_fdiv(k, cg_f64(k, 2), cg_fadd(k, cg_f64(k, 2), z));
-	int nc = (int)(sizeof erfc_F / sizeof erfc_F[0]);
-	LLVMValueRef p = cg_f64(k, erfc_F[nc - 1]);
-	for (int i = nc - 2; i >= 0; i--)
-		p = cg_fadd(k, cg_fmul(k, p, t), cg_f64(k, erfc_F[i]));
+	LLVMValueRef p = poly(k, t, erfc_F, (int)(sizeof erfc_F / sizeof erfc_F[0]));
 	LLVMValueRef e = cg_vexp(k, LLVMBuildFNeg(k->b, cg_fmul(k, z, z), ""));
 	if (gauss)
 		*gauss = e;

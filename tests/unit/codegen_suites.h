@@ -7,6 +7,8 @@
 
 #include "ir.h"
 
+/* IR text parsed and verified (a failed check when it is not valid). */
+ir_graph *cgt_parse(const char *name, const char *text);
 /* Plans a hand-built graph (dce, schedule, fuse, liveness, plan) with the
  * generated kernels' workspace for `threads` threads. */
 void cgt_plan(ir_graph *g, int threads);

@@ -63,12 +63,7 @@ static ir_graph *gelu_graph(void)
 		"  %%5 = output(%%4) {name=\"dx\"} : f32[%d]\n"
 		"}\n",
 		M, M, M, M, M, M);
-	ir_diags d;
-	ir_diags_init(&d);
-	ir_graph *g = ir_parse("gelu.ir", text, strlen(text), &d);
-	ck_assert_msg(g && ir_verify(g, &d), "%s", d.n ? d.items[0].msg : "");
-	ir_diags_free(&d);
-	return g;
+	return cgt_parse("gelu.ir", text);
 }
 
 /* y and dx of planned g from x and dy, by the JIT (native) or the
@@ -250,12 +245,7 @@ static ir_graph *mlp_graph(int64_t d, ir_dtype dt)
 		"}\n",
 		act, act, t, (long long)d, t, (long long)d, t, n, tk, act, t, h, (long long)d, t, h, hid, hid, hid, t,
 		(long long)d, h, t, (long long)d, act, act, act, t, tk, (long long)d, act, act);
-	ir_diags diags;
-	ir_diags_init(&diags);
-	ir_graph *g = ir_parse("mlp.ir", text, strlen(text), &diags);
-	ck_assert_msg(g && ir_verify(g, &diags), "%s\n%s", diags.n ? diags.items[0].msg : "", text);
-	ir_diags_free(&diags);
-	return g;
+	return cgt_parse("mlp.ir", text);
 }
 
 /* Loop index: bit 0 the dtype, bit 1 the feature count (48, 4), the rest

@@ -22,12 +22,7 @@
 
 static ir_graph *parse(const char *text)
 {
-	ir_diags d;
-	ir_diags_init(&d);
-	ir_graph *g = ir_parse("norm.ir", text, strlen(text), &d);
-	ck_assert_msg(g && ir_verify(g, &d), "%s\n%s", d.n ? d.items[0].msg : "", text);
-	ir_diags_free(&d);
-	return g;
+	return cgt_parse("norm.ir", text);
 }
 
 /* tmpl with every "DT[" made dt's name and "[" ("f32[2,3]"), parsed. */
