@@ -21,8 +21,15 @@
  * (no channel broadcast in such a group: ir_bcast).  Else a group
  * with broadcast operands runs over rows r = n·C + c of its [N,C,H,W] (or
  * [N,C]) space, loading per-channel values once per row, with an inner loop
- * over the H·W elements of the row; others run over chunks of the flat
- * element range.  The extent divided among threads is rows or chunks.
+ * over the H·W elements of the row; a group whose repeated operands
+ * (broadcast_add's b) are all of one length L >= 32 runs over rows of L,
+ * reading b at the element's place in its row (a remainder per element
+ * would keep the loop from being vectorised); others run over chunks of
+ * the flat element range.  The extent divided among threads is rows or
+ * chunks.  The inner loop is marked parallel (cg_parallel_loop): an
+ * in-place member's result is the storage of an operand it reads at the
+ * same index, which the vectoriser's overlap checks would otherwise take
+ * for a dependence.
  * Arithmetic follows the reference kernels: batch norm, layer norm and GELU
  * in double, rounded once; the rest in the tensor's type.  GELU in f64
  * calls libm's erf, as the reference does; in f32 it is a·Φ(a) with

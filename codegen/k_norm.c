@@ -3,10 +3,15 @@
  * gradient, and the mean over tokens (token_mean).  ln_norm, gelu,
  * gelu_grad and token_mean_grad are elementwise (k_elementwise.c).
  *
- * Arithmetic follows runtime/kern_norm.c step for step: in double for both
- * real types, rounded once, every sum in the reference's order (no
- * reassociation), so the results are the reference's to the last bit or
- * nearly.  Softmax's running maximum is cg_fmax, which keeps a NaN; its
+ * Arithmetic follows runtime/kern_norm.c: in double for both real types,
+ * rounded once.  In f64 (and f32 under cg_options.libm_math) step for step,
+ * every sum in the reference's order (no reassociation), so the results are
+ * the reference's to the last bit or nearly; softmax's running maximum is
+ * cg_fmax and its exponentials libm's.  In f32 the row sums may be
+ * reassociated (sum()), the maximum is llvm.maximum (a NaN wins as in
+ * cg_fmax) and exp is vmath.c's, so each pass over a row is vectorised;
+ * the f32 results move by rounding only (double sums of at most a row).
+ * Softmax's scale (factor) is applied as the row is read, and its
  * exponentials are computed once, kept in the workspace (the reference
  * computes them twice rather than use any).
  *
