@@ -4,6 +4,7 @@
 
 #include <llvm-c/DebugInfo.h>
 
+#include "distinct.h"
 #include "internal.h"
 
 void cg_kb_begin(cg_kb *k, cg_module *m, LLVMValueRef fn, ir_dtype dt)
@@ -194,14 +195,53 @@ void cg_keep_loop(cg_loop *l)
 	l->keep = true;
 }
 
-/* !llvm.loop !{self, !{"llvm.loop.unroll.disable"}} on a back edge. */
-static void no_unroll(cg_kb *k, LLVMValueRef br)
+void cg_parallel_loop(cg_loop *l)
+{
+	l->parallel = true;
+}
+
+/* Tags every load and store of the blocks reachable from b without passing
+ * through stop[0] or stop[1] (a loop's body) with access group `group`. */
+static void tag_accesses(cg_kb *k, LLVMBasicBlockRef b, LLVMBasicBlockRef *stop, LLVMMetadataRef group,
+	LLVMBasicBlockRef *seen, int *nseen)
+{
+	if (b == stop[0] || b == stop[1])
+		return;
+	for (int i = 0; i < *nseen; i++)
+		if (seen[i] == b)
+			return;
+	IR_ASSERT(*nseen < 256);
+	seen[(*nseen)++] = b;
+	unsigned kind = LLVMGetMDKindIDInContext(k->m->ctx, "llvm.access.group", 17);
+	for (LLVMValueRef in = LLVMGetFirstInstruction(b); in; in = LLVMGetNextInstruction(in))
+		if (LLVMIsALoadInst(in) || LLVMIsAStoreInst(in))
+			LLVMSetMetadata(in, kind, LLVMMetadataAsValue(k->m->ctx, group));
+	LLVMValueRef term = LLVMGetBasicBlockTerminator(b);
+	for (unsigned s = 0; term && s < LLVMGetNumSuccessors(term); s++)
+		tag_accesses(k, LLVMGetSuccessor(term, s), stop, group, seen, nseen);
+}
+
+/* !llvm.loop !{self, properties...} on loop l's back edge br: no unrolling
+ * (keep), parallel accesses (parallel). */
+static void loop_properties(cg_kb *k, cg_loop *l, LLVMValueRef br)
 {
 	LLVMContextRef ctx = k->m->ctx;
 	LLVMMetadataRef self = LLVMTemporaryMDNode(ctx, NULL, 0);
-	LLVMMetadataRef name = LLVMMDStringInContext2(ctx, "llvm.loop.unroll.disable", 24);
-	LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(ctx, &name, 1)};
-	LLVMMetadataRef loop = LLVMMDNodeInContext2(ctx, ops, 2);
+	LLVMMetadataRef ops[3] = {self};
+	size_t n = 1;
+	if (l->keep) {
+		LLVMMetadataRef name = LLVMMDStringInContext2(ctx, "llvm.loop.unroll.disable", 24);
+		ops[n++] = LLVMMDNodeInContext2(ctx, &name, 1);
+	}
+	if (l->parallel) {
+		LLVMMetadataRef group = cg_distinct_node(ctx);
+		LLVMBasicBlockRef stop[2] = {l->head, l->exit}, seen[256];
+		int nseen = 0;
+		tag_accesses(k, LLVMGetSuccessor(LLVMGetBasicBlockTerminator(l->head), 0), stop, group, seen, &nseen);
+		LLVMMetadataRef prop[2] = {LLVMMDStringInContext2(ctx, "llvm.loop.parallel_accesses", 27), group};
+		ops[n++] = LLVMMDNodeInContext2(ctx, prop, 2);
+	}
+	LLVMMetadataRef loop = LLVMMDNodeInContext2(ctx, ops, n);
 	LLVMMetadataReplaceAllUsesWith(self, loop); /* also disposes of the temporary */
 	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(ctx, "llvm.loop", 9), LLVMMetadataAsValue(ctx, loop));
 }
@@ -211,8 +251,8 @@ void cg_end_for(cg_kb *k, cg_loop *l, const LLVMValueRef *next)
 	LLVMBasicBlockRef latch = LLVMGetInsertBlock(k->b);
 	LLVMValueRef inc = LLVMBuildNSWAdd(k->b, l->i, LLVMConstInt(k->m->i64, 1, 0), "");
 	LLVMValueRef br = LLVMBuildBr(k->b, l->head);
-	if (l->keep)
-		no_unroll(k, br);
+	if (l->keep || l->parallel)
+		loop_properties(k, l, br);
 	LLVMAddIncoming(l->i, &inc, &latch, 1);
 	for (int c = 0; c < l->ncarry; c++) {
 		LLVMAddIncoming(l->phi[c], (LLVMValueRef *)&next[c], &latch, 1);

@@ -24,6 +24,7 @@ typedef struct {
 	const char *cpu;       /* the CPU to generate code for (cpu.h): NULL or "native" (this host), or a name cg_cpu_known accepts */
 	const char *dump_llvm; /* write NAME.ll before and NAME.opt.ll after optimisation here */
 	const char *name;      /* symbol prefix (default "revc") */
+	bool libm_math;        /* f32 GELU and row kernels as in f64: libm's erf and exp, sums in order (the reference's way, slower; to compare) */
 } cg_options;
 
 typedef struct {

@@ -76,6 +76,7 @@ struct cg_module {
 	char prefix[64];                   /* of external kernel names */
 	const char *cpu;                   /* the CPU code is for (cg_options.cpu) */
 	int vec_bytes;                     /* its vector width (gemm.c) */
+	bool libm_math;                    /* cg_options.libm_math */
 };
 
 /* The kernel cache lives in one cg_module, that is one compilation for one
@@ -147,6 +148,17 @@ LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v);
  * has no intrinsic for): the JIT finds it in the process, and a compiled
  * model links it with -lm. */
 LLVMValueRef cg_libm(cg_kb *k, const char *name, LLVMValueRef v);
+/* Straight-line math in double that the loop vectoriser widens (vmath.c):
+ * exp(v), and Φ(x), the normal distribution function, accurate to ~4e-14
+ * relative in both tails; with gauss, *gauss = exp(−x²/2) as well. */
+LLVMValueRef cg_vexp(cg_kb *k, LLVMValueRef v);
+LLVMValueRef cg_vphi(cg_kb *k, LLVMValueRef x, LLVMValueRef *gauss);
+/* Whether k's f32 kernel uses them (and reassociates its row sums) rather
+ * than libm and the reference's order: not in f64, not under libm_math. */
+static inline bool cg_vector_math(const cg_kb *k)
+{
+	return k->dt == IR_F32 && !k->m->libm_math;
+}
 void cg_memset0(cg_kb *k, LLVMValueRef ptr, LLVMValueRef bytes);
 /* Zeroes elems elements of the kernel's type at p (a call), or p[lo .. hi)
  * with a loop (for the few elements at a row's edge). */
@@ -167,6 +179,7 @@ typedef struct {
 	LLVMValueRef out[CG_MAX_CARRY];
 	int ncarry;
 	bool keep; /* set before cg_end_for: never unroll this loop */
+	bool parallel; /* set before cg_end_for: its iterations are independent */
 } cg_loop;
 
 LLVMValueRef cg_for(cg_kb *k, cg_loop *l, LLVMValueRef lo, LLVMValueRef hi);
@@ -176,6 +189,12 @@ void cg_end_for(cg_kb *k, cg_loop *l, const LLVMValueRef *next);
  * outer loops with constant trip counts, whose full unrolling would make
  * compile time explode for no speed. */
 void cg_keep_loop(cg_loop *l);
+/* Marks loop l (before its cg_end_for) as one whose iterations touch no
+ * memory another iteration writes (llvm.loop.parallel_accesses over every
+ * load and store in its body), so the vectoriser needs no run-time overlap
+ * checks: the element loops of in-place kernels, whose result is the
+ * storage of an operand read at the same index, which such checks reject. */
+void cg_parallel_loop(cg_loop *l);
 
 /* if (cond) { ... } */
 typedef struct {

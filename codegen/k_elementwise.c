@@ -21,11 +21,20 @@
  * (no channel broadcast in such a group: ir_bcast).  Else a group
  * with broadcast operands runs over rows r = n·C + c of its [N,C,H,W] (or
  * [N,C]) space, loading per-channel values once per row, with an inner loop
- * over the H·W elements of the row; others run over chunks of the flat
- * element range.  The extent divided among threads is rows or chunks.
+ * over the H·W elements of the row; a group whose repeated operands
+ * (broadcast_add's b) are all of one length L >= 32 runs over rows of L,
+ * reading b at the element's place in its row (a remainder per element
+ * would keep the loop from being vectorised); others run over chunks of
+ * the flat element range.  The extent divided among threads is rows or
+ * chunks.  The inner loop is marked parallel (cg_parallel_loop): an
+ * in-place member's result is the storage of an operand it reads at the
+ * same index, which the vectoriser's overlap checks would otherwise take
+ * for a dependence.
  * Arithmetic follows the reference kernels: batch norm, layer norm and GELU
- * in double (GELU calling libm's erf, as the reference does), rounded once;
- * the rest in the tensor's type. */
+ * in double, rounded once; the rest in the tensor's type.  GELU in f64
+ * calls libm's erf, as the reference does; in f32 it is a·Φ(a) with
+ * vmath.c's Φ, straight-line code the loop vectoriser widens (erf is a
+ * call per element), within 1 ulp of the exact value. */
 #include <stdio.h>
 #include <string.h>
 
@@ -96,12 +105,39 @@ static bool broadcasts(const cg_group *g)
 	return false;
 }
 
+/* Rows at least this long make a loop of rows over a repeated operand
+ * (below, chunks with a remainder per element). */
+#define MIN_TRAIL_ROW 32
+
+/* The length of the repeated (RD_TRAIL) operands when the group runs over
+ * rows of it, each row reading it whole from its start (so an element's
+ * place in its row is its index into the operand, and no integer remainder
+ * is taken per element, which the vectoriser cannot widen); else 0. */
+static int64_t trail_rows(const cg_group *g)
+{
+	int64_t len = 0;
+	for (int i = 0; i < g->n; i++)
+		for (int k = 0; k < g->member[i]->nin; k++)
+			if (operand_kind(g->member[i], k) == RD_TRAIL) {
+				int64_t n = ir_type_elems(&g->member[i]->in[k]->type);
+				if (len && n != len)
+					return 0;
+				len = n;
+			}
+	return len >= MIN_TRAIL_ROW ? len : 0;
+}
+
 /* The iteration space: rows x inner for groups along the last axis and
- * channel groups (channels > 0), else flat. */
+ * channel groups (channels > 0) and rows of a repeated operand, else
+ * flat. */
 static void space(const cg_group *g, int64_t *rows, int64_t *inner, int64_t *channels)
 {
 	const ir_type *t = &g->member[g->n - 1]->type;
-	if (along_last_axis(g)) {
+	if (!along_last_axis(g) && !broadcasts(g) && trail_rows(g)) {
+		*inner = trail_rows(g);
+		*rows = ir_type_elems(t) / *inner;
+		*channels = 0;
+	} else if (along_last_axis(g)) {
 		*inner = t->dim[t->rank - 1];
 		*rows = *inner ? ir_type_elems(t) / *inner : 0;
 		*channels = 0;
@@ -176,6 +212,7 @@ typedef struct {
 	LLVMValueRef pre[CG_MAX_GROUP][IR_MAX_FUSE_ARITY]; /* broadcast operands, per row */
 	LLVMValueRef pre_var[CG_MAX_GROUP];   /* batch-statistics variance, per row */
 	LLVMValueRef place;                   /* the element's place in its row */
+	int64_t row_len;                      /* its row's length (0: flat chunks) */
 } emitter;
 
 /* A broadcast operand's value for this row (c: channel, r: row). */
@@ -218,6 +255,8 @@ static LLVMValueRef operand(emitter *e, int i, int j, LLVMValueRef idx)
 {
 	const ir_node *n = e->g->member[i];
 	rd_kind kind = operand_kind(n, j);
+	if (kind == RD_TRAIL && e->row_len == ir_type_elems(&n->in[j]->type))
+		return cg_ld(e->k, e->base[buf_index(e->g, n->in[j])], e->place); /* idx mod row_len */
 	if (kind == RD_TRAIL)
 		return cg_ld(e->k, e->base[buf_index(e->g, n->in[j])],
 			cg_irem(e->k, idx, cg_i64(e->k, ir_type_elems(&n->in[j]->type))));
@@ -258,14 +297,21 @@ static LLVMValueRef transformer_member(emitter *e, int i, LLVMValueRef idx)
 		return cg_to_real(k, cg_fadd(k, cg_fmul(k, xhat, f64v(e, i, 2, idx)), f64v(e, i, 3, idx)));
 	}
 	case IR_OP_GELU: {
-		/* 0.5·a·(1 + erf(a/√2)) */
+		/* 0.5·a·(1 + erf(a/√2)); in f32 a·Φ(a), vectorised */
 		LLVMValueRef a = f64v(e, i, 0, idx);
+		if (cg_vector_math(k))
+			return cg_to_real(k, cg_fmul(k, a, cg_vphi(k, a, NULL)));
 		LLVMValueRef erf = cg_libm(k, "erf", cg_fmul(k, a, cg_f64(k, GELU_SQRT1_2)));
 		return cg_to_real(k, cg_fmul(k, cg_fmul(k, cg_f64(k, 0.5), a), cg_fadd(k, cg_f64(k, 1), erf)));
 	}
 	case IR_OP_GELU_GRAD: {
 		/* dy·(Φ(a) + a·φ(a)) */
 		LLVMValueRef g = f64v(e, i, 0, idx), a = f64v(e, i, 1, idx);
+		if (cg_vector_math(k)) {
+			LLVMValueRef gauss, cdf = cg_vphi(k, a, &gauss);
+			LLVMValueRef pdf = cg_fmul(k, gauss, cg_f64(k, GELU_INV_SQRT_2PI));
+			return cg_to_real(k, cg_fmul(k, g, cg_fadd(k, cdf, cg_fmul(k, a, pdf))));
+		}
 		LLVMValueRef erf = cg_libm(k, "erf", cg_fmul(k, a, cg_f64(k, GELU_SQRT1_2)));
 		LLVMValueRef cdf = cg_fmul(k, cg_f64(k, 0.5), cg_fadd(k, cg_f64(k, 1), erf));
 		LLVMValueRef sq = cg_fmul(k, cg_fmul(k, cg_f64(k, -0.5), a), a);
@@ -432,10 +478,11 @@ LLVMValueRef cg_group_kernel(cg_module *m, const cg_group *g)
 	space(g, &rows, &inner, &channels);
 	cg_loop outer, in;
 	LLVMValueRef r = cg_for(&k, &outer, k.lo, k.hi);
-	if (channels > 0 || along_last_axis(g)) {
+	if (channels > 0 || along_last_axis(g) || inner == trail_rows(g)) {
 		preload(&e, r, channels > 0 ? cg_irem(&k, r, cg_i64(&k, channels)) : NULL);
 		LLVMValueRef p = cg_for(&k, &in, cg_i64(&k, 0), cg_i64(&k, inner));
 		e.place = p;
+		e.row_len = inner;
 		element(&e, cg_iadd(&k, cg_imul(&k, r, cg_i64(&k, inner)), p));
 	} else {
 		preload(&e, r, NULL);
@@ -445,6 +492,7 @@ LLVMValueRef cg_group_kernel(cg_module *m, const cg_group *g)
 		LLVMValueRef i = cg_for(&k, &in, start, end);
 		element(&e, i);
 	}
+	cg_parallel_loop(&in); /* an in-place member writes what it read at the same index */
 	cg_end_for(&k, &in, NULL);
 	cg_end_for(&k, &outer, NULL);
 	cg_kb_end(&k);

@@ -3,10 +3,15 @@
  * gradient, and the mean over tokens (token_mean).  ln_norm, gelu,
  * gelu_grad and token_mean_grad are elementwise (k_elementwise.c).
  *
- * Arithmetic follows runtime/kern_norm.c step for step: in double for both
- * real types, rounded once, every sum in the reference's order (no
- * reassociation), so the results are the reference's to the last bit or
- * nearly.  Softmax's running maximum is cg_fmax, which keeps a NaN; its
+ * Arithmetic follows runtime/kern_norm.c: in double for both real types,
+ * rounded once.  In f64 (and f32 under cg_options.libm_math) step for step,
+ * every sum in the reference's order (no reassociation), so the results are
+ * the reference's to the last bit or nearly; softmax's running maximum is
+ * cg_fmax and its exponentials libm's.  In f32 the row sums may be
+ * reassociated (sum()), the maximum is llvm.maximum (a NaN wins as in
+ * cg_fmax) and exp is vmath.c's, so each pass over a row is vectorised;
+ * the f32 results move by rounding only (double sums of at most a row).
+ * Softmax's scale (factor) is applied as the row is read, and its
  * exponentials are computed once, kept in the workspace (the reference
  * computes them twice rather than use any).
  *
@@ -27,6 +32,16 @@ static int64_t row_count(const ir_type *t)
 }
 
 static int64_t rows_in(const ir_node *n) { return row_count(&n->in[0]->type); }
+
+/* acc + v for a row's sum: in the reference's order, or, with vector math
+ * (f32), free to reassociate, so the loop vectoriser keeps partial sums. */
+static LLVMValueRef sum(cg_kb *k, LLVMValueRef acc, LLVMValueRef v)
+{
+	LLVMValueRef s = cg_fadd(k, acc, v);
+	if (cg_vector_math(k))
+		LLVMSetFastMathFlags(s, LLVMFastMathAllowReassoc);
+	return s;
+}
 
 /* The offset of row r's first element. */
 static LLVMValueRef row_at(cg_kb *k, LLVMValueRef r, int64_t d)
@@ -57,7 +72,7 @@ static LLVMValueRef row_sum(cg_kb *k, LLVMValueRef row, int64_t d, LLVMValueRef 
 		v = cg_fsub(k, v, mean);
 		v = cg_fmul(k, v, v);
 	}
-	LLVMValueRef next = cg_fadd(k, acc, v);
+	LLVMValueRef next = sum(k, acc, v);
 	cg_end_for(k, &l, &next);
 	return l.out[0];
 }
@@ -127,7 +142,7 @@ static void emit_ln_dx(cg_kb *k, const ir_node *n)
 	LLVMValueRef i = cg_iadd(k, base, j);
 	LLVMValueRef g = cg_fmul(k, cg_to_f64(k, cg_ld(k, dy, i)), cg_to_f64(k, cg_ld(k, gamma, j)));
 	LLVMValueRef xhat = cg_fmul(k, cg_fsub(k, cg_to_f64(k, cg_ld(k, x, i)), mu), inv);
-	LLVMValueRef next[2] = {cg_fadd(k, sg, g), cg_fadd(k, sgx, cg_fmul(k, g, xhat))};
+	LLVMValueRef next[2] = {sum(k, sg, g), sum(k, sgx, cg_fmul(k, g, xhat))};
 	cg_end_for(k, &ls, next);
 	LLVMValueRef mg = cg_fdiv(k, ls.out[0], dd), mgx = cg_fdiv(k, ls.out[1], dd);
 	j = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, d));
@@ -175,18 +190,28 @@ static void emit_softmax(cg_kb *k, const ir_node *n)
 	LLVMValueRef first = scaled(k, row, cg_i64(k, 0), f);
 	LLVMValueRef j = cg_for(k, &lm, cg_i64(k, 1), cg_i64(k, d));
 	LLVMValueRef m = cg_carry(k, &lm, first);
-	LLVMValueRef next = cg_fmax(k, scaled(k, row, j, f), m);
+	LLVMValueRef v = scaled(k, row, j, f), next;
+	if (cg_vector_math(k)) { /* NaN wins as in cg_fmax; only ±0 may differ, which exp does not see */
+		LLVMValueRef args[2] = {v, m};
+		LLVMTypeRef ty = M->f64, fty;
+		LLVMValueRef fmax = cg_intrinsic(k, "llvm.maximum", &ty, 1, &fty);
+		next = LLVMBuildCall2(k->b, fty, fmax, args, 2, "");
+	} else
+		next = cg_fmax(k, v, m);
 	cg_end_for(k, &lm, &next);
 	m = lm.out[0];
 	j = cg_for(k, &ls, cg_i64(k, 0), cg_i64(k, d));
 	LLVMValueRef s = cg_carry(k, &ls, cg_f64(k, 0));
-	LLVMValueRef e = cg_math(k, "llvm.exp", cg_fsub(k, scaled(k, row, j, f), m));
+	LLVMValueRef arg = cg_fsub(k, scaled(k, row, j, f), m);
+	LLVMValueRef e = cg_vector_math(k) ? cg_vexp(k, arg) : cg_math(k, "llvm.exp", arg);
 	LLVMBuildStore(k->b, e, cg_gep(k, M->f64, ws, j));
-	next = cg_fadd(k, s, e);
+	next = sum(k, s, e);
+	cg_parallel_loop(&ls);
 	cg_end_for(k, &ls, &next);
 	j = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, d));
 	e = LLVMBuildLoad2(k->b, M->f64, cg_gep(k, M->f64, ws, j), "");
 	cg_st(k, out, j, cg_to_real(k, cg_fdiv(k, e, ls.out[0])));
+	cg_parallel_loop(&lw);
 	cg_end_for(k, &lw, NULL);
 	cg_end_for(k, &l, NULL);
 }
@@ -208,13 +233,14 @@ static void emit_softmax_grad(cg_kb *k, const ir_node *n)
 	LLVMValueRef j = cg_for(k, &ls, cg_i64(k, 0), cg_i64(k, d));
 	LLVMValueRef s = cg_carry(k, &ls, cg_f64(k, 0));
 	LLVMValueRef i = cg_iadd(k, base, j);
-	LLVMValueRef next = cg_fadd(k, s, cg_fmul(k, cg_to_f64(k, cg_ld(k, dy, i)), cg_to_f64(k, cg_ld(k, y, i))));
+	LLVMValueRef next = sum(k, s, cg_fmul(k, cg_to_f64(k, cg_ld(k, dy, i)), cg_to_f64(k, cg_ld(k, y, i))));
 	cg_end_for(k, &ls, &next);
 	j = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, d));
 	i = cg_iadd(k, base, j);
 	LLVMValueRef yv = cg_to_f64(k, cg_ld(k, y, i));
 	LLVMValueRef diff = cg_fsub(k, cg_to_f64(k, cg_ld(k, dy, i)), ls.out[0]);
 	cg_st(k, dx, i, cg_to_real(k, cg_fmul(k, cg_fmul(k, cg_f64(k, f), yv), diff)));
+	cg_parallel_loop(&lw); /* dx is dy's storage (in place) */
 	cg_end_for(k, &lw, NULL);
 	cg_end_for(k, &l, NULL);
 }

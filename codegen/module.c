@@ -49,6 +49,7 @@ void cg_module_add_parts(cg_module *m, int n)
 		char name[80];
 		snprintf(name, sizeof name, "%s.part%d", m->prefix, i);
 		cg_module_init(p, name, m->cpu, m->threads, m->stats);
+		p->libm_math = m->libm_math;
 		m->part[m->nparts++] = p;
 	}
 }

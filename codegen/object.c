@@ -39,6 +39,7 @@ bool cg_emit_object(const ir_graph *step, const ir_graph *eval, const cg_options
 	const char *name = o->name ? o->name : "revc";
 	cg_module m;
 	cg_module_init(&m, name, o->cpu, 1, NULL);
+	m.libm_math = o->libm_math;
 	char fwd[160];
 	snprintf(fwd, sizeof fwd, "%s_forward", name);
 	bool ok = cg_emit_step(&m, step, name, d) != NULL && (!eval || cg_emit_step(&m, eval, fwd, d) != NULL);

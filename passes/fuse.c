@@ -9,13 +9,14 @@
  *   batch-norm apply + ReLU, the reconstruction subtraction with what
  *   follows it, batch-norm backward + gradient accumulation, the optimiser's
  *   momentum + SGD update, AdamW's two moments (siblings reading the same
- *   gradient) + its weight update.
+ *   gradient) + its weight update; in a transformer, a dense layer's bias +
+ *   GELU, and a bias + the residual add (+ a positional embedding).
  *
  * A group grows from a FUSE node by pulling a reader of its members up to
  * just after the group, and only when everything that reader depends on
- * (operands and ordering edges) already runs by then -- except that an
- * optimiser node's operands that depend on nothing (a parameter's states,
- * the lr input) move up to just before the group with it.  So fusion never
+ * (operands and ordering edges) already runs by then -- except that its
+ * operands that depend on nothing (a parameter, a parameter's states, the
+ * lr input) move up to just before the group with it.  So fusion never
  * moves a node ahead of anything it must run after, ordering edges
  * included, and never moves anything else at all.
  *
@@ -48,14 +49,14 @@ static bool free_source(const ir_node *n)
 	return ir_op_has(n->op, IR_OPF_SRC) && n->op != IR_OP_CONST && n->nin == 0 && n->nafter == 0;
 }
 
-/* Does every dependency of c run at or before position `last`?  For an
- * optimiser node an operand that is a free source may come later: the
- * schedule may place a parameter's states just before their first use, and
- * fusion moves them up, ahead of the group, instead. */
+/* Does every dependency of c run at or before position `last`?  An operand
+ * that is a free source may come later: the schedule places a parameter (a
+ * bias, a positional embedding, an optimiser's states) just before its
+ * first use, and fusion moves it up, ahead of the group, instead. */
 static bool deps_before(const ir_node *c, int last)
 {
 	for (int k = 0; k < c->nin; k++)
-		if (c->in[k]->id > last && !(c->role == IR_ROLE_OPT && free_source(c->in[k])))
+		if (c->in[k]->id > last && !free_source(c->in[k]))
 			return false;
 	for (int k = 0; k < c->nafter; k++)
 		if (c->after[k]->id > last)

@@ -7,6 +7,8 @@
 
 #include "ir.h"
 
+/* IR text parsed and verified (a failed check when it is not valid). */
+ir_graph *cgt_parse(const char *name, const char *text);
 /* Plans a hand-built graph (dce, schedule, fuse, liveness, plan) with the
  * generated kernels' workspace for `threads` threads. */
 void cgt_plan(ir_graph *g, int threads);
@@ -32,5 +34,6 @@ double cgt_rel_err(const void *a, const void *b, ir_dtype dt, int64_t n);
 Suite *cg_ops_suite(void);
 Suite *cg_attn_suite(void);
 Suite *cg_norm_suite(void);
+Suite *cg_gelu_suite(void); /* fuse: GELU's accuracy in f32 */
 
 #endif

@@ -328,14 +328,20 @@ END_TEST
 	"  %18 = sgd($gamma.gamma, %17, %2) : " t "[4] after(%7, %13)\n" \
 	"}\n"
 
-/* IR text parsed, verified and planned for `threads` threads. */
-static ir_graph *parse_planned(const char *name, const char *text, int threads)
+ir_graph *cgt_parse(const char *name, const char *text)
 {
 	ir_diags d;
 	ir_diags_init(&d);
 	ir_graph *g = ir_parse(name, text, strlen(text), &d);
-	ck_assert_msg(g && ir_verify(g, &d), "%s", d.n ? d.items[0].msg : "");
+	ck_assert_msg(g && ir_verify(g, &d), "%s\n%s", d.n ? d.items[0].msg : "", text);
 	ir_diags_free(&d);
+	return g;
+}
+
+/* IR text parsed, verified and planned for `threads` threads. */
+static ir_graph *parse_planned(const char *name, const char *text, int threads)
+{
+	ir_graph *g = cgt_parse(name, text);
 	cgt_plan(g, threads);
 	return g;
 }
@@ -753,6 +759,7 @@ int main(void)
 	srunner_add_suite(sr, cg_ops_suite());
 	srunner_add_suite(sr, cg_attn_suite());
 	srunner_add_suite(sr, cg_norm_suite());
+	srunner_add_suite(sr, cg_gelu_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
