@@ -209,6 +209,26 @@ def cmd_train(a):
                       "images_per_sec": steps * b / wall}))
 
 
+def time_steps(model, opt, x, y, steps, base):
+    """One warm-up training step on (x, y), then `steps` timed ones: the
+    median and minimum step time and the RSS increase over `base` (MiB)."""
+    times = []
+    for i in range(steps + 1):
+        t = time.perf_counter()
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if i > 0:  # the first step warms up
+            times.append(time.perf_counter() - t)
+    times.sort()
+    b = x.shape[0]
+    return {"engine": "pytorch", "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "batch": b, "steps": steps, "median_step_seconds": times[len(times) // 2],
+            "min_step_seconds": times[0], "images_per_sec": b / times[len(times) // 2],
+            "rss_increase_mib": rss_mib() - base, "loss": loss.item()}
+
+
 def cmd_bench(a):
     s = read_spec(a.spec, a.set)
     torch.manual_seed(0)
@@ -219,20 +239,7 @@ def cmd_bench(a):
     c, h, w = s["input"]
     x = torch.rand(b, c, h, w)
     y = torch.randint(0, s["classes"], (b,))
-    times = []
-    for i in range(a.steps + 1):
-        t = time.perf_counter()
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if i > 0:  # the first step warms up
-            times.append(time.perf_counter() - t)
-    times.sort()
-    r = {"engine": "pytorch", "torch": torch.__version__, "threads": torch.get_num_threads(),
-         "batch": b, "steps": a.steps, "median_step_seconds": times[len(times) // 2],
-         "min_step_seconds": times[0], "images_per_sec": b / times[len(times) // 2],
-         "rss_increase_mib": rss_mib() - base}
+    r = time_steps(model, opt, x, y, a.steps, base)
     print(json.dumps(r) if a.json else
           "pytorch: median %.4f s/step, min %.4f s, %.1f images/s, RSS +%.0f MiB" %
           (r["median_step_seconds"], r["min_step_seconds"], r["images_per_sec"], r["rss_increase_mib"]))
