@@ -69,6 +69,8 @@ static int64_t real_size(const ir_node *n)
 static int64_t conv_extent(const ir_node *n)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
+	if (cg_conv_winograd(&g, n->type.dtype))
+		return cg_conv_winograd_extent(&g, n->type.dtype);
 	return (g.n + tile(&g) - 1) / tile(&g);
 }
 

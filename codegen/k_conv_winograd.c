@@ -22,7 +22,8 @@
  * The padded planes are rounded up to whole tiles with zeros; tiles that
  * stick out of the output store only their inside.  The filter is
  * transformed in f64 and rounded once.  One image per parallel index, as
- * for the direct kernels; the filter transform is redone by each thread
+ * for the direct kernels, or a few when the images are small (so
+ * the products are wide enough); the filter transform is redone by each thread
  * per call (C·O·a² values: under 1% of the image loop at RevNet widths).
  *
  * Rounding: the transforms' constants (F(4x4)'s 1/24, 5, 8) amplify f32's
@@ -125,8 +126,33 @@ typedef struct {
 	int64_t top, left;      /* their place in the padded planes */
 	int64_t ho, wo;         /* output planes */
 	int64_t th, tw, tiles;  /* tiles down, across, per plane */
+	int64_t imgs, cols;     /* images per parallel index; their tiles */
+	int64_t vs, ms;         /* strides of V's and M's a² matrices */
 	int64_t hp, wp;         /* padded planes: whole tiles plus the window */
 } wino;
+
+/* The transforms write (and read) a² matrices at once, one element of
+ * each: a multiple of 4 KiB apart, they would all map to the same L1 sets.
+ * So each matrix is padded to an odd number of cache lines. */
+static int64_t skew(int64_t elems)
+{
+	int64_t lines = (elems + 15) / 16;
+	return (lines | 1) * 16;
+}
+
+/* Images per parallel index: enough that the products have 64 columns
+ * (whole vectors: a plane of small images has few tiles), V and M within
+ * 512 KiB (L2), at most half the batch so both threads work. */
+static int64_t images(const ir_conv_geom *g, const wino *w)
+{
+	int64_t per = (int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tiles * 4;
+	int64_t t = (64 + w->tiles - 1) / w->tiles;
+	if (t > ((int64_t)512 << 10) / per)
+		t = ((int64_t)512 << 10) / per;
+	if (t > g->n / 2)
+		t = g->n / 2;
+	return t < 1 ? 1 : t;
+}
 
 static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 {
@@ -146,6 +172,10 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	w.tiles = w.th * w.tw;
 	w.hp = w.th * m + 2;
 	w.wp = w.tw * m + 2;
+	w.imgs = images(g, &w);
+	w.cols = w.imgs * w.tiles;
+	w.vs = skew(w.cin * w.cols);
+	w.ms = skew(w.cout * w.cols);
 	return w;
 }
 
@@ -162,13 +192,13 @@ static int64_t pad_elems(const wino *w)
 
 static int64_t v_elems(const wino *w)
 {
-	return (int64_t)w->t->a * w->t->a * w->cin * w->tiles;
+	return (int64_t)w->t->a * w->t->a * w->vs;
 }
 
 int64_t cg_conv_winograd_workspace(const ir_conv_geom *g, ir_dtype dt)
 {
 	wino w = wino_of(g, dt);
-	return u_elems(&w) + pad_elems(&w) + v_elems(&w) + (int64_t)w.t->a * w.t->a * w.cout * w.tiles;
+	return u_elems(&w) + pad_elems(&w) + v_elems(&w) + (int64_t)w.t->a * w.t->a * w.ms;
 }
 
 /* ---- the kernel ----------------------------------------------------------- */
@@ -201,17 +231,17 @@ static void transform_filter(cg_kb *k, const ir_conv_geom *g, const wino *w, LLV
 }
 
 /* V[e][c][tile] = (B^T d B)[e] for every patch d of every padded plane. */
-static void transform_input(cg_kb *k, const wino *w, LLVMValueRef p, LLVMValueRef v)
+static void transform_input(cg_kb *k, const wino *w, LLVMValueRef p, LLVMValueRef v, LLVMValueRef col0)
 {
 	const transforms *t = w->t;
 	int a = t->a, m = t->m;
-	int64_t plane = w->cin * w->tiles;
+	int64_t plane = w->vs;
 	cg_loop lc, ly, lx;
 	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, w->cin));
 	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
 	LLVMValueRef rows = cg_gep(k, NULL, p, cg_iadd(k, cg_imul(k, c, cg_i64(k, w->hp * w->wp)),
 		cg_imul(k, ty, cg_i64(k, m * w->wp))));
-	LLVMValueRef vrow = cg_gep(k, NULL, v, cg_iadd(k, cg_imul(k, c, cg_i64(k, w->tiles)),
+	LLVMValueRef vrow = cg_gep(k, NULL, v, cg_iadd(k, cg_iadd(k, cg_imul(k, c, cg_i64(k, w->cols)), col0),
 		cg_imul(k, ty, cg_i64(k, w->tw))));
 	LLVMValueRef tx = cg_for(k, &lx, cg_i64(k, 0), cg_i64(k, w->tw));
 	LLVMValueRef col = cg_imul(k, tx, cg_i64(k, m)), in[36] = {0}, out[36];
@@ -235,9 +265,9 @@ static void tiles_out(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef y, 
 {
 	const transforms *t = w->t;
 	int a = t->a, m = t->m;
-	int64_t plane = w->cout * w->tiles;
+	int64_t plane = w->ms;
 	cg_loop lx;
-	LLVMValueRef mrow = cg_gep(k, NULL, mm, cg_iadd(k, cg_imul(k, o, cg_i64(k, w->tiles)),
+	LLVMValueRef mrow = cg_gep(k, NULL, mm, cg_iadd(k, cg_imul(k, o, cg_i64(k, w->cols)),
 		cg_imul(k, ty, cg_i64(k, w->tw))));
 	LLVMValueRef yrow = cg_gep(k, NULL, y, cg_iadd(k, cg_imul(k, o, cg_i64(k, w->ho * w->wo)),
 		cg_imul(k, ty, cg_i64(k, m * w->wo))));
@@ -253,7 +283,8 @@ static void tiles_out(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef y, 
 	cg_end_for(k, &lx, NULL);
 }
 
-/* Y from M: whole tiles, then the right and bottom edges' partial ones. */
+/* Y from M (this image's columns): whole tiles, then the right and bottom
+ * edges' partial ones. */
 static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef y)
 {
 	int m = w->t->m;
@@ -279,30 +310,65 @@ static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValue
 	cg_end_for(k, &lo, NULL);
 }
 
+/* M[e] = U[e] · V[e] for the first `imgs` images' columns, one product
+ * per tile element. */
+static void products(cg_kb *k, const wino *w, LLVMValueRef u, LLVMValueRef v, LLVMValueRef mm, int64_t imgs)
+{
+	int a = w->t->a;
+	cg_loop le;
+	LLVMValueRef e = cg_for(k, &le, cg_i64(k, 0), cg_i64(k, a * a));
+	cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * w->tiles,
+		.a = cg_gep(k, NULL, u, cg_imul(k, e, cg_i64(k, w->cout * w->cin))), .a_rs = w->cin, .a_cs = 1,
+		.b = cg_gep(k, NULL, v, cg_imul(k, e, cg_i64(k, w->vs))), .ldb = w->cols,
+		.c = cg_gep(k, NULL, mm, cg_imul(k, e, cg_i64(k, w->ms))), .ldc = w->cols};
+	cg_gemm_ab(k, &prod);
+	cg_keep_loop(&le);
+	cg_end_for(k, &le, NULL);
+}
+
+int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt)
+{
+	wino w = wino_of(g, dt);
+	return (g->n + w.imgs - 1) / w.imgs;
+}
+
 void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws)
 {
 	wino w = wino_of(g, n->type.dtype);
-	int a = w.t->a;
 	LLVMValueRef out = cg_arg(k, 0), in = cg_arg(k, 1), wt = cg_arg(k, 2);
 	LLVMValueRef u = ws, p = cg_gep(k, NULL, u, cg_i64(k, u_elems(&w)));
 	LLVMValueRef v = cg_gep(k, NULL, p, cg_i64(k, pad_elems(&w)));
 	LLVMValueRef mm = cg_gep(k, NULL, v, cg_i64(k, v_elems(&w)));
 	transform_filter(k, g, &w, wt, u);
-	cg_loop li, le;
-	LLVMValueRef img = cg_for(k, &li, k->lo, k->hi);
+	cg_loop lt, li, lo;
+	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
+	LLVMValueRef first = cg_imul(k, t, cg_i64(k, w.imgs));
+	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w.imgs));
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
 	cg_conv_pad_planes(k, w.cin, w.h, w.w, w.top, w.left, w.hp, w.wp,
-		cg_gep(k, NULL, in, cg_imul(k, img, cg_i64(k, w.cin * w.h * w.w))), p);
-	transform_input(k, &w, p, v);
-	/* M[e] = U[e] · V[e], one product per tile element. */
-	LLVMValueRef e = cg_for(k, &le, cg_i64(k, 0), cg_i64(k, a * a));
-	cg_ab prod = {.m = w.cout, .r = w.cin, .p = w.tiles,
-		.a = cg_gep(k, NULL, u, cg_imul(k, e, cg_i64(k, w.cout * w.cin))), .a_rs = w.cin, .a_cs = 1,
-		.b = cg_gep(k, NULL, v, cg_imul(k, e, cg_i64(k, w.cin * w.tiles))), .ldb = w.tiles,
-		.c = cg_gep(k, NULL, mm, cg_imul(k, e, cg_i64(k, w.cout * w.tiles))), .ldc = w.tiles};
-	cg_gemm_ab(k, &prod);
-	cg_keep_loop(&le);
-	cg_end_for(k, &le, NULL);
-	transform_output(k, &w, mm, cg_gep(k, NULL, out, cg_imul(k, img, cg_i64(k, w.cout * w.ho * w.wo))));
+		cg_gep(k, NULL, in, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, w.cin * w.h * w.w))), p);
+	transform_input(k, &w, p, v, cg_imul(k, i, cg_i64(k, w.tiles)));
 	cg_keep_loop(&li);
 	cg_end_for(k, &li, NULL);
+	/* The last index may have fewer images (a constant number). */
+	int64_t rest = g->n % w.imgs;
+	if (rest == 0) {
+		products(k, &w, u, v, mm, w.imgs);
+	} else {
+		cg_if full, part;
+		LLVMValueRef whole = LLVMBuildICmp(k->b, LLVMIntEQ, count, cg_i64(k, w.imgs), "");
+		cg_if_begin(k, &full, whole);
+		products(k, &w, u, v, mm, w.imgs);
+		cg_if_end(k, &full);
+		cg_if_begin(k, &part, LLVMBuildNot(k->b, whole, ""));
+		products(k, &w, u, v, mm, rest);
+		cg_if_end(k, &part);
+	}
+	i = cg_for(k, &lo, cg_i64(k, 0), count);
+	transform_output(k, &w, cg_gep(k, NULL, mm, cg_imul(k, i, cg_i64(k, w.tiles))),
+		cg_gep(k, NULL, out, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, w.cout * w.ho * w.wo))));
+	cg_keep_loop(&lo);
+	cg_end_for(k, &lo, NULL);
+	cg_keep_loop(&lt);
+	cg_end_for(k, &lt, NULL);
 }
