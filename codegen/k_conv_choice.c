@@ -50,6 +50,45 @@ static cg_conv_lowering because(const char **why, const char *reason, cg_conv_lo
 	return l;
 }
 
+/* ---- the cost model --------------------------------------------------------
+ *
+ * Costs per output element and output plane, in multiply-adds of the
+ * direct kernel's products, for a stride-1 3x3 convolution reading `in`
+ * planes and writing `out` planes of ho x wo:
+ *   direct     9·in·(wo + 2)/wo: the implicit kernel also computes the two
+ *              padding columns of each padded row;
+ *   F(m x m)   (m+2)²/m²·in·(whole tiles' outputs / ho·wo) for the
+ *              products, plus the transforms, x_in·in/out + x_out.
+ * The transforms vectorise over the tiles of a tile row, so they are
+ * cheap when a row holds whole vectors (8 tiles; 4 for F(4x4)) and cost
+ * about twice as much otherwise.  x was fitted to perf(1) cycle counts of
+ * every 3x3 stride-1 conv2d and conv2d_dx of revnet-38 (batch 100) and
+ * fashion (batch 50) on a 2-core AMD EPYC (Zen 4, AVX-512), one thread
+ * (docs/codegen.md gives the figures); it predicts every one of them on the
+ * right side.  F(4x4) must be 10% cheaper than F(2x2) to be chosen, for its
+ * larger rounding error.  The choice does not depend on the CPU code is made
+ * for, so workspace sizes do not either. */
+
+static double cost_direct(const ir_conv_geom *g)
+{
+	bool fwd = g->op == IR_OP_CONV2D;
+	double in = (double)(fwd ? g->c : g->o), wo = (double)(fwd ? g->wo : g->w);
+	return 9 * in * (wo + 2) / wo;
+}
+
+static double cost_winograd(const ir_conv_geom *g, int m)
+{
+	bool fwd = g->op == IR_OP_CONV2D;
+	double in = (double)(fwd ? g->c : g->o), out = (double)(fwd ? g->o : g->c);
+	int64_t ho = fwd ? g->ho : g->h, wo = fwd ? g->wo : g->w;
+	int64_t th = (ho + m - 1) / m, tw = (wo + m - 1) / m;
+	double whole = (double)(th * tw * m * m) / (double)(ho * wo);
+	double a2 = (double)((m + 2) * (m + 2)) / (double)(m * m);
+	bool vectors = tw % (m == 2 ? 8 : 4) == 0;
+	double x = m == 2 ? (vectors ? 33 : 70) : (vectors ? 75 : 145);
+	return a2 * in * whole + x * in / out + x;
+}
+
 cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const char **why)
 {
 	cg_conv_lowering f = cg_conv_forced();
@@ -69,5 +108,10 @@ cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const c
 	}
 	if (!fits)
 		return because(why, "not a 3x3 stride-1 conv2d or conv2d_dx in f32", CG_CONV_DIRECT);
-	return because(why, "cost model: direct", CG_CONV_DIRECT);
+	double direct = cost_direct(g), w2 = cost_winograd(g, 2), w4 = cost_winograd(g, 4);
+	if (w4 < 0.9 * w2 && w4 < direct)
+		return because(why, "cost model: winograd4 cheapest", CG_CONV_WINOGRAD4);
+	if (w2 < direct)
+		return because(why, "cost model: winograd2 cheaper than direct", CG_CONV_WINOGRAD2);
+	return because(why, "cost model: direct cheaper than Winograd", CG_CONV_DIRECT);
 }

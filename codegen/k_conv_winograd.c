@@ -142,13 +142,13 @@ static int64_t skew(int64_t elems)
 
 /* Images per parallel index: enough that the products have 64 columns
  * (whole vectors: a plane of small images has few tiles), V and M within
- * 512 KiB (L2), at most half the batch so both threads work. */
+ * 256 KiB (half of L2), at most half the batch so both threads work. */
 static int64_t images(const ir_conv_geom *g, const wino *w)
 {
 	int64_t per = (int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tiles * 4;
 	int64_t t = (64 + w->tiles - 1) / w->tiles;
-	if (t > ((int64_t)512 << 10) / per)
-		t = ((int64_t)512 << 10) / per;
+	if (t > ((int64_t)256 << 10) / per)
+		t = ((int64_t)256 << 10) / per;
 	if (t > g->n / 2)
 		t = g->n / 2;
 	return t < 1 ? 1 : t;
