@@ -290,8 +290,6 @@ typedef struct {
 /* The emitter for n's op, or NULL (sources, outputs, and ops handled by
  * fusion groups). */
 const cg_op_impl *cg_op_impl_get(const ir_node *n);
-/* "conv2d f32[100,16,28,28] f32[16,16,3,3] -> f32[...] stride=1 pad=[...]" */
-void cg_node_signature(const ir_node *n, char *buf, size_t len);
 
 /* Families (codegen/k_*.c): cg_impl_<op> for every op whose native column
  * in ops.def is IMPL. */

@@ -76,11 +76,20 @@ static double cost_direct(const ir_conv_geom *g)
 	return 9 * in * (wo + 2) / wo;
 }
 
-static double cost_winograd(const ir_conv_geom *g, int m)
+/* The planes a stride-1 conv2d or conv2d_dx reads and writes, and the size
+ * of those it writes. */
+static void planes(const ir_conv_geom *g, double *in, double *out, int64_t *ho, int64_t *wo)
 {
 	bool fwd = g->op == IR_OP_CONV2D;
-	double in = (double)(fwd ? g->c : g->o), out = (double)(fwd ? g->o : g->c);
-	int64_t ho = fwd ? g->ho : g->h, wo = fwd ? g->wo : g->w;
+	*in = (double)(fwd ? g->c : g->o), *out = (double)(fwd ? g->o : g->c);
+	*ho = fwd ? g->ho : g->h, *wo = fwd ? g->wo : g->w;
+}
+
+static double cost_winograd(const ir_conv_geom *g, int m)
+{
+	double in, out;
+	int64_t ho, wo;
+	planes(g, &in, &out, &ho, &wo);
 	int64_t th = (ho + m - 1) / m, tw = (wo + m - 1) / m;
 	double whole = (double)(th * tw * m * m) / (double)(ho * wo);
 	double a2 = (double)((m + 2) * (m + 2)) / (double)(m * m);
@@ -89,10 +98,27 @@ static double cost_winograd(const ir_conv_geom *g, int m)
 	return a2 * in * whole + x * in / out + x;
 }
 
+/* Why Winograd cannot compute g in dt, or NULL when it can. */
+static const char *unfit(const ir_conv_geom *g, ir_dtype dt)
+{
+	if (cg_conv_winograd_fits(g, dt))
+		return NULL;
+	if (g->op == IR_OP_CONV2D_DW)
+		return "filter gradients are direct";
+	if (g->kh != 3 || g->kw != 3)
+		return "Winograd only for 3x3 windows";
+	if (g->s != 1)
+		return "Winograd only at stride 1";
+	if (dt != IR_F32)
+		return "Winograd only in f32";
+	return "Winograd only for paddings up to 2";
+}
+
 cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const char **why)
 {
 	cg_conv_lowering f = cg_conv_forced();
-	bool fits = cg_conv_winograd_fits(g, dt);
+	const char *no = unfit(g, dt);
+	bool fits = !no;
 	switch (f) {
 	case CG_CONV_BLAS:
 		return because(why, "REVC_CONV=blas", f);
@@ -102,16 +128,39 @@ cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const c
 	case CG_CONV_WINOGRAD4:
 		if (fits)
 			return because(why, f == CG_CONV_WINOGRAD2 ? "REVC_CONV=winograd2" : "REVC_CONV=winograd4", f);
-		return because(why, "Winograd needs a 3x3 stride-1 conv2d or conv2d_dx in f32", CG_CONV_DIRECT);
+		return because(why, no, CG_CONV_DIRECT);
 	default:
 		break;
 	}
 	if (!fits)
-		return because(why, "not a 3x3 stride-1 conv2d or conv2d_dx in f32", CG_CONV_DIRECT);
+		return because(why, no, CG_CONV_DIRECT);
 	double direct = cost_direct(g), w2 = cost_winograd(g, 2), w4 = cost_winograd(g, 4);
 	if (w4 < 0.9 * w2 && w4 < direct)
 		return because(why, "cost model: winograd4 cheapest", CG_CONV_WINOGRAD4);
 	if (w2 < direct)
 		return because(why, "cost model: winograd2 cheaper than direct", CG_CONV_WINOGRAD2);
 	return because(why, "cost model: direct cheaper than Winograd", CG_CONV_DIRECT);
+}
+
+const char *cg_conv_describe(const ir_node *n, const char **why)
+{
+	if (n->op != IR_OP_CONV2D && n->op != IR_OP_CONV2D_DX && n->op != IR_OP_CONV2D_DW)
+		return NULL;
+	ir_conv_geom g = ir_conv_geom_of(n);
+	return cg_conv_lowering_name(cg_conv_lowering_of(&g, n->type.dtype, why));
+}
+
+double cg_conv_product_flops(const ir_node *n)
+{
+	ir_conv_geom g = ir_conv_geom_of(n);
+	double direct = 2.0 * (double)g.n * (double)(g.o * g.c * g.kh * g.kw) * (double)(g.ho * g.wo);
+	cg_conv_lowering l = cg_conv_lowering_of(&g, n->type.dtype, NULL);
+	if (l != CG_CONV_WINOGRAD2 && l != CG_CONV_WINOGRAD4)
+		return direct;
+	int m = l == CG_CONV_WINOGRAD4 ? 4 : 2;
+	double in, out;
+	int64_t ho, wo;
+	planes(&g, &in, &out, &ho, &wo);
+	double tiles = (double)(((ho + m - 1) / m) * ((wo + m - 1) / m));
+	return 2.0 * (double)g.n * in * out * (double)((m + 2) * (m + 2)) * tiles;
 }
