@@ -8,14 +8,17 @@
 
 static const char usage[] =
 	"revc bench SPEC [--set KEY=VALUE ...] [--steps K] [--engine interp|jit] [--cpu NAME] [--strategy NAME]\n"
-	"                  [--threads N] [--gemm] [--json] [--dump-llvm DIR] [--max-memory SIZE] [pass options]";
+	"                  [--threads N] [--gemm] [--kernels] [--json] [--dump-llvm DIR] [--max-memory SIZE]\n"
+	"                  [pass options]";
 static const char about[] =
 	"Builds SPEC's training step, runs one warm-up step and then K timed steps on\n"
 	"random data, and reports the median and minimum step time, images/s, the\n"
 	"achieved GFLOP/s (convolution and dense FLOPs over the median step), the\n"
 	"planned arena and the process RSS, and the compile time.  --gemm also times\n"
 	"cblas_sgemm alone on the step's GEMM shapes (the machine's ceiling for them)\n"
-	"and gives the step's share of it.  The pass options apply to the step's\n"
+	"and gives the step's share of it.  --kernels lists the step's convolutions\n"
+	"with the lowering each got (direct, winograd2, winograd4 or blas: REVC_CONV\n"
+	"forces one) and why.  The pass options apply to the step's\n"
 	"pipeline; with --stop-after or --passes revc bench builds and dumps the step\n"
 	"and exits without timing it.";
 
@@ -30,18 +33,20 @@ static const cli_opt opts[] = {
 	{"dump-llvm", 0, "DIR", "write each module's .ll before and after optimisation"},
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
+	{"kernels", 0, NULL, "also list the convolutions and the lowering each got, and why"},
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_STEPS, OPT_ENGINE, OPT_CPU, OPT_STRATEGY, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP, OPT_MAX_MEMORY, OPT_SET,
-	OPT_HELP, OPT_PASS0 };
+	OPT_KERNELS, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* What the command line asked for. */
 typedef struct {
 	const char *spec;
 	bool json;
+	bool kernels; /* --kernels */
 	revc_options o;
 	revc_bench_options b;
 	cli_sets sets;
@@ -66,6 +71,7 @@ static int parse(cli_args *a, bench_args *o)
 			break;
 		case OPT_GEMM: o->b.gemm = true; break;
 		case OPT_JSON: o->json = true; break;
+		case OPT_KERNELS: o->kernels = true; break;
 		case OPT_DUMP: o->o.dump_llvm = val; break;
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
@@ -126,7 +132,20 @@ static void print_json(const bench_info *i, const revc_bench_result *r)
 		printf(",\"cpu\":\"%s\",\"cpu_native\":%s", revc_model_cpu(m), r->cpu_native ? "true" : "false");
 	else
 		printf(",\"cpu\":null,\"cpu_native\":null");
-	printf(",\"blas_core\":\"%s\"}\n", r->blas_core);
+	printf(",\"blas_core\":\"%s\"", r->blas_core);
+	printf(",\"performed_gflop_per_step\":%.3f", r->performed_flops / 1e9);
+	if (o->kernels) {
+		printf(",\"convolutions\":[");
+		for (int k = 0; k < r->nconvs; k++) {
+			printf("%s{\"node\":\"", k ? "," : "");
+			cli_json_string(stdout, r->convs[k].what);
+			printf("\",\"count\":%d,\"lowering\":\"%s\",\"why\":\"", r->convs[k].count, r->convs[k].lowering);
+			cli_json_string(stdout, r->convs[k].why);
+			printf("\"}");
+		}
+		printf("]");
+	}
+	printf("}\n");
 }
 
 static void print_text(const bench_info *i, const revc_bench_result *r)
@@ -146,11 +165,18 @@ static void print_text(const bench_info *i, const revc_bench_result *r)
 	printf("  throughput    %.1f images/s\n", (double)batch / r->median_seconds);
 	printf("  compute       %.2f GFLOP per step (convolutions and dense), %.1f GFLOP/s\n", r->flops / 1e9,
 		r->flops / r->median_seconds / 1e9);
+	if (r->performed_flops != r->flops)
+		printf("  performed     %.2f GFLOP per step in the products (Winograd's), %.1f GFLOP/s\n",
+			r->performed_flops / 1e9, r->performed_flops / r->median_seconds / 1e9);
 	if (o->b.gemm)
 		printf("  sgemm alone   %.4f s for the same GEMMs, %.1f GFLOP/s: the step reaches %.0f%% of it\n",
 			r->gemm_seconds, r->flops / r->gemm_seconds / 1e9, 100 * r->gemm_seconds / r->median_seconds);
 	printf("  memory        planned arena %.2f MiB, process RSS %.1f MiB (+%.1f MiB over the start)\n",
 		(double)r->arena_bytes / (1 << 20), i->rss, i->rss - i->rss_base);
+	if (o->kernels)
+		for (int k = 0; k < r->nconvs; k++)
+			printf("  conv          %-9s x%-3d %s (%s)\n", r->convs[k].lowering, r->convs[k].count, r->convs[k].what,
+				r->convs[k].why);
 	if (revc_model_cpu(m))
 		printf("  compile       %.3f s (emit %.3f, optimise %.3f, JIT %.3f), %d kernels for %d calls\n",
 			r->compile_seconds, r->seconds_emit, r->seconds_optimize, r->seconds_jit, r->kernels, r->calls);

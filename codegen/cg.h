@@ -41,6 +41,19 @@ typedef struct {
  * memory planner reserves it.  user is a cg_options. */
 int64_t cg_workspace(const ir_node *n, void *user);
 
+/* A node's op, operand and result types and attributes (the kernel
+ * cache's key): "conv2d f32[100,16,28,28] f32[16,16,3,3] -> f32[...]
+ * stride=1 pad=[...]". */
+void cg_node_signature(const ir_node *n, char *buf, size_t len);
+/* How convolution node n is computed in native code ("direct",
+ * "winograd2", "winograd4" or "blas") and, in *why when why is not NULL,
+ * why; NULL for other nodes (codegen/k_conv_choice.c). */
+const char *cg_conv_describe(const ir_node *n, const char **why);
+/* The floating-point operations of the products conv node n's lowering
+ * performs (Winograd's transforms not counted): the direct count
+ * 2·N·O·C·KH·KW·Ho·Wo unless Winograd computes it. */
+double cg_conv_product_flops(const ir_node *n);
+
 typedef struct cg_jit cg_jit;
 
 /* JIT-compiles g (planned) for o->cpu.  On failure (also when this host

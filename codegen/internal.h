@@ -248,8 +248,25 @@ void cg_gemm_abt(cg_kb *k, const cg_abt *g, LLVMValueRef count);
 
 /* ---- convolutions (k_conv.c, k_conv_implicit.c) ----------------------------- */
 
-/* REVC_CONV_BLAS=1: every convolution unfolded and multiplied by
+/* How a convolution is computed (k_conv_choice.c): the register-blocked
+ * products of gemm.c on the image (stride 1) or its unfolded columns,
+ * Winograd's F(2x2, 3x3) or F(4x4, 3x3) (k_conv_winograd.c), or im2col and
  * cblas_sgemm/dgemm, the lowering revc had first (for comparison). */
+typedef enum {
+	CG_CONV_AUTO, /* only as cg_conv_forced's answer: nothing forced */
+	CG_CONV_DIRECT,
+	CG_CONV_WINOGRAD2,
+	CG_CONV_WINOGRAD4,
+	CG_CONV_BLAS,
+} cg_conv_lowering;
+
+/* REVC_CONV=direct|winograd2|winograd4|blas (REVC_CONV_BLAS=1 is blas). */
+cg_conv_lowering cg_conv_forced(void);
+/* The lowering of a convolution node's geometry in dtype dt, and in *why
+ * (when why is not NULL) a phrase saying why. */
+cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const char **why);
+const char *cg_conv_lowering_name(cg_conv_lowering l);
+/* Every convolution on BLAS (REVC_CONV=blas). */
 bool cg_conv_on_blas(void);
 /* Stride-1 convolutions lowered without unfolding (k_conv_implicit.c):
  * whether g is one, its images per parallel index, workspace elements per
@@ -259,6 +276,18 @@ int64_t cg_conv_implicit_tile(const ir_conv_geom *g);
 int64_t cg_conv_implicit_workspace(const ir_conv_geom *g);
 int64_t cg_conv_implicit_partial(const ir_conv_geom *g);
 void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws);
+/* Copies src's planes (h x w) into dst's (hp x wp) at (top, left), with
+ * zero borders. */
+void cg_conv_pad_planes(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t top, int64_t left, int64_t hp,
+	int64_t wp, LLVMValueRef src, LLVMValueRef dst);
+/* Winograd (k_conv_winograd.c): whether g in dt can be computed so (a 3x3
+ * stride-1 conv2d or conv2d_dx in f32), whether it is, its parallel
+ * extent, its workspace elements per thread, and the body. */
+bool cg_conv_winograd_fits(const ir_conv_geom *g, ir_dtype dt);
+bool cg_conv_winograd(const ir_conv_geom *g, ir_dtype dt);
+int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt);
+int64_t cg_conv_winograd_workspace(const ir_conv_geom *g, ir_dtype dt);
+void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws);
 
 /* ---- op emitters ------------------------------------------------------------ */
 
@@ -280,8 +309,6 @@ typedef struct {
 /* The emitter for n's op, or NULL (sources, outputs, and ops handled by
  * fusion groups). */
 const cg_op_impl *cg_op_impl_get(const ir_node *n);
-/* "conv2d f32[100,16,28,28] f32[16,16,3,3] -> f32[...] stride=1 pad=[...]" */
-void cg_node_signature(const ir_node *n, char *buf, size_t len);
 
 /* Families (codegen/k_*.c): cg_impl_<op> for every op whose native column
  * in ops.def is IMPL. */

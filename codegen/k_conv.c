@@ -13,22 +13,17 @@
  * depend on timing.  Padding is the node's explicit [top, bottom, left,
  * right].
  *
- * With REVC_CONV_BLAS=1 every convolution is unfolded and its products are
+ * 3x3 stride-1 ones may be Winograd's instead (k_conv_winograd.c, chosen
+ * by k_conv_choice.c).  With REVC_CONV=blas (or REVC_CONV_BLAS=1) every
+ * convolution is unfolded and its products are
  * cblas_sgemm (cblas_dgemm for f64) calls instead, on tiles wide enough for
  * BLAS, with the outputs gathered into and scattered from the tile's
  * layout: the lowering revc had first, kept for comparison (revc bench).
  * matmul is always one BLAS call, bmatmul one per batch index. */
 #include "internal.h"
-#include <stdlib.h>
 
 /* CBLAS enum values (cblas.h): row major 101, no transpose 111, transpose 112. */
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
-
-bool cg_conv_on_blas(void)
-{
-	const char *e = getenv("REVC_CONV_BLAS");
-	return e && *e == '1';
-}
 
 static bool on_blas(void)
 {
@@ -74,11 +69,15 @@ static int64_t real_size(const ir_node *n)
 static int64_t conv_extent(const ir_node *n)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
+	if (cg_conv_winograd(&g, n->type.dtype))
+		return cg_conv_winograd_extent(&g, n->type.dtype);
 	return (g.n + tile(&g) - 1) / tile(&g);
 }
 
 static int64_t per_thread(const ir_conv_geom *g, const ir_node *n)
 {
+	if (cg_conv_winograd(g, n->type.dtype))
+		return cg_conv_winograd_workspace(g, n->type.dtype);
 	if (cg_conv_implicit(g))
 		return cg_conv_implicit_workspace(g);
 	int64_t e = col_elems(g) + y_elems(g);
@@ -249,6 +248,10 @@ static void unfold(cg_kb *k, const ir_conv_geom *g, LLVMValueRef x, LLVMValueRef
 static void emit_conv2d(cg_kb *k, const ir_node *n)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
+	if (cg_conv_winograd(&g, n->type.dtype)) {
+		cg_conv_winograd_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
+		return;
+	}
 	if (cg_conv_implicit(&g)) {
 		cg_conv_implicit_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
 		return;
@@ -280,6 +283,10 @@ static void emit_conv2d(cg_kb *k, const ir_node *n)
 static void emit_conv2d_dx(cg_kb *k, const ir_node *n)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
+	if (cg_conv_winograd(&g, n->type.dtype)) {
+		cg_conv_winograd_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
+		return;
+	}
 	if (cg_conv_implicit(&g)) {
 		cg_conv_implicit_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
 		return;

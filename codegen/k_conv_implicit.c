@@ -91,6 +91,13 @@ static void pad_planes(cg_kb *k, const padding *p, LLVMValueRef src, LLVMValueRe
 	cg_end_for(k, &lc, NULL);
 }
 
+void cg_conv_pad_planes(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t top, int64_t left, int64_t hp,
+	int64_t wp, LLVMValueRef src, LLVMValueRef dst)
+{
+	padding p = {planes, h, w, top, left, hp, wp};
+	pad_planes(k, &p, src, dst);
+}
+
 /* dst (planes of h x w) = the first w columns of each row of src (rows of
  * wp). */
 static void drop_columns(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t wp, LLVMValueRef src,

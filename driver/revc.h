@@ -549,6 +549,18 @@ typedef struct {
 	 * compile's time went (zeros for the interpreter). */
 	int kernels, calls;
 	double seconds_emit, seconds_optimize, seconds_jit;
+	/* The convolutions' lowerings (native code; for the interpreter, what
+	 * the JIT would choose): each distinct (op, shapes, lowering) once,
+	 * with how many nodes of the step have it, and the FLOPs the products
+	 * perform (Winograd's are fewer than `flops` counts). */
+	int nconvs;
+	struct {
+		char what[160];          /* "conv2d f32[100,16,32,32] ... stride=1 pad=[1,1,1,1]" */
+		const char *lowering;    /* "direct", "winograd2", "winograd4", "blas" */
+		const char *why;
+		int count;
+	} convs[64];
+	double performed_flops;
 } revc_bench_result;
 
 /* Compiles spec model m's training step (f32) under o (NULL: defaults;

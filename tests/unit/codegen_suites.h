@@ -30,10 +30,18 @@ typedef struct {
 double cgt_compare_poked(ir_graph *g, int threads, uint64_t seed, int steps, const cgt_poke *pokes,
 	int npokes, const char *out, double *jit, double *ref);
 double cgt_rel_err(const void *a, const void *b, ir_dtype dt, int64_t n);
+/* A convolution x [n,c,h,w] * w [o,c,k,k] with stride s and padding pad
+ * (top, bottom, left, right): conv2d, conv2d_dx and conv2d_dw as outputs
+ * y, dx and dw of inputs x, w and dy, planned for `threads` threads. */
+typedef struct {
+	int64_t n, c, h, w, o, k, s, pad[4];
+} cgt_conv;
+ir_graph *cgt_conv_graph(const cgt_conv *c, ir_dtype dt, int threads);
 
 Suite *cg_ops_suite(void);
 Suite *cg_attn_suite(void);
 Suite *cg_norm_suite(void);
 Suite *cg_gelu_suite(void); /* fuse: GELU's accuracy in f32 */
+Suite *cg_winograd_suite(void);
 
 #endif

@@ -251,9 +251,7 @@ static ir_node *op2(ir_graph *g, ir_op op, ir_node *a, ir_node *b)
 	return ir_node_new(g, op, in, b ? 2 : 1);
 }
 
-typedef struct {
-	int64_t n, c, h, w, o, k, s, pad[4];
-} conv_case;
+typedef cgt_conv conv_case;
 
 static const conv_case conv_cases[] = {
 	{3, 4, 9, 9, 6, 3, 1, {1, 1, 1, 1}},
@@ -267,8 +265,7 @@ static const conv_case conv_cases[] = {
 };
 #define NCONV ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
-/* conv2d, conv2d_dx and conv2d_dw of one case, as outputs, planned. */
-static ir_graph *conv_graph(const conv_case *c, ir_dtype dt, int threads)
+ir_graph *cgt_conv_graph(const cgt_conv *c, ir_dtype dt, int threads)
 {
 	ir_graph *g = ir_graph_new("conv");
 	int64_t xd[4] = {c->n, c->c, c->h, c->w}, wd[4] = {c->o, c->c, c->k, c->k};
@@ -298,7 +295,7 @@ START_TEST(test_conv)
 {
 	ir_dtype dt = _i / NCONV % 2 ? IR_F64 : IR_F32;
 	int threads = _i / (2 * NCONV) ? 2 : 1;
-	ir_graph *g = conv_graph(&conv_cases[_i % NCONV], dt, threads);
+	ir_graph *g = cgt_conv_graph(&conv_cases[_i % NCONV], dt, threads);
 	double err = cgt_compare(g, threads, 3, 1);
 	ck_assert_msg(err <= (dt == IR_F32 ? 1e-5 : 1e-12), "case %d: %g", _i, err);
 	ir_graph_free(g);
@@ -663,7 +660,7 @@ START_TEST(test_cpu_vector_width)
 {
 #if defined(__x86_64__)
 	static const char *const cpus[] = {"x86-64-v3", "x86-64-v4"};
-	ir_graph *g = conv_graph(&conv_cases[6], IR_F32, 1);
+	ir_graph *g = cgt_conv_graph(&conv_cases[6], IR_F32, 1);
 	for (int i = 0; i < 2; i++) {
 		char dir[128];
 		rt_temp_template(dir, sizeof dir, "/tmp/revc-cpu", strlen("/tmp/revc-cpu"), "-");
@@ -760,6 +757,7 @@ int main(void)
 	srunner_add_suite(sr, cg_attn_suite());
 	srunner_add_suite(sr, cg_norm_suite());
 	srunner_add_suite(sr, cg_gelu_suite());
+	srunner_add_suite(sr, cg_winograd_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -1,0 +1,166 @@
+/* k_conv_choice.c: which lowering each convolution gets (cg_conv_lowering,
+ * internal.h), decided at compile time from the node alone, so that the
+ * memory planner's workspace sizes and the emitted kernel agree and do not
+ * depend on the CPU.
+ *
+ * REVC_CONV=direct|winograd2|winograd4|blas forces one for every
+ * convolution it applies to (Winograd only to 3x3 stride-1 conv2d and
+ * conv2d_dx in f32; the others then stay direct).  Otherwise the cost
+ * model below picks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+cg_conv_lowering cg_conv_forced(void)
+{
+	static const struct {
+		const char *name;
+		cg_conv_lowering l;
+	} names[] = {
+		{"direct", CG_CONV_DIRECT},
+		{"winograd2", CG_CONV_WINOGRAD2},
+		{"winograd4", CG_CONV_WINOGRAD4},
+		{"blas", CG_CONV_BLAS},
+	};
+	const char *e = getenv("REVC_CONV");
+	for (size_t i = 0; e && i < sizeof names / sizeof names[0]; i++)
+		if (!strcmp(e, names[i].name))
+			return names[i].l;
+	const char *b = getenv("REVC_CONV_BLAS");
+	return b && *b == '1' ? CG_CONV_BLAS : CG_CONV_AUTO;
+}
+
+bool cg_conv_on_blas(void)
+{
+	return cg_conv_forced() == CG_CONV_BLAS;
+}
+
+const char *cg_conv_lowering_name(cg_conv_lowering l)
+{
+	static const char *const names[] = {"auto", "direct", "winograd2", "winograd4", "blas"};
+	_Static_assert(sizeof names / sizeof names[0] == CG_CONV_BLAS + 1, "one name per lowering");
+	return names[l];
+}
+
+static cg_conv_lowering because(const char **why, const char *reason, cg_conv_lowering l)
+{
+	if (why)
+		*why = reason;
+	return l;
+}
+
+/* ---- the cost model --------------------------------------------------------
+ *
+ * Costs per output element and output plane, in multiply-adds of the
+ * direct kernel's products, for a stride-1 3x3 convolution reading `in`
+ * planes and writing `out` planes of ho x wo:
+ *   direct     9·in·(wo + 2)/wo: the implicit kernel also computes the two
+ *              padding columns of each padded row;
+ *   F(m x m)   (m+2)²/m²·in·(whole tiles' outputs / ho·wo) for the
+ *              products, plus the transforms, x_in·in/out + x_out.
+ * The transforms vectorise over the tiles of a tile row, so they are
+ * cheap when a row holds whole vectors (8 tiles; 4 for F(4x4)) and cost
+ * about twice as much otherwise.  x was fitted to perf(1) cycle counts of
+ * every 3x3 stride-1 conv2d and conv2d_dx of revnet-38 (batch 100) and
+ * fashion (batch 50) on a 2-core AMD EPYC (Zen 4, AVX-512), one thread
+ * (docs/codegen.md gives the figures); it predicts every one of them on the
+ * right side.  F(4x4) must be 10% cheaper than F(2x2) to be chosen, for its
+ * larger rounding error.  The choice does not depend on the CPU code is made
+ * for, so workspace sizes do not either. */
+
+static double cost_direct(const ir_conv_geom *g)
+{
+	bool fwd = g->op == IR_OP_CONV2D;
+	double in = (double)(fwd ? g->c : g->o), wo = (double)(fwd ? g->wo : g->w);
+	return 9 * in * (wo + 2) / wo;
+}
+
+/* The planes a stride-1 conv2d or conv2d_dx reads and writes, and the size
+ * of those it writes. */
+static void planes(const ir_conv_geom *g, double *in, double *out, int64_t *ho, int64_t *wo)
+{
+	bool fwd = g->op == IR_OP_CONV2D;
+	*in = (double)(fwd ? g->c : g->o), *out = (double)(fwd ? g->o : g->c);
+	*ho = fwd ? g->ho : g->h, *wo = fwd ? g->wo : g->w;
+}
+
+static double cost_winograd(const ir_conv_geom *g, int m)
+{
+	double in, out;
+	int64_t ho, wo;
+	planes(g, &in, &out, &ho, &wo);
+	int64_t th = (ho + m - 1) / m, tw = (wo + m - 1) / m;
+	double whole = (double)(th * tw * m * m) / (double)(ho * wo);
+	double a2 = (double)((m + 2) * (m + 2)) / (double)(m * m);
+	bool vectors = tw % (m == 2 ? 8 : 4) == 0;
+	double x = m == 2 ? (vectors ? 33 : 70) : (vectors ? 75 : 145);
+	return a2 * in * whole + x * in / out + x;
+}
+
+/* Why Winograd cannot compute g in dt, or NULL when it can. */
+static const char *unfit(const ir_conv_geom *g, ir_dtype dt)
+{
+	if (cg_conv_winograd_fits(g, dt))
+		return NULL;
+	if (g->op == IR_OP_CONV2D_DW)
+		return "filter gradients are direct";
+	if (g->kh != 3 || g->kw != 3)
+		return "Winograd only for 3x3 windows";
+	if (g->s != 1)
+		return "Winograd only at stride 1";
+	if (dt != IR_F32)
+		return "Winograd only in f32";
+	return "Winograd only for paddings up to 2";
+}
+
+cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const char **why)
+{
+	cg_conv_lowering f = cg_conv_forced();
+	const char *no = unfit(g, dt);
+	bool fits = !no;
+	switch (f) {
+	case CG_CONV_BLAS:
+		return because(why, "REVC_CONV=blas", f);
+	case CG_CONV_DIRECT:
+		return because(why, "REVC_CONV=direct", f);
+	case CG_CONV_WINOGRAD2:
+	case CG_CONV_WINOGRAD4:
+		if (fits)
+			return because(why, f == CG_CONV_WINOGRAD2 ? "REVC_CONV=winograd2" : "REVC_CONV=winograd4", f);
+		return because(why, no, CG_CONV_DIRECT);
+	default:
+		break;
+	}
+	if (!fits)
+		return because(why, no, CG_CONV_DIRECT);
+	double direct = cost_direct(g), w2 = cost_winograd(g, 2), w4 = cost_winograd(g, 4);
+	if (w4 < 0.9 * w2 && w4 < direct)
+		return because(why, "cost model: winograd4 cheapest", CG_CONV_WINOGRAD4);
+	if (w2 < direct)
+		return because(why, "cost model: winograd2 cheaper than direct", CG_CONV_WINOGRAD2);
+	return because(why, "cost model: direct cheaper than Winograd", CG_CONV_DIRECT);
+}
+
+const char *cg_conv_describe(const ir_node *n, const char **why)
+{
+	if (n->op != IR_OP_CONV2D && n->op != IR_OP_CONV2D_DX && n->op != IR_OP_CONV2D_DW)
+		return NULL;
+	ir_conv_geom g = ir_conv_geom_of(n);
+	return cg_conv_lowering_name(cg_conv_lowering_of(&g, n->type.dtype, why));
+}
+
+double cg_conv_product_flops(const ir_node *n)
+{
+	ir_conv_geom g = ir_conv_geom_of(n);
+	double direct = 2.0 * (double)g.n * (double)(g.o * g.c * g.kh * g.kw) * (double)(g.ho * g.wo);
+	cg_conv_lowering l = cg_conv_lowering_of(&g, n->type.dtype, NULL);
+	if (l != CG_CONV_WINOGRAD2 && l != CG_CONV_WINOGRAD4)
+		return direct;
+	int m = l == CG_CONV_WINOGRAD4 ? 4 : 2;
+	double in, out;
+	int64_t ho, wo;
+	planes(&g, &in, &out, &ho, &wo);
+	double tiles = (double)(((ho + m - 1) / m) * ((wo + m - 1) / m));
+	return 2.0 * (double)g.n * in * out * (double)((m + 2) * (m + 2)) * tiles;
+}
