@@ -227,6 +227,9 @@ static bool lower_dense(lw *L, const fe_stmt *st, const bound *b, const char *na
 static bool lower_split(lw *L, const fe_stmt *st, const bound *b, const char *name)
 {
 	tensor x = L->x[0];
+	if (x.rank == 3)
+		return fe_lw_fail(L, st->pos, "split halves the channels of an image or matrix; tokens [N,T,D] take "
+			"duplicate");
 	if (x.dim[1] % 2)
 		return fe_lw_fail(L, st->pos, "split needs an even channel count, found %lld", (long long)x.dim[1]);
 	for (int part = 0; part < 2; part++) {
@@ -245,6 +248,9 @@ static bool lower_split(lw *L, const fe_stmt *st, const bound *b, const char *na
 static bool lower_merge(lw *L, const fe_stmt *st, const bound *b, const char *name)
 {
 	tensor *a = &L->x[0], *c = &L->x[1];
+	if (a->rank == 3)
+		return fe_lw_fail(L, st->pos, "merge concatenates the channels of images or matrices; tokens [N,T,D] take "
+			"merge_mean");
 	for (int i = 0; i < a->rank; i++)
 		if (i != 1 && a->dim[i] != c->dim[i])
 			return fe_lw_fail(L, st->pos, "merge needs streams of one size; dimension %d is %lld and %lld", i,
