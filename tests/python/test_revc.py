@@ -236,7 +236,7 @@ def test_an_ir_model_trains_as_its_spec(tmp_path):
         assert abs(m.train_step(x, y) - spec.train_step(x, y)) <= 1e-6
     for name, a in spec.params.items():
         assert np.allclose(m.params[name], a, rtol=1e-5, atol=1e-7), name
-    with pytest.raises(revc.UsageError, match="needs a model from a spec"):
+    with pytest.raises(revc.UsageError, match="needs a spec or a forward graph"):
         m.check_gradients()
 
 
