@@ -29,8 +29,8 @@ static const char about[] =
 	"\n"
 	"FILE.ir is a forward graph in revc's IR with its couplings marked\n"
 	"(unit(K, PART), docs/ir.md), such as `revc dump SPEC` prints: it is planned\n"
-	"as the spec it came from would be, with the default optimiser settings\n"
-	"(the file carries none).";
+	"as the spec it came from would be, with the optimiser of its training\n"
+	"settings (a train { ... } block), the defaults without one.";
 
 static const cli_opt opts[] = {
 	{"strategy", 0, "NAME", "store, revnet, checkpoint or all (default " CLI_STRATEGY_DEFAULT ")"},

@@ -202,6 +202,11 @@ bool revc_model_has_settings(const revc_model *m, revc_error **err)
 	return drv_model_settings(m) ? true : drv_no_settings(m, "training", err);
 }
 
+revc_dtype revc_model_dtype(const revc_model *m)
+{
+	return drv_model_dtype(m, m->compiled ? m->opts.dtype : REVC_F32);
+}
+
 revc_dtype drv_model_dtype(const revc_model *m, revc_dtype asked)
 {
 	const ir_node *x = m->is_spec ? NULL : ir_input_x(m);

@@ -154,6 +154,9 @@ double revc_model_lr(const revc_model *m);
 /* The spec's seed, of its parameters and data order (0 for an IR model
  * without settings). */
 int64_t revc_model_seed(const revc_model *m);
+/* The precision m computes in: once compiled, that of its options, but an
+ * IR model's is its graph's whatever the options asked. */
+revc_dtype revc_model_dtype(const revc_model *m);
 /* Whether m has training settings: a spec has, an IR file when it carries
  * a `train { ... }` block (docs/ir.md); false with the error saying what is
  * missing, at the file's graph. */

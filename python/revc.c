@@ -307,6 +307,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	ok = revc_model_compile(self->m, &o, &e);
 	Py_END_ALLOW_THREADS
 	self->opts = o;
+	self->opts.dtype = revc_model_dtype(self->m); /* (an IR file's is its graph's) */
 	self->cpu = cpu_keep;
 	if (!ok) {
 		Py_DECREF(self);

@@ -5,12 +5,13 @@
 # report under every strategy; revc dump the same IR after the last pass
 # and the same dot; revc grad the same .npy files; revc train the same
 # losses and, after 20 steps, the same checkpoint bit for bit (f32 and
-# f64, store and revnet).  An IR file already through autodiff cannot be
+# f64, store and revnet); revc eval the same loss and accuracy; revc check
+# the same report (f64); revc compile a library that trains the same.  An IR file already through autodiff cannot be
 # planned under another strategy; one without settings cannot train; both
 # say so.
 # Usage: ir-input.sh REVC ROOT
 set -u
-revc=$(realpath "$1") root=$2
+revc=$(realpath "$1") root=$(realpath "$2")
 cd "$root" || exit 1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -24,6 +25,17 @@ check() { # SPEC SETS...
   "$revc" mem "$spec" "${sets[@]}" --strategy all --json > "$tmp/spec.json" || fail "mem $spec"
   "$revc" mem "$tmp/fwd.ir" --strategy all --json > "$tmp/ir.json" || fail "mem on the IR of $spec"
   cmp -s "$tmp/spec.json" "$tmp/ir.json" || { diff <(tr , '\n' < "$tmp/spec.json") <(tr , '\n' < "$tmp/ir.json") | head; fail "$spec: the IR's report differs"; }
+  # The IR after every pass (the file has been through shape already).
+  rm -rf "$tmp/d1" "$tmp/d2"
+  "$revc" dump "$spec" "${sets[@]}" --after plan --dump-after all --dump-dir "$tmp/d1" >/dev/null || fail "dump $spec --dump-after all"
+  "$revc" dump "$tmp/fwd.ir" --after plan --dump-after all --dump-dir "$tmp/d2" >/dev/null || fail "dump the IR of $spec --dump-after all"
+  local n=0 f p
+  for f in "$tmp"/d2/*.ir; do
+    p=${f##*/}; p=${p#*-}
+    cmp -s "$f" "$tmp"/d1/*-"$p" || fail "$spec: the IR after $p differs"
+    n=$((n + 1))
+  done
+  [ $n = 9 ] || fail "$spec: $n dumps of the IR, not 9"
   for fmt in ir dot; do
     "$revc" dump "$spec" "${sets[@]}" --after plan --format $fmt -o "$tmp/spec.$fmt" || fail "dump $spec --after plan"
     "$revc" dump "$tmp/fwd.ir" --after plan --format $fmt -o "$tmp/ir.$fmt" || fail "dump the IR of $spec --after plan"
@@ -63,7 +75,8 @@ grads examples/plain.rev 8 batch=8
 grads models/fashion.rev 10 units=1,1,1 batch=10
 
 # train: the same losses and the same model after 20 steps.
-# (Fashion-MNIST once; the machine is shared, so synthetic data for the rest.)
+# (Fashion-MNIST and the JIT once; the machine is shared, so synthetic data
+# and the interpreter for the rest.)
 trains() { # DTYPE STRATEGY [--data synthetic]
   local dt=$1 st=$2; shift 2
   "$revc" dump models/fashion.rev --set units=1,1,1 --set batch=10 --dtype $dt -o "$tmp/t.ir" || fail "dump --dtype $dt"
@@ -76,9 +89,48 @@ trains() { # DTYPE STRATEGY [--data synthetic]
   diff -r "$tmp/sa" "$tmp/sb" >/dev/null || fail "$dt $st: the checkpoints after 20 steps differ"
 }
 trains f32 revnet
-trains f32 store --data synthetic
-trains f64 revnet --data synthetic
-trains f64 store --data synthetic
+trains f32 store --data synthetic --engine interp
+trains f64 revnet --data synthetic --engine interp
+trains f64 store --data synthetic --engine interp
+
+
+# eval: the derived evaluation graph gives the spec's loss and accuracy.
+small=(models/fashion.rev --set units=1,1,1 --set batch=10)
+"$revc" dump "${small[@]}" -o "$tmp/e.ir" || fail "dump for eval"
+"$revc" train "${small[@]}" --steps 3 --data synthetic --engine interp --save "$tmp/ek" >/dev/null 2>&1 || fail "train for eval"
+a=$("$revc" eval "${small[@]}" --params "$tmp/ek" --data synthetic --json) || fail "eval the spec"
+b=$("$revc" eval "$tmp/e.ir" --params "$tmp/ek" --data synthetic --json) || fail "eval the IR"
+[ "$a" = "$b" ] || fail "eval: the IR gives $b, the spec $a"
+
+# check: an f64 forward graph checks as its spec does; an f32 one says why not.
+"$revc" dump models/fashion.rev --set units=1,1,1 --set batch=4 --dtype f64 -o "$tmp/c64.ir" || fail "dump --dtype f64"
+"$revc" check models/fashion.rev --set units=1,1,1 --set batch=4 --samples 2 --engine interp > "$tmp/c1.txt" || fail "check the spec"
+"$revc" check "$tmp/c64.ir" --samples 2 --engine interp > "$tmp/c2.txt" || fail "check the IR"
+cmp -s "$tmp/c1.txt" "$tmp/c2.txt" || { diff "$tmp/c1.txt" "$tmp/c2.txt" | head; fail "check: the IR's report differs"; }
+out=$("$revc" check "$tmp/e.ir" --samples 1 2>&1); status=$?
+[ "$status" = 1 ] && grep -q "needs an f64 graph, and .*e.ir is f32: dump the spec with --dtype f64" <<<"$out" ||
+  fail "check of an f32 graph: exit $status: $out"
+
+# compile: the library from the IR trains as the spec's does (the same
+# losses and tensors after three steps).
+aot=(models/fashion.rev --set units=1,1,1 --set batch=4)
+"$revc" dump "${aot[@]}" -o "$tmp/aot.ir" || fail "dump for compile"
+for w in spec ir; do
+  mkdir -p "$tmp/$w"
+  src=("${aot[@]}"); [ $w = ir ] && src=("$tmp/aot.ir")
+  "$revc" compile "${src[@]}" -o "$tmp/$w/libtiny.so" --header "$tmp/$w/tiny.h" --name tiny || fail "compile the $w"
+  (cd "$tmp/$w" && cc -O2 -I. "$root/tests/aot/main.c" -L. -ltiny -lopenblas -lm -Wl,-rpath,"$tmp/$w" -o main) || fail "building against the $w's library"
+done
+(cd "$tmp/spec" && ./main 3 - -) || fail "writing the batch"
+cp "$tmp/spec/x.npy" "$tmp/spec/y.npy" "$tmp/ir/"
+"$revc" init "${aot[@]}" --seed 3 --out "$tmp/init" >/dev/null 2>&1 || fail "init for compile"
+"$revc" grad "${aot[@]}" --params "$tmp/init" --input "$tmp/spec/x.npy" --labels "$tmp/spec/y.npy" \
+  --train-steps 3 --lr 0.1 --params-out "$tmp/jit" > /dev/null || fail "grad --train-steps"
+for w in spec ir; do
+  (cd "$tmp/$w" && ./main 3 "$tmp/jit" "$tmp/$w/out" > lib.txt) || fail "the $w's library"
+done
+cmp -s "$tmp/spec/lib.txt" "$tmp/ir/lib.txt" || fail "the libraries' losses differ"
+diff -r "$tmp/spec/out" "$tmp/ir/out" >/dev/null || fail "the libraries' tensors differ"
 
 "$revc" dump models/fashion.rev --set units=1,1,1 --after autodiff -o "$tmp/bwd.ir" || fail "dump --after autodiff"
 out=$("$revc" mem "$tmp/bwd.ir" --strategy all 2>&1); status=$?

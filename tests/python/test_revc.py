@@ -236,7 +236,7 @@ def test_an_ir_model_trains_as_its_spec(tmp_path):
         assert abs(m.train_step(x, y) - spec.train_step(x, y)) <= 1e-6
     for name, a in spec.params.items():
         assert np.allclose(m.params[name], a, rtol=1e-5, atol=1e-7), name
-    with pytest.raises(revc.UsageError, match="needs a model from a spec"):
+    with pytest.raises(revc.UsageError, match="needs a spec or a forward graph"):
         m.check_gradients()
 
 
@@ -264,6 +264,15 @@ def test_an_ir_model_uses_the_training_settings_it_carries(tmp_path):
     bare.write_text(text[text.index("graph @"):])
     b = revc.Model(str(bare))
     assert "adamw.t" not in b.state and not np.array_equal(b.params["init.conv.w"], spec.params["init.conv.w"])
+
+
+def test_an_ir_model_computes_in_its_graphs_dtype(tmp_path):
+    ir = tmp_path / "f64.ir"
+    revc_cli("dump", SPEC, *set_args(SMALL), "--dtype", "f64", "-o", str(ir))
+    m, spec = revc.Model(str(ir), engine="interp"), revc.Model(SPEC, set=SMALL, dtype="float64", engine="interp")
+    assert m.dtype == np.float64 and m.params["init.conv.w"].dtype == np.float64
+    x, y = batch()
+    assert m.train_step(x, y) == spec.train_step(x, y)
 
 
 def test_an_ir_model_without_an_image_input_says_so(tmp_path):
