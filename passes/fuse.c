@@ -64,6 +64,17 @@ static bool deps_before(const ir_node *c, int last)
 	return true;
 }
 
+/* The earliest operand of c after position `last` (a free source:
+ * deps_before), or NULL. */
+static ir_node *late_operand(const ir_node *c, int last)
+{
+	ir_node *best = NULL;
+	for (int k = 0; k < c->nin; k++)
+		if (c->in[k]->id > last && (!best || c->in[k]->id < best->id))
+			best = c->in[k];
+	return best;
+}
+
 /* Moves the node at `from` to position `to` (to < from), shifting the rest. */
 static void move_up(ir_graph *g, int from, int to)
 {
@@ -134,12 +145,12 @@ int ps_fuse(ir_graph *g, ps_ctx *ctx)
 		int first = i, last = i;
 		for (int j; last - first + 1 < IR_MAX_GROUP && (j = next_member(g, &u, first, last)) >= 0;) {
 			ir_node *c = g->nodes[j];
-			for (int k = 0; k < c->nin; k++)
-				if (c->in[k]->id > last) { /* a free source (deps_before) */
-					move_up(g, c->in[k]->id, first);
-					first++;
-					last++;
-				}
+			/* in the schedule's order, so what moves keeps its order */
+			for (ir_node *s; (s = late_operand(c, last));) {
+				move_up(g, s->id, first);
+				first++;
+				last++;
+			}
 			move_up(g, c->id, last + 1);
 			last++;
 		}
