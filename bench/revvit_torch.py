@@ -36,10 +36,14 @@ q | k | v and head j at columns j*d.., exact (erf) GELU, final
 LN((x1 + x2)/2), mean over tokens, dense, mean cross-entropy.  AdamW is
 torch.optim.AdamW with weight decay on conv and dense weights only.
 
-Step times measured with `bench` (2 threads, AMD EPYC Zen 4 with AVX-512,
-2 cores, shared with other jobs; median of 5 steps):
-  revvit-fashion (batch 100): autograd 0.000 s, reversible 0.000 s
-  revvit-cifar (batch 64):    autograd 0.000 s, reversible 0.000 s
+Step times measured with `bench --steps 5` (2 threads, a 2-core AMD EPYC,
+Zen 4 with AVX-512, shared with other jobs at a 1-minute load average of 8
+to 9, so far from idle; median step s of each run, fastest step s):
+  revvit-fashion (batch 100): autograd 0.43, 2.68 (0.19); reversible 4.83, 4.20 (2.31)
+  revvit-cifar (batch 64):    autograd 11.2, 13.2 (5.3); reversible 20.4 (17.8)
+The reversible variant's peak RSS increase is 0.6x autograd's on
+revvit-fashion (about 120 against 195 MiB) and 0.23x on revvit-cifar (340
+against 1490 MiB).
 """
 import argparse
 import json
