@@ -211,6 +211,7 @@ static bool build(revc_model *m, const revc_options *o, uint64_t seed, check_gra
 	ps_ctx_init(&fctx);
 	ctx.optimizer = false;
 	ctx.strategy = (ps_strategy)o->strategy;
+	ctx.decisions = o->decisions;
 	ctx.no_order_edges = o->no_order_edges;
 	drv_engine_plan(&c->engine, &ctx);
 	ps_options popts, eopts;

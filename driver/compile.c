@@ -128,6 +128,7 @@ static void context(revc_model *m, int k, ps_ctx *ctx)
 {
 	ps_ctx_init(ctx);
 	ctx->strategy = (ps_strategy)m->opts.strategy;
+	ctx->decisions = m->opts.decisions;
 	ctx->no_order_edges = m->opts.no_order_edges;
 	ctx->optimizer = k == DRV_STEP;
 	drv_engine_plan(&m->engine, ctx);

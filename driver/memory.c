@@ -84,6 +84,26 @@ static bool measure(const ir_graph *g, uint64_t seed, int64_t classes, int64_t *
 	return ok;
 }
 
+/* The decisions planned g's units carry, as letters (s where none). */
+static void decisions(const ir_graph *g, char *out)
+{
+	ps_unit *u;
+	int nu = ps_units_find(g, &u);
+	ps_keep *keep = calloc((size_t)nu + 1, sizeof *keep);
+	if (!keep)
+		IR_DIE("out of memory");
+	ps_keep_read(u, nu, keep);
+	for (int k = 0; k < nu; k++)
+		if (keep[k].keep == IR_KEEP_NONE)
+			keep[k] = (ps_keep){IR_KEEP_STORE, k};
+	if (nu <= REVC_MAX_UNITS)
+		ps_keep_format(keep, nu, out);
+	else
+		out[0] = '\0';
+	free(keep);
+	free(u);
+}
+
 static void fill(const ir_graph *g, const ps_memory *pm, revc_strategy s, const char *schedule, revc_memory *out)
 {
 	memset(out, 0, sizeof *out);
@@ -103,6 +123,7 @@ static void fill(const ir_graph *g, const ps_memory *pm, revc_strategy s, const 
 	out->at_peak.transient = live[PS_MEM_TRANSIENT];
 	out->at_peak.workspace = live[PS_MEM_WORKSPACE];
 	out->measured_bytes = -1;
+	decisions(g, out->decisions);
 	int idx[REVC_MEM_TOP];
 	out->nlargest = largest(pm, idx);
 	for (int k = 0; k < out->nlargest; k++) {
@@ -147,6 +168,7 @@ static ir_graph *plan_with(revc_model *m, revc_strategy s, const revc_options *o
 {
 	*cut = false;
 	ctx->strategy = (ps_strategy)s;
+	ctx->decisions = o->decisions;
 	ctx->no_order_edges = o->no_order_edges;
 	drv_engine_plan(e, ctx);
 	ps_options popts;
