@@ -43,6 +43,8 @@ bool revc_cpu_known(const char *name)
 bool revc_options_check(const revc_options *o, revc_error **err)
 {
 	const char *cpu = o->cpu;
+	if (o->budget >= 0 && o->strategy != REVC_AUTO)
+		return drv_errorf(err, REVC_ERR_USAGE, "--budget goes with --strategy auto (--max-memory refuses a plan)");
 	if (cpu && o->engine != REVC_JIT)
 		return drv_errorf(err, REVC_ERR_USAGE, "--cpu applies to --engine jit (the interpreter is plain C)");
 	if (cpu && !cg_cpu_known(cpu))
@@ -224,6 +226,13 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	const char *cpu = m->opts.cpu;
 	if (!revc_options_check(&m->opts, err))
 		return false;
+	if (m->opts.strategy == REVC_AUTO && !m->opts.decisions) {
+		revc_auto au;
+		if (!revc_auto_choose(m, &m->opts, m->opts.budget >= 0 ? m->opts.budget : m->opts.max_memory, &au, err))
+			return false;
+		memcpy(m->decisions, au.decisions, sizeof m->decisions);
+		m->opts.decisions = m->decisions;
+	}
 	ps_options popts;
 	drv_pass_options(&m->opts, &popts);
 	m->dt = drv_dtype(m->opts.dtype);

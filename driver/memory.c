@@ -229,6 +229,40 @@ bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, rev
 	return ok;
 }
 
+bool drv_memory_phases(revc_model *m, const revc_options *o, int64_t *total, int64_t *fwd_end, int64_t *bwd_peak,
+	revc_error **err)
+{
+	planning p;
+	bool cut;
+	ir_graph *g = plan(m, o->strategy, o, &p, &cut, err);
+	if (g) {
+		ps_memory pm;
+		ps_memory_compute(g, g->nodes, p.ctx.workspace, p.ctx.workspace_user, &pm);
+		int64_t base = pm.persistent[PS_MEM_PARAMS] + pm.persistent[PS_MEM_OPTSTATE] + ps_arena_bytes(g) - pm.peak;
+		*total = pm.persistent[PS_MEM_PARAMS] + pm.persistent[PS_MEM_OPTSTATE] + ps_arena_bytes(g);
+		int last = 0;
+		for (int t = 0; t < g->n; t++)
+			if (g->nodes[t]->role == IR_ROLE_FWD)
+				last = t;
+		*fwd_end = *bwd_peak = 0;
+		for (int t = 0; t < pm.steps; t++) {
+			int64_t live = 0;
+			for (int c = 0; c < PS_MEM_CAT_COUNT; c++)
+				live += pm.live[(size_t)t * PS_MEM_CAT_COUNT + c];
+			if (t == last)
+				*fwd_end = base + live;
+			if (t > last && base + live > *bwd_peak)
+				*bwd_peak = base + live;
+		}
+		ps_memory_free(&pm);
+	} else if (cut) {
+		drv_errorf(err, REVC_ERR_USAGE, "the pass options stop before plan");
+	}
+	ir_graph_free(g);
+	planning_free(&p);
+	return g != NULL;
+}
+
 char *revc_memory_timeline_svg(revc_model *m, revc_strategy s, const revc_options *o, revc_error **err)
 {
 	planning p;

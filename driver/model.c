@@ -38,6 +38,7 @@ void revc_options_init(revc_options *o)
 	o->engine = REVC_JIT;
 	o->threads = 2;
 	o->max_memory = -1;
+	o->budget = -1;
 }
 
 _Static_assert(REVC_INT_MAX == FE_INT_MAX, "revc.h's largest spec integer is the frontend's");

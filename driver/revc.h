@@ -108,6 +108,10 @@ typedef struct {
 	 * r recompute, c rerun from here, + rerun with the unit before:
 	 * docs/ir.md), e.g. from revc_auto_choose. */
 	const char *decisions;
+	/* REVC_AUTO without decisions: revc_model_compile chooses them with
+	 * revc_auto_choose within this total (-1, the default: max_memory,
+	 * or with none, no budget: store). */
+	int64_t budget;
 } revc_options;
 
 /* The defaults above. */
@@ -254,6 +258,7 @@ typedef struct {
 	int64_t minimum_bytes;  /* the planned total of the minimum-memory decisions */
 	int plans;              /* plans it took */
 	int retries;            /* times the planner disagreed and the program chose again */
+	int improved;           /* single-unit changes the planner then found cheaper and fitting */
 } revc_auto;
 
 /* The fastest decisions for m's training step (under o: engine, threads,
@@ -261,6 +266,9 @@ typedef struct {
  * budget, every unit stored).  A budget below the minimum-memory
  * decisions' total is a REVC_ERR_BUDGET error naming it. */
 bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc_auto *out, revc_error **err);
+/* The FLOPs decisions (letters) add to m's step in the cost model. */
+bool revc_auto_cost(revc_model *m, const revc_options *o, const char *decisions, double *recompute_flops,
+	revc_error **err);
 
 /* The memory timeline of the plan (revc mem --timeline): live bytes per
  * schedule step by category, as SVG text the caller frees. */

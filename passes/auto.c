@@ -7,27 +7,31 @@
  * gradient) costs 2 N O Ho Wo C KH KW, a matrix product 2 M N K per matrix,
  * any other node one per element of its result.  Storing a unit costs
  * nothing extra; inverting it costs its F and G again and the two
- * subtractions, recomputing it F and G again.
+ * subtractions, recomputing it F and G again, rerunning it its whole
+ * forward (D and the additions too).
  *
  * Memory, per unit k (bytes):
  *   A_k  forward values inside the unit (F, G, D) that a gradient reads:
  *        what storing it keeps;
  *   O_k  its outputs y1, y2: kept unless the next unit (continuing the
  *        chain) is inverted and reconstructs them;
- *   T_k  its gradients in flight: 2 O_k.
- * During its backward a unit holds A_k + O_k + T_k whatever its decision
- * (stored, or recomputed just then).  With P_k the bytes kept for units
+ *   T_k  its gradients in flight: 2 O_k;
+ *   I_k  its inputs, when no unit made them (the stem's): x2 kept unless
+ *        inverted (x1 too when rerun).
+ * During its backward a unit holds A_k + O_k + T_k (+ I_k) whatever its
+ * decision (stored, or recomputed just then).  With P_k the bytes kept for units
  * before k, the model's total is
  *   max( C_bwd + max_k (P_k + A_k + O_k + T_k),  C_fwd + P_n )
  * the peak of the backward pass or the end of the forward pass, where the
- * constants (what the rest of the step needs: parameters, optimiser
+ * constants (what the rest of the step needs then: parameters, optimiser
  * state, the stem, the head, kernel workspace) are calibrated by the
- * caller against the real planner: C_fwd on storing everything, C_bwd on
- * the minimum-memory decisions.  The program walks the units in order, keeping
+ * caller on the real planner's plan of the minimum-memory decisions: the
+ * bytes live at its forward pass's end, and at its backward's peak.  The program walks the units in order, keeping
  * for each last decision the pairs (P_k, cost) that no other pair beats in
  * both and whose every prefix fits; the cheapest pair at the end wins.
- * Rerunning segments costs what inverting does and holds more, so the
- * program never chooses it (the decision exists for checkpointing). */
+ * The choices are store, recompute and (where the unit has no D) invert.
+ * Rerunning costs more than recomputing and, in the model, holds the same,
+ * so the program never chooses it (the decision exists for checkpointing). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,18 +87,24 @@ void ps_auto_model_build(const ir_graph *g, ps_auto_model *am)
 		int64_t b = ir_type_bytes(&n->type);
 		if (n->part == IR_PART_Y1 || n->part == IR_PART_Y2) {
 			t->out_bytes += b;
+			t->rerun_flops += ps_node_flops(n);
 			continue;
 		}
 		if (read[i])
 			t->saved_bytes += b;
-		if (n->part == IR_PART_F || n->part == IR_PART_G) {
+		if (n->part == IR_PART_F || n->part == IR_PART_G)
 			t->recompute_flops += ps_node_flops(n);
-		}
+		t->rerun_flops += ps_node_flops(n);
 	}
 	for (int k = 0; k < nu; k++) {
 		ps_auto_unit *t = &am->unit[k];
 		t->invertible = u[k].invertible;
 		t->follows = k > 0 && u[k].chain == u[k - 1].chain;
+		/* Inputs no unit made (the stem's): kept unless inverted. */
+		if (u[k].x1 && u[k].x1->unit < 0)
+			t->in1_bytes = ir_type_bytes(&u[k].x1->type);
+		if (u[k].x2 && u[k].x2->unit < 0)
+			t->in2_bytes = ir_type_bytes(&u[k].x2->type);
 		t->invert_flops = t->recompute_flops + (double)(u[k].y1 ? ir_type_elems(&u[k].y1->type) : 0) +
 			(double)(u[k].y2 ? ir_type_elems(&u[k].y2->type) : 0);
 	}
@@ -110,7 +120,19 @@ void ps_auto_model_free(ps_auto_model *am)
 
 static double unit_cost(const ps_auto_unit *t, ir_unit_keep d)
 {
-	return d == IR_KEEP_STORE ? 0.0 : d == IR_KEEP_INVERT ? t->invert_flops : t->recompute_flops;
+	switch (d) {
+	case IR_KEEP_INVERT: return t->invert_flops;
+	case IR_KEEP_RECOMPUTE: return t->recompute_flops;
+	case IR_KEEP_RERUN: return t->rerun_flops;
+	default: return 0.0;
+	}
+}
+
+/* Bytes of inputs no unit made that unit t keeps: x2 for F (and x1 when
+ * rerun), none when inverted. */
+static int64_t inputs(const ps_auto_unit *t, ir_unit_keep d)
+{
+	return d == IR_KEEP_INVERT ? 0 : d == IR_KEEP_RERUN ? t->in1_bytes + t->in2_bytes : t->in2_bytes;
 }
 
 /* Bytes unit k keeps for the backward pass, given the next unit's decision
@@ -119,44 +141,38 @@ static int64_t kept(const ps_auto_model *am, int k, ir_unit_keep d, ir_unit_keep
 {
 	const ps_auto_unit *t = &am->unit[k];
 	bool reconstructed = next == IR_KEEP_INVERT && k + 1 < am->n && am->unit[k + 1].follows;
-	return (d == IR_KEEP_STORE ? t->saved_bytes : 0) + (reconstructed ? 0 : t->out_bytes);
+	return (d == IR_KEEP_STORE ? t->saved_bytes : 0) + (reconstructed ? 0 : t->out_bytes) + inputs(t, d);
 }
 
 /* What unit k holds during its own backward, whatever its decision: the
  * values its gradients read (stored or recomputed), its outputs and their
  * gradients. */
-static int64_t working(const ps_auto_unit *t)
+static int64_t working(const ps_auto_unit *t, ir_unit_keep d)
 {
-	return t->saved_bytes + 3 * t->out_bytes;
+	return t->saved_bytes + 3 * t->out_bytes + inputs(t, d);
 }
 
 int64_t ps_auto_model_peak(const ps_auto_model *am, const ps_keep *d)
 {
 	int64_t p = 0, peak = 0;
 	for (int k = 0; k < am->n; k++) {
-		int64_t w = p + working(&am->unit[k]);
+		int64_t w = p + working(&am->unit[k], d[k].keep);
 		peak = w > peak ? w : peak;
 		p += kept(am, k, d[k].keep, k + 1 < am->n ? d[k + 1].keep : IR_KEEP_NONE);
 	}
-	peak += am->c_bwd;
-	return p + am->c_fwd > peak ? p + am->c_fwd : peak;
+	return p + am->c_fwd > peak + am->c_bwd ? p + am->c_fwd : peak + am->c_bwd;
 }
 
-void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *fwd, int64_t fwd_total, const ps_keep *bwd,
-	int64_t bwd_total)
+void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *d, int64_t fwd_end, int64_t bwd_peak)
 {
-	am->c_fwd = am->c_bwd = 0;
 	int64_t p = 0, peak = 0;
-	for (int k = 0; k < am->n; k++)
-		p += kept(am, k, fwd[k].keep, k + 1 < am->n ? fwd[k + 1].keep : IR_KEEP_NONE);
-	am->c_fwd = fwd_total - p;
-	p = 0;
 	for (int k = 0; k < am->n; k++) {
-		int64_t w = p + working(&am->unit[k]);
+		int64_t w = p + working(&am->unit[k], d[k].keep);
 		peak = w > peak ? w : peak;
-		p += kept(am, k, bwd[k].keep, k + 1 < am->n ? bwd[k + 1].keep : IR_KEEP_NONE);
+		p += kept(am, k, d[k].keep, k + 1 < am->n ? d[k + 1].keep : IR_KEEP_NONE);
 	}
-	am->c_bwd = bwd_total - peak;
+	am->c_fwd = fwd_end - p;
+	am->c_bwd = bwd_peak - peak;
 }
 
 double ps_auto_model_cost(const ps_auto_model *am, const ps_keep *d)
@@ -219,9 +235,12 @@ static void prune(states *v)
 
 static int options(const ps_auto_unit *t, ir_unit_keep *out)
 {
-	out[0] = IR_KEEP_STORE;
-	out[1] = t->invertible ? IR_KEEP_INVERT : IR_KEEP_RECOMPUTE;
-	return 2;
+	int n = 0;
+	out[n++] = IR_KEEP_STORE;
+	out[n++] = IR_KEEP_RECOMPUTE;
+	if (t->invertible)
+		out[n++] = IR_KEEP_INVERT;
+	return n;
 }
 
 bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out)
@@ -232,14 +251,14 @@ bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out)
 		IR_DIE("out of memory");
 	/* layer[k]: states after unit k's decision; p counts units before k. */
 	for (int k = 0; k < n; k++) {
-		ir_unit_keep opt[2];
+		ir_unit_keep opt[3];
 		int no = options(&am->unit[k], opt);
 		int nprev = k == 0 ? 1 : layer[k - 1].n;
 		for (int i = 0; i < nprev; i++) {
 			const state *prev = k == 0 ? NULL : &layer[k - 1].s[i];
 			for (int j = 0; j < no; j++) {
 				int64_t p = prev ? prev->p + kept(am, k - 1, prev->d, opt[j]) : 0;
-				if (p + working(&am->unit[k]) + am->c_bwd > budget)
+				if (p + working(&am->unit[k], opt[j]) + am->c_bwd > budget)
 					continue;
 				push(&layer[k], (state){p, (prev ? prev->cost : 0) + unit_cost(&am->unit[k], opt[j]), i, opt[j]});
 			}

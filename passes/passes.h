@@ -203,6 +203,8 @@ typedef struct {
 	int64_t out_bytes;       /* O: y1 and y2 */
 	double recompute_flops;  /* F and G again */
 	double invert_flops;     /* and the two subtractions */
+	double rerun_flops;      /* its whole forward: F, G, D, y1, y2 */
+	int64_t in1_bytes, in2_bytes; /* x1, x2 when no unit made them (else 0) */
 	bool invertible;
 	bool follows;            /* continues the previous unit's chain */
 } ps_auto_unit;
@@ -220,11 +222,9 @@ double ps_node_flops(const ir_node *n);
  * current. */
 void ps_auto_model_build(const ir_graph *g, ps_auto_model *am);
 void ps_auto_model_free(ps_auto_model *am);
-/* Sets the constants so that the model gives fwd_total for decisions fwd
- * (whose peak ends the forward pass: store) and bwd_total for bwd (peaking
- * in the backward pass: the minimum-memory decisions). */
-void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *fwd, int64_t fwd_total, const ps_keep *bwd,
-	int64_t bwd_total);
+/* Sets the constants so that the model's forward end and backward peak of
+ * decisions d are fwd_end and bwd_peak (bytes, as totals). */
+void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *d, int64_t fwd_end, int64_t bwd_peak);
 /* The model's total and the recomputation FLOPs of decisions d. */
 int64_t ps_auto_model_peak(const ps_auto_model *am, const ps_keep *d);
 double ps_auto_model_cost(const ps_auto_model *am, const ps_keep *d);
