@@ -206,6 +206,8 @@ typedef struct {
  * options stopped the pipeline first. */
 static bool build(revc_model *m, const revc_options *o, uint64_t seed, check_graphs *c, bool *cut, revc_error **err)
 {
+	if (o->strategy == REVC_AUTO && !o->decisions)
+		return drv_errorf(err, REVC_ERR_USAGE, "strategy auto is for mem, train, grad and bench, not yet for check");
 	ps_ctx ctx, fctx;
 	ps_ctx_init(&ctx);
 	ps_ctx_init(&fctx);

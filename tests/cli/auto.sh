@@ -104,5 +104,11 @@ echo "auto: f64 decisions $d64 within $mid64 bytes"
   grep -q "strategy auto" "$tmp/train" || { echo "FAIL: train --strategy auto --budget 40MiB"; cat "$tmp/train"; fail=1; }
 "$revc" train models/fashion.rev "${sets[@]}" --data synthetic --steps 1 --budget 40MiB >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: --budget without --strategy auto is not a usage error"; fail=1; }
+for cmd in compile check; do
+  extra=(); [ $cmd = compile ] && extra=(-o "$tmp/libx.so")
+  "$revc" $cmd models/fashion.rev --strategy auto "${extra[@]}" >/dev/null 2>"$tmp/err"
+  rc=$?
+  { [ $rc -eq 2 ] && grep -q "not yet for $cmd" "$tmp/err"; } || { echo "FAIL: $cmd --strategy auto: exit $rc"; cat "$tmp/err"; fail=1; }
+done
 [ $fail -eq 0 ] && echo "auto: ok"
 exit $fail
