@@ -34,7 +34,7 @@ typedef int64_t (*ps_workspace_fn)(const ir_node *n, void *user);
 typedef struct {
 	ir_diags diags;       /* user-facing errors from passes */
 	ps_strategy strategy; /* revbwd (default PS_STRATEGY_DEFAULT) */
-	const char *decisions; /* revbwd, strategy auto: one letter a unit (ps_keep_parse) */
+	const char *decisions; /* revbwd, strategy auto: one letter a unit (ps_keep_parse); NULL: all stored */
 	bool no_order_edges;  /* schedule: no ordering edges, naive order */
 	bool optimizer;       /* optim: add the SGD step (else gradients stay outputs) */
 	double momentum;      /* optim: SGD momentum (docs/model.md: 0.9) */

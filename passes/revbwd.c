@@ -5,7 +5,8 @@
  *   or else those of strategy revnet (every invertible unit inverted, a unit
  *   with a downsample recomputed: F and G again from its stored x2 and the
  *   y1 the next unit reconstructed, as the TensorFlow example's
- *   backward_grads_with_downsample does) or auto (ctx->decisions), are
+ *   backward_grads_with_downsample does) or auto (ctx->decisions; none:
+ *   every unit stored, the fastest), are
  *   written on the units' y1 and carried out (passes/keep.c): working from
  *   the last unit back, each unit's backward reads forward values it
  *   recomputes instead of stored ones.  For an inverted unit (x1, x2) ->
@@ -42,9 +43,11 @@ int ps_revbwd(ir_graph *g, ps_ctx *ctx)
 	} else if (ctx->strategy == PS_REVNET) {
 		for (int k = 0; k < nu; k++)
 			keep[k] = (ps_keep){units[k].invertible ? IR_KEEP_INVERT : IR_KEEP_RECOMPUTE, k};
-	} else if (!ctx->decisions || !ps_keep_parse(ctx->decisions, nu, keep, why, sizeof why)) {
-		ir_diag_add(&ctx->diags, (ir_pos){0}, "revbwd: strategy auto for graph @%s: %s", g->name,
-			ctx->decisions ? why : "no decisions given");
+	} else if (!ctx->decisions) { /* auto without a budget: the fastest */
+		for (int k = 0; k < nu; k++)
+			keep[k] = (ps_keep){IR_KEEP_STORE, k};
+	} else if (!ps_keep_parse(ctx->decisions, nu, keep, why, sizeof why)) {
+		ir_diag_add(&ctx->diags, (ir_pos){0}, "revbwd: strategy auto for graph @%s: %s", g->name, why);
 		rc = 1;
 		goto done;
 	}
