@@ -223,6 +223,8 @@ static int by_p_then_cost(const void *a, const void *b)
 /* Keeps, for each decision, the states no other beats in both p and cost. */
 static void prune(states *v)
 {
+	if (v->n == 0)
+		return;
 	qsort(v->s, (size_t)v->n, sizeof *v->s, by_p_then_cost);
 	int m = 0;
 	for (int i = 0; i < v->n; i++) {
