@@ -213,7 +213,7 @@ bool cli_parse_strategy(const char *cmd, const char *val, revc_strategy *out)
 {
 	if (revc_strategy_parse(val, out))
 		return true;
-	cli_usage_error(cmd, "--strategy must be store, revnet or checkpoint, not '%s'", val);
+	cli_usage_error(cmd, "--strategy must be store, revnet, checkpoint or auto, not '%s'", val);
 	return false;
 }
 
@@ -232,6 +232,8 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 	}
 	if (strcmp(name, "max-memory") == 0)
 		return cli_parse_max_memory(cmd, val, &o->max_memory) ? 1 : -1;
+	if (strcmp(name, "budget") == 0) /* strategy auto's */
+		return cli_parse_max_memory(cmd, val, &o->budget) ? 1 : -1;
 	if (strcmp(name, "check-numerics") == 0) {
 		o->check_numerics = true;
 		return 1;

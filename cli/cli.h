@@ -120,7 +120,10 @@ int cli_model_option(const char *cmd, const char *name, const char *val, revc_op
  * help texts. */
 #define CLI_STRATEGY_DEFAULT "revnet"
 /* --strategy of the commands that build a training step. */
-#define CLI_STRATEGY_OPT {"strategy", 0, "NAME", "store, revnet or checkpoint (default " CLI_STRATEGY_DEFAULT ")"}
+#define CLI_STRATEGY_OPT {"strategy", 0, "NAME", "store, revnet, checkpoint or auto (default " CLI_STRATEGY_DEFAULT ")"}
+/* --budget of strategy auto (train, bench): the fastest decisions whose
+ * planned total fits (docs/mem.md). */
+#define CLI_BUDGET_OPT {"budget", 0, "SIZE", "--strategy auto: the fastest per-unit decisions whose planned total fits SIZE (default --max-memory)"}
 
 bool cli_parse_strategy(const char *cmd, const char *val, revc_strategy *out);
 bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,

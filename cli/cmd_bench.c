@@ -27,6 +27,7 @@ static const cli_opt opts[] = {
 	CLI_ENGINE_OPT,
 	CLI_CPU_OPT,
 	CLI_STRATEGY_OPT,
+	CLI_BUDGET_OPT,
 	{"threads", 0, "N", "threads (default 2)"},
 	{"gemm", 0, NULL, "also measure cblas_sgemm alone on the step's GEMM shapes"},
 	{"json", 0, NULL, "print one JSON object"},
@@ -38,8 +39,8 @@ static const cli_opt opts[] = {
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_STEPS, OPT_ENGINE, OPT_CPU, OPT_STRATEGY, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP, OPT_MAX_MEMORY, OPT_SET,
-	OPT_KERNELS, OPT_HELP, OPT_PASS0 };
+enum { OPT_STEPS, OPT_ENGINE, OPT_CPU, OPT_STRATEGY, OPT_BUDGET, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP,
+	OPT_MAX_MEMORY, OPT_SET, OPT_KERNELS, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* What the command line asked for. */

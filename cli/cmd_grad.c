@@ -42,6 +42,7 @@ static const cli_opt opts[] = {
 	{"out", 'o', "DIR", "directory to write (required; replaced whole, see below)"},
 	{"dtype", 0, "f32|f64", "precision of the computation (default f32)"},
 	CLI_STRATEGY_OPT,
+	CLI_BUDGET_OPT,
 	{"state-out", 0, "DIR", "also write the batch-norm running statistics after the step"},
 	{"train-steps", 0, "K", "run K optimiser steps on the batch instead of writing gradients"},
 	{"lr", 0, "LR", "learning rate of those steps (default: the spec's first)"},
@@ -56,7 +57,7 @@ static const cli_opt opts[] = {
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_STATE_OUT, OPT_STEPS,
+enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_BUDGET, OPT_STATE_OUT, OPT_STEPS,
 	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CPU, OPT_THREADS, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP,
 	OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);

@@ -10,8 +10,8 @@
 #include "cli.h"
 
 static const char usage[] =
-	"revc mem SPEC|FILE.ir [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|all]\n"
-	"                [--no-order-edges] [--budget SIZE] [--json] [--timeline FILE.svg]\n"
+	"revc mem SPEC|FILE.ir [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|auto|all]\n"
+	"                [--no-order-edges] [--budget SIZE] [--decisions LETTERS] [--json] [--timeline FILE.svg]\n"
 	"                [--engine interp|jit] [--threads N] [--measure] [pass options]";
 static const char about[] =
 	"Builds SPEC's training step (f32, the spec's optimiser), schedules it and plans its\n"
@@ -30,10 +30,17 @@ static const char about[] =
 	"FILE.ir is a forward graph in revc's IR with its couplings marked\n"
 	"(unit(K, PART), docs/ir.md), such as `revc dump SPEC` prints: it is planned\n"
 	"as the spec it came from would be, with the optimiser of its training\n"
-	"settings (a train { ... } block), the defaults without one.";
+	"settings (a train { ... } block), the defaults without one.\n"
+	"\n"
+	"--strategy auto decides for each reversible unit whether its backward reads\n"
+	"stored values, inverts it or recomputes it: the fewest FLOPs whose planned\n"
+	"total fits --budget (none: store everything), found by a dynamic program\n"
+	"the planner confirms; or the decisions --decisions spells, one letter a\n"
+	"unit: s store, i invert, r recompute, c rerun from here, + rerun with the\n"
+	"unit before (docs/ir.md).  A budget below the minimum exits 3 naming it.";
 
 static const cli_opt opts[] = {
-	{"strategy", 0, "NAME", "store, revnet, checkpoint or all (default " CLI_STRATEGY_DEFAULT ")"},
+	{"strategy", 0, "NAME", "store, revnet, checkpoint, auto or all (default " CLI_STRATEGY_DEFAULT ")"},
 	{"no-order-edges", 0, NULL, "no ordering edges; a naive as-soon-as-possible order"},
 	{"budget", 0, "SIZE", "exit 3 if the planned total exceeds SIZE"},
 	{"json", 0, NULL, "print JSON (schema: docs/mem.md)"},
@@ -43,12 +50,13 @@ static const cli_opt opts[] = {
 	CLI_ENGINE_OPT,
 	{"threads", 0, "N", "threads the kernels are planned for (default 2)"},
 	CLI_SET_OPT,
+	{"decisions", 0, "LETTERS", "strategy auto: these decisions, one letter a unit (s, i, r, c, +)"},
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_STRATEGY, OPT_NO_EDGES, OPT_BUDGET, OPT_JSON, OPT_TIMELINE, OPT_DTYPE, OPT_MEASURE, OPT_ENGINE,
-	OPT_THREADS, OPT_SET, OPT_HELP, OPT_PASS0 };
+	OPT_THREADS, OPT_SET, OPT_DECISIONS, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 static void describe(const revc_memory *r, int k, char *buf, size_t n)
@@ -78,7 +86,29 @@ static int64_t figure(const revc_memory *r, int k)
 		: k == 3 ? r->total_bytes : r->measured_bytes;
 }
 
-static void print_text(const revc_memory *r, int nr, const revc_model *m)
+/* What strategy auto chose and how. */
+static void print_auto(const revc_auto *au, int64_t budget)
+{
+	char b1[32], b2[32], b3[32];
+	revc_format_bytes(b1, sizeof b1, au->total_bytes);
+	revc_format_bytes(b2, sizeof b2, au->model_bytes);
+	revc_format_bytes(b3, sizeof b3, au->minimum_bytes);
+	if (budget >= 0) {
+		char b4[32];
+		revc_format_bytes(b4, sizeof b4, budget);
+		printf("\nauto: within %s, the fastest decisions plan %s (the model said %s; minimum %s)\n", b4, b1, b2, b3);
+	} else {
+		printf("\nauto: no budget, so the fastest: store (%s planned; minimum %s)\n", b1, b3);
+	}
+	printf("auto: %.3f GFLOP a step, of which recomputation %.3f (+%.1f%%); %d plans, %s\n",
+		(au->step_flops + au->recompute_flops) / 1e9, au->recompute_flops / 1e9,
+		100.0 * au->recompute_flops / au->step_flops, au->plans,
+		au->retries ? "the planner disagreed with the model and the program chose again" : "the planner agreed");
+	if (au->retries)
+		printf("auto: %d retries\n", au->retries);
+}
+
+static void print_text(const revc_memory *r, int nr, const revc_model *m, const revc_auto *au, int64_t budget)
 {
 	char b1[32];
 	printf("revc mem: %s, batch %lld\n\n%-38s", revc_model_name(m), (long long)revc_model_batch(m), "");
@@ -108,6 +138,11 @@ static void print_text(const revc_memory *r, int nr, const revc_model *m)
 			printf("%22s", r[i].measured_bytes == r[i].peak_bytes ? "yes" : "NO");
 		printf("\n");
 	}
+	printf("\ndecisions (a letter a unit: s store, i invert, r recompute, c rerun from here, + with the one before):\n");
+	for (int i = 0; i < nr; i++)
+		printf("  %-12s%s\n", revc_strategy_name(r[i].strategy), r[i].decisions);
+	if (au)
+		print_auto(au, budget);
 	for (int i = 0; i < nr; i++) {
 		printf("\nlargest tensors live at the %s peak (step %lld):\n", revc_strategy_name(r[i].strategy),
 			(long long)r[i].peak_step);
@@ -120,7 +155,7 @@ static void print_text(const revc_memory *r, int nr, const revc_model *m)
 	}
 }
 
-static void print_json(const revc_memory *r, int nr, const revc_model *m)
+static void print_json(const revc_memory *r, int nr, const revc_model *m, const revc_auto *au, int64_t budget)
 {
 	printf("{\"model\":\"");
 	cli_json_string(stdout, revc_model_name(m));
@@ -134,6 +169,12 @@ static void print_json(const revc_memory *r, int nr, const revc_model *m)
 			(long long)r[i].total_bytes);
 		if (r[i].measured_bytes >= 0)
 			printf("\"measured_peak_bytes\":%lld,", (long long)r[i].measured_bytes);
+		printf("\"decisions\":\"%s\",", r[i].decisions);
+		if (au)
+			printf("\"auto\":{\"budget_bytes\":%lld,\"model_bytes\":%lld,\"minimum_bytes\":%lld,\"plans\":%d,"
+			       "\"retries\":%d,\"step_flops\":%.0f,\"recompute_flops\":%.0f},",
+				(long long)budget, (long long)au->model_bytes, (long long)au->minimum_bytes, au->plans, au->retries,
+				au->step_flops, au->recompute_flops);
 		printf("\"at_peak\":{");
 		for (int c = 0; c < REVC_MEM_CATEGORIES; c++)
 			printf("%s\"%s\":%lld", c ? "," : "", revc_memory_category_key(c), (long long)revc_memory_at(&r[i], c));
@@ -188,8 +229,15 @@ static int report(revc_model *m, bool all, revc_options *o, bool json, const cha
 	int nr = 0;
 	bool cut = false;
 	revc_error *err = NULL;
-	for (int s = 0; s < 3; s++) {
-		if (!all && s != (int)o->strategy)
+	revc_auto au;
+	bool chose = !all && o->strategy == REVC_AUTO && !o->decisions;
+	if (chose) {
+		if (!revc_auto_choose(m, o, budget, &au, &err))
+			return cli_revc_error(err);
+		o->decisions = au.decisions;
+	}
+	for (int s = 0; s <= REVC_AUTO; s++) {
+		if (all ? s == REVC_AUTO : s != (int)o->strategy)
 			continue;
 		/* Three pipelines, one dump directory. */
 		o->dump_tag = all ? revc_strategy_name((revc_strategy)s) : NULL;
@@ -206,9 +254,9 @@ static int report(revc_model *m, bool all, revc_options *o, bool json, const cha
 		return EXIT_OK;
 	}
 	if (json)
-		print_json(r, nr, m);
+		print_json(r, nr, m, chose ? &au : NULL, budget);
 	else
-		print_text(r, nr, m);
+		print_text(r, nr, m, chose ? &au : NULL, budget);
 	if (timeline && !timeline_svg(m, &r[0], o, timeline))
 		return EXIT_USER;
 	int status = EXIT_OK;
@@ -243,13 +291,14 @@ int cmd_mem(int argc, char **argv)
 		case OPT_STRATEGY:
 			all = strcmp(val, "all") == 0;
 			if (!all && !revc_strategy_parse(val, &o.strategy))
-				return cli_usage_error(a.cmd, "--strategy must be store, revnet, checkpoint or all, not '%s'", val);
+				return cli_usage_error(a.cmd, "--strategy must be store, revnet, checkpoint, auto or all, not '%s'", val);
 			break;
 		case OPT_NO_EDGES: o.no_order_edges = true; break;
 		case OPT_BUDGET:
 			if (!revc_parse_size(val, &budget))
 				return cli_usage_error(a.cmd, "--budget must be a size such as 512MiB, 1.5GB or 1000000, not '%s'", val);
 			break;
+		case OPT_DECISIONS: o.decisions = val; break;
 		case OPT_JSON: json = true; break;
 		case OPT_TIMELINE: timeline = val; break;
 		case OPT_MEASURE: o.measure = true; break;
@@ -269,6 +318,8 @@ int cmd_mem(int argc, char **argv)
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
+	if (o.decisions && (all || o.strategy != REVC_AUTO))
+		return cli_usage_error(a.cmd, "--decisions goes with --strategy auto");
 	/* Tracking mode is the interpreter's: it measures what that plan says. */
 	if (o.measure && o.engine != REVC_INTERP)
 		return cli_usage_error(a.cmd, "--measure runs the interpreter's tracking mode: add --engine interp");

@@ -49,6 +49,7 @@ static const cli_opt opts[] = {
 	{"eval-every", 0, "N", "evaluate on the test split every N steps (and at the end)"},
 	{"json", 0, NULL, "print JSON lines on stdout instead of text"},
 	CLI_STRATEGY_OPT,
+	CLI_BUDGET_OPT,
 	{"dtype", 0, "f32|f64", "precision (default f32)"},
 	CLI_ENGINE_OPT,
 	CLI_CPU_OPT,
@@ -60,7 +61,7 @@ static const cli_opt opts[] = {
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_DATA, OPT_EPOCHS, OPT_STEPS, OPT_THREADS, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME,
-	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_DTYPE, OPT_ENGINE, OPT_CPU, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY,
+	OPT_EVAL_EVERY, OPT_JSON, OPT_STRATEGY, OPT_BUDGET, OPT_DTYPE, OPT_ENGINE, OPT_CPU, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY,
 	OPT_SET, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 

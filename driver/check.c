@@ -206,11 +206,14 @@ typedef struct {
  * options stopped the pipeline first. */
 static bool build(revc_model *m, const revc_options *o, uint64_t seed, check_graphs *c, bool *cut, revc_error **err)
 {
+	if (o->strategy == REVC_AUTO && !o->decisions)
+		return drv_errorf(err, REVC_ERR_USAGE, "strategy auto is for mem, train, grad and bench, not yet for check");
 	ps_ctx ctx, fctx;
 	ps_ctx_init(&ctx);
 	ps_ctx_init(&fctx);
 	ctx.optimizer = false;
 	ctx.strategy = (ps_strategy)o->strategy;
+	ctx.decisions = o->decisions;
 	ctx.no_order_edges = o->no_order_edges;
 	drv_engine_plan(&c->engine, &ctx);
 	ps_options popts, eopts;

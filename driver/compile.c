@@ -43,6 +43,8 @@ bool revc_cpu_known(const char *name)
 bool revc_options_check(const revc_options *o, revc_error **err)
 {
 	const char *cpu = o->cpu;
+	if (o->budget >= 0 && o->strategy != REVC_AUTO)
+		return drv_errorf(err, REVC_ERR_USAGE, "--budget goes with --strategy auto (--max-memory refuses a plan)");
 	if (cpu && o->engine != REVC_JIT)
 		return drv_errorf(err, REVC_ERR_USAGE, "--cpu applies to --engine jit (the interpreter is plain C)");
 	if (cpu && !cg_cpu_known(cpu))
@@ -153,6 +155,7 @@ static void context(revc_model *m, int k, ps_ctx *ctx)
 {
 	ps_ctx_init(ctx);
 	ctx->strategy = (ps_strategy)m->opts.strategy;
+	ctx->decisions = m->opts.decisions;
 	ctx->no_order_edges = m->opts.no_order_edges;
 	ctx->optimizer = k == DRV_STEP;
 	drv_engine_plan(&m->engine, ctx);
@@ -241,6 +244,13 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	const char *cpu = m->opts.cpu;
 	if (!revc_options_check(&m->opts, err))
 		return false;
+	if (m->opts.strategy == REVC_AUTO && !m->opts.decisions) {
+		revc_auto au;
+		if (!revc_auto_choose(m, &m->opts, m->opts.budget >= 0 ? m->opts.budget : m->opts.max_memory, &au, err))
+			return false;
+		memcpy(m->decisions, au.decisions, sizeof m->decisions);
+		m->opts.decisions = m->decisions;
+	}
 	ps_options popts;
 	drv_pass_options(&m->opts, &popts);
 	m->opts.dtype = drv_model_dtype(m, m->opts.dtype);

@@ -199,6 +199,7 @@ struct revc_model {
 	char *dumps;            /* every dump of the passes, in order */
 	size_t dumps_len;
 	char label[96], cpu[64];
+	char decisions[REVC_MAX_UNITS + 1]; /* strategy auto's choice (opts.decisions) */
 	int64_t data_bytes;     /* of the datasets loaded for it (max_memory) */
 	char loaded[RT_PATH_MAX]; /* the directory revc_load read last, or "" */
 	const char *schedule;   /* the heuristic the step's schedule chose */
@@ -229,6 +230,13 @@ ir_graph *drv_model_plan_ir(revc_model *m, ps_ctx *ctx, const ps_options *popts,
  * settings: the file's graph, made the evaluation graph for DRV_EVAL.
  * NULL with the errors in ctx->diags. */
 ir_graph *drv_ir_plan(const revc_model *m, int k, ps_ctx *ctx, const ps_options *opts);
+/* Plans m under o->strategy (and decisions) as revc_memory_plan does:
+ * its total, and the total it would have if the arena were sized for the
+ * bytes live when the last forward node has run (fwd_end), or for the
+ * most live at a later step (bwd_peak); the arena's slack over the peak
+ * counts in both. */
+bool drv_memory_phases(revc_model *m, const revc_options *o, int64_t *total, int64_t *fwd_end, int64_t *bwd_peak,
+	revc_error **err);
 /* The pass options of o as the manager takes them (dump_out left NULL). */
 void drv_pass_options(const revc_options *o, ps_options *out);
 ir_dtype drv_dtype(revc_dtype d);

@@ -84,6 +84,26 @@ static bool measure(const ir_graph *g, uint64_t seed, int64_t classes, int64_t *
 	return ok;
 }
 
+/* The decisions planned g's units carry, as letters (s where none). */
+static void decisions(const ir_graph *g, char *out)
+{
+	ps_unit *u;
+	int nu = ps_units_find(g, &u);
+	ps_keep *keep = calloc((size_t)nu + 1, sizeof *keep);
+	if (!keep)
+		IR_DIE("out of memory");
+	ps_keep_read(u, nu, keep);
+	for (int k = 0; k < nu; k++)
+		if (keep[k].keep == IR_KEEP_NONE)
+			keep[k] = (ps_keep){IR_KEEP_STORE, k};
+	if (nu <= REVC_MAX_UNITS)
+		ps_keep_format(keep, nu, out);
+	else
+		out[0] = '\0';
+	free(keep);
+	free(u);
+}
+
 static void fill(const ir_graph *g, const ps_memory *pm, revc_strategy s, const char *schedule, revc_memory *out)
 {
 	memset(out, 0, sizeof *out);
@@ -103,6 +123,7 @@ static void fill(const ir_graph *g, const ps_memory *pm, revc_strategy s, const 
 	out->at_peak.transient = live[PS_MEM_TRANSIENT];
 	out->at_peak.workspace = live[PS_MEM_WORKSPACE];
 	out->measured_bytes = -1;
+	decisions(g, out->decisions);
 	int idx[REVC_MEM_TOP];
 	out->nlargest = largest(pm, idx);
 	for (int k = 0; k < out->nlargest; k++) {
@@ -147,6 +168,7 @@ static ir_graph *plan_with(revc_model *m, revc_strategy s, const revc_options *o
 {
 	*cut = false;
 	ctx->strategy = (ps_strategy)s;
+	ctx->decisions = o->decisions;
 	ctx->no_order_edges = o->no_order_edges;
 	drv_engine_plan(e, ctx);
 	ps_options popts;
@@ -205,6 +227,40 @@ bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, rev
 	ir_graph_free(g);
 	planning_free(&p);
 	return ok;
+}
+
+bool drv_memory_phases(revc_model *m, const revc_options *o, int64_t *total, int64_t *fwd_end, int64_t *bwd_peak,
+	revc_error **err)
+{
+	planning p;
+	bool cut;
+	ir_graph *g = plan(m, o->strategy, o, &p, &cut, err);
+	if (g) {
+		ps_memory pm;
+		ps_memory_compute(g, g->nodes, p.ctx.workspace, p.ctx.workspace_user, &pm);
+		int64_t base = pm.persistent[PS_MEM_PARAMS] + pm.persistent[PS_MEM_OPTSTATE] + ps_arena_bytes(g) - pm.peak;
+		*total = pm.persistent[PS_MEM_PARAMS] + pm.persistent[PS_MEM_OPTSTATE] + ps_arena_bytes(g);
+		int last = 0;
+		for (int t = 0; t < g->n; t++)
+			if (g->nodes[t]->role == IR_ROLE_FWD)
+				last = t;
+		*fwd_end = *bwd_peak = 0;
+		for (int t = 0; t < pm.steps; t++) {
+			int64_t live = 0;
+			for (int c = 0; c < PS_MEM_CAT_COUNT; c++)
+				live += pm.live[(size_t)t * PS_MEM_CAT_COUNT + c];
+			if (t == last)
+				*fwd_end = base + live;
+			if (t > last && base + live > *bwd_peak)
+				*bwd_peak = base + live;
+		}
+		ps_memory_free(&pm);
+	} else if (cut) {
+		drv_errorf(err, REVC_ERR_USAGE, "the pass options stop before plan");
+	}
+	ir_graph_free(g);
+	planning_free(&p);
+	return g != NULL;
 }
 
 char *revc_memory_timeline_svg(revc_model *m, revc_strategy s, const revc_options *o, revc_error **err)

@@ -38,11 +38,12 @@ void revc_options_init(revc_options *o)
 	o->engine = REVC_JIT;
 	o->threads = 2;
 	o->max_memory = -1;
+	o->budget = -1;
 }
 
 _Static_assert(REVC_INT_MAX == FE_INT_MAX, "revc.h's largest spec integer is the frontend's");
 _Static_assert((int)REVC_STORE == (int)PS_STORE && (int)REVC_REVNET == (int)PS_REVNET &&
-	(int)REVC_CHECKPOINT == (int)PS_CHECKPOINT && PS_STRATEGY_COUNT == 3, "revc_strategy is ps_strategy");
+	(int)REVC_CHECKPOINT == (int)PS_CHECKPOINT && (int)REVC_AUTO == (int)PS_AUTO && PS_STRATEGY_COUNT == 4, "revc_strategy is ps_strategy");
 _Static_assert(PS_STRATEGY_DEFAULT == PS_REVNET, "revc_options_init's default strategy is the passes'");
 
 const char *revc_strategy_name(revc_strategy s)

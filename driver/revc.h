@@ -70,7 +70,9 @@ void revc_format_bytes(char *buf, size_t n, int64_t bytes);
 
 /* ---- options --------------------------------------------------------------- */
 
-typedef enum { REVC_STORE, REVC_REVNET, REVC_CHECKPOINT } revc_strategy;
+/* REVC_AUTO: per-unit decisions (revc_options.decisions, or chosen within
+ * revc_options.budget by revc_auto_choose). */
+typedef enum { REVC_STORE, REVC_REVNET, REVC_CHECKPOINT, REVC_AUTO } revc_strategy;
 typedef enum { REVC_F32, REVC_F64 } revc_dtype;
 typedef enum { REVC_JIT, REVC_INTERP } revc_engine;
 
@@ -102,6 +104,14 @@ typedef struct {
 	bool measure;           /* revc_memory_plan: also run one step in tracking mode (REVC_INTERP) */
 	bool no_run;            /* plan the graphs (and check max_memory) but leave revc_model_prepare for later */
 	const char *dump_llvm;  /* NULL, or a directory for each native module's .ll before and after optimisation */
+	/* REVC_AUTO: each unit's decision, one letter a unit (s store, i invert,
+	 * r recompute, c rerun from here, + rerun with the unit before:
+	 * docs/ir.md), e.g. from revc_auto_choose. */
+	const char *decisions;
+	/* REVC_AUTO without decisions: revc_model_compile chooses them with
+	 * revc_auto_choose within this total (-1, the default: max_memory,
+	 * or with none, no budget: store). */
+	int64_t budget;
 } revc_options;
 
 /* The defaults above. */
@@ -198,6 +208,7 @@ const char *revc_model_cpu(const revc_model *m);
 /* The training step's planned memory: the figures revc mem --json gives
  * (docs/mem.md), for one strategy. */
 #define REVC_MEM_TOP 5
+#define REVC_MAX_UNITS 1000
 typedef struct {
 	revc_strategy strategy;
 	bool cut;               /* the pass options stopped before plan: no figures */
@@ -222,6 +233,9 @@ typedef struct {
 	/* With measure: the high-water mark of one step run by the tracking
 	 * interpreter on random data; else -1. */
 	int64_t measured_bytes;
+	/* The units' decisions the plan carried out, one letter a unit (as
+	 * revc_options.decisions; store's are all s), "" past REVC_MAX_UNITS. */
+	char decisions[REVC_MAX_UNITS + 1];
 } revc_memory;
 
 /* The categories of at_peak, in its order: their JSON keys ("saved") and
@@ -237,6 +251,31 @@ bool revc_model_memory(const revc_model *m, revc_memory *out, revc_error **err);
  * (NULL: defaults), without compiling or allocating it (what revc mem does);
  * dumps are added to revc_model_dump's. */
 bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out,
+	revc_error **err);
+
+/* ---- strategy auto ------------------------------------------------------ */
+
+/* The decisions strategy auto takes within a budget, and what they cost. */
+typedef struct {
+	char decisions[REVC_MAX_UNITS + 1]; /* as revc_options.decisions */
+	int units;
+	double step_flops;      /* FLOPs of the step storing everything */
+	double recompute_flops; /* what the decisions add (docs/mem.md: the cost model) */
+	int64_t model_bytes;    /* the total the dynamic program's model predicts */
+	int64_t total_bytes;    /* the total the planner gives (parameters + optimiser state + arena) */
+	int64_t minimum_bytes;  /* the planned total of the minimum-memory decisions */
+	int plans;              /* plans it took */
+	int retries;            /* times the planner disagreed and the program chose again */
+	int improved;           /* single-unit changes the planner then found cheaper and fitting */
+} revc_auto;
+
+/* The fastest decisions for m's training step (under o: engine, threads,
+ * dtype; NULL: defaults) whose planned total is at most budget (< 0: no
+ * budget, every unit stored).  A budget below the minimum-memory
+ * decisions' total is a REVC_ERR_BUDGET error naming it. */
+bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc_auto *out, revc_error **err);
+/* The FLOPs decisions (letters) add to m's step in the cost model. */
+bool revc_auto_cost(revc_model *m, const revc_options *o, const char *decisions, double *recompute_flops,
 	revc_error **err);
 
 /* The memory timeline of the plan (revc mem --timeline): live bytes per

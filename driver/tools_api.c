@@ -53,6 +53,8 @@ bool revc_emit_with(const revc_model *m, const char *path, revc_emit_options *e,
 		snprintf(name, sizeof name, "%s", e->prefix);
 	if (!drv_aot_valid_prefix(name))
 		return drv_errorf(err, REVC_ERR_USAGE, "'%s' is not a C identifier", name);
+	if (e->strategy == REVC_AUTO)
+		return drv_errorf(err, REVC_ERR_USAGE, "strategy auto is for mem, train, grad and bench, not yet for compile");
 	drv_aot_options o = {.out = path, .header = e->header, .prefix = name, .strategy = (ps_strategy)e->strategy,
 		.cpu = e->cpu, .dump_llvm = e->dump_llvm, .source = m->is_spec ? m->spec.path : m->ir_path};
 	drv_aot a;

@@ -219,6 +219,23 @@ typedef enum {
 const char *ir_unit_part_name(ir_unit_part p); /* "f", "y1", ... ("" for none) */
 bool ir_unit_part_lookup(const char *s, size_t n, ir_unit_part *out);
 
+/* What the backward pass does for a unit: its decision, written on the
+ * unit's forward y1 node (node->keep, node->keep_from; docs/ir.md).  The
+ * passes revbwd and checkpoint write the decisions their strategy makes and
+ * carry out the ones a graph carries. */
+typedef enum {
+	IR_KEEP_NONE,      /* undecided, or not a unit's forward y1 */
+	IR_KEEP_STORE,     /* keep what the unit's gradients read */
+	IR_KEEP_INVERT,    /* reconstruct x2 = y2 - G(y1), x1 = y1 - F(x2) */
+	IR_KEEP_RECOMPUTE, /* recompute G from y1 and F from x2 as they stand */
+	IR_KEEP_RERUN,     /* rerun the forward of units keep_from .. this one
+	                      (a segment) from keep_from's stored inputs */
+	IR_KEEP_COUNT
+} ir_unit_keep;
+
+const char *ir_unit_keep_name(ir_unit_keep k); /* "store", ... ("" for none) */
+bool ir_unit_keep_lookup(const char *s, size_t n, ir_unit_keep *out);
+
 /* ---- nodes and graphs (ir/graph.c) ------------------------------------ */
 
 struct ir_node {
@@ -239,6 +256,8 @@ struct ir_node {
 	                      structure is in unit and part) */
 	int unit;          /* the reversible unit it is part of, or -1 ... */
 	ir_unit_part part; /* ... and which part (IR_PART_NONE when unit is -1) */
+	ir_unit_keep keep; /* on a unit's forward y1: its decision ... */
+	int keep_from;     /* ... and for IR_KEEP_RERUN the segment's first unit */
 	bool pos_printed;  /* print pos as loc(...): false for positions that are
 	                      just the IR text line the node was parsed from */
 	/* Annotations written by later passes; -1 when unset. */

@@ -316,9 +316,20 @@ static bool parse_annotations(parser *p, ir_node *n)
 		if (p->tok.kind != TK_IDENT || !ir_unit_part_lookup(p->tok.text, p->tok.len, &part))
 			return expected(p, "a part of a unit (f, g, y1, y2 or d)");
 		next(p);
+		ir_node_set_unit(n, (int)k, part);
+		if (p->tok.kind == TK_COMMA) {
+			next(p);
+			if (p->tok.kind != TK_IDENT || !ir_unit_keep_lookup(p->tok.text, p->tok.len, &n->keep))
+				return expected(p, "a unit's decision (store, invert, recompute or rerun)");
+			next(p);
+			int64_t from = k;
+			if (n->keep == IR_KEEP_RERUN &&
+			    (!expect(p, TK_COMMA, "','") || !parse_int(p, &from, 0, k, "the segment's first unit")))
+				return false;
+			n->keep_from = (int)from;
+		}
 		if (!expect(p, TK_RPAREN, "')'"))
 			return false;
-		ir_node_set_unit(n, (int)k, part);
 	}
 	if (accept_word(p, "scope")) {
 		if (!expect(p, TK_LPAREN, "'('"))

@@ -120,8 +120,14 @@ static void print_node(FILE *out, const ir_node *n)
 		fprintf(out, " ws(%lld, %lld)", (long long)n->ws_offset, (long long)n->ws_bytes);
 	if (n->live_begin >= 0)
 		fprintf(out, " live(%d, %d)", n->live_begin, n->live_end);
-	if (n->unit >= 0)
-		fprintf(out, " unit(%d, %s)", n->unit, ir_unit_part_name(n->part));
+	if (n->unit >= 0) {
+		fprintf(out, " unit(%d, %s", n->unit, ir_unit_part_name(n->part));
+		if (n->keep != IR_KEEP_NONE)
+			fprintf(out, ", %s", ir_unit_keep_name(n->keep));
+		if (n->keep == IR_KEEP_RERUN)
+			fprintf(out, ", %d", n->keep_from);
+		fputc(')', out);
+	}
 	if (n->scope) {
 		fputs(" scope(", out);
 		print_string(out, n->scope);

@@ -31,6 +31,31 @@ bool ir_unit_part_lookup(const char *s, size_t n, ir_unit_part *out)
 	return false;
 }
 
+static const char *const keeps[] = {
+	[IR_KEEP_NONE] = "",
+	[IR_KEEP_STORE] = "store",
+	[IR_KEEP_INVERT] = "invert",
+	[IR_KEEP_RECOMPUTE] = "recompute",
+	[IR_KEEP_RERUN] = "rerun",
+};
+_Static_assert(sizeof keeps / sizeof keeps[0] == IR_KEEP_COUNT, "keep table");
+
+const char *ir_unit_keep_name(ir_unit_keep k)
+{
+	IR_ASSERT((unsigned)k < IR_KEEP_COUNT);
+	return keeps[k];
+}
+
+bool ir_unit_keep_lookup(const char *s, size_t n, ir_unit_keep *out)
+{
+	for (int i = IR_KEEP_NONE + 1; i < IR_KEEP_COUNT; i++)
+		if (strlen(keeps[i]) == n && memcmp(keeps[i], s, n) == 0) {
+			*out = (ir_unit_keep)i;
+			return true;
+		}
+	return false;
+}
+
 void ir_unit_begin(ir_unit_marker *m, ir_graph *g, int unit)
 {
 	IR_ASSERT(unit >= 0);

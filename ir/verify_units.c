@@ -75,6 +75,53 @@ static bool may_read(const ir_node *n, const ir_node *o, const unit_info *u)
 	}
 }
 
+/* The decisions (node->keep): on forward y1 nodes only, every unit's or
+ * none; invert only where the unit has no D; a rerun segment of units
+ * J..K each rerun from J. */
+static int check_decisions(const ir_graph *g, ir_diags *d, const unit_info *u, int nu)
+{
+	int errors = 0, decided = 0;
+	bool *has_d = calloc((size_t)nu + 1, sizeof *has_d);
+	if (!has_d)
+		IR_DIE("out of memory");
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->unit >= 0 && n->role == IR_ROLE_FWD && n->part == IR_PART_D)
+			has_d[n->unit] = true;
+		if (n->keep == IR_KEEP_NONE)
+			continue;
+		if (n->unit < 0 || n->role != IR_ROLE_FWD || n->part != IR_PART_Y1) {
+			ir_diag_node(d, n, "carries a unit's decision (%s), which only a unit's forward y1 may", ir_unit_keep_name(n->keep));
+			errors++;
+		} else {
+			decided++;
+		}
+	}
+	for (int k = 0; k < nu && decided > 0 && errors == 0; k++) {
+		const ir_node *y = u[k].y[0];
+		if (!y)
+			continue;
+		int from = y->keep_from;
+		const ir_node *start = from >= 0 && from <= k ? u[from].y[0] : NULL;
+		const ir_node *prev = k > 0 ? u[k - 1].y[0] : NULL;
+		if (y->keep == IR_KEEP_NONE) {
+			ir_diag_node(d, y, "is y1 of unit %d, which has no decision while other units have one: decide every unit or none", k);
+			errors++;
+		} else if (y->keep == IR_KEEP_INVERT && has_d[k]) {
+			ir_diag_node(d, y, "is y1 of unit %d, which has a downsample (d nodes) and cannot be inverted", k);
+			errors++;
+		} else if (y->keep == IR_KEEP_RERUN &&
+			   (!start || start->keep != IR_KEEP_RERUN || start->keep_from != from ||
+			    (from < k && (!prev || prev->keep != IR_KEEP_RERUN || prev->keep_from != from)))) {
+			ir_diag_node(d, y, "is y1 of unit %d, rerun from unit %d, but units %d to %d are not all rerun from unit %d",
+				k, from, from, k, from);
+			errors++;
+		}
+	}
+	free(has_d);
+	return errors;
+}
+
 bool ir_verify_units(const ir_graph *g, ir_diags *d)
 {
 	char r1[80], r2[80];
@@ -198,6 +245,7 @@ bool ir_verify_units(const ir_graph *g, ir_diags *d)
 			break;
 		}
 	}
+	errors += check_decisions(g, d, u, nu);
 	free(u);
 	return errors == 0;
 }

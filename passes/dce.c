@@ -72,8 +72,13 @@ static void dissolve_broken_units(ir_graph *g)
 		number[k] = seen[k] == 3 ? next++ : -1;
 	for (int i = 0; i < g->n; i++) {
 		ir_node *n = g->nodes[i];
-		if (n->unit >= 0)
-			ir_node_set_unit(n, number[n->unit], n->part);
+		if (n->unit < 0)
+			continue;
+		if (n->keep != IR_KEEP_NONE) /* a segment that lost its start begins here */
+			n->keep_from = number[n->keep_from] >= 0 ? number[n->keep_from] : number[n->unit];
+		ir_node_set_unit(n, number[n->unit], n->part);
+		if (n->unit < 0)
+			n->keep = IR_KEEP_NONE;
 	}
 	free(seen);
 	free(number);

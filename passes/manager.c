@@ -28,6 +28,7 @@ static const char *const strategies[] = {
 	[PS_STORE] = "store",
 	[PS_REVNET] = "revnet",
 	[PS_CHECKPOINT] = "checkpoint",
+	[PS_AUTO] = "auto",
 };
 _Static_assert(sizeof strategies / sizeof strategies[0] == PS_STRATEGY_COUNT, "strategy names");
 

@@ -16,6 +16,7 @@ typedef enum {
 	PS_STORE,      /* ordinary backprop: every activation is kept */
 	PS_REVNET,     /* reversible units reconstruct their inputs */
 	PS_CHECKPOINT, /* keep every sqrt(n)-th unit output, recompute the rest */
+	PS_AUTO,       /* per-unit decisions given (ps_ctx.decisions; passes/keep.c) */
 	PS_STRATEGY_COUNT
 } ps_strategy;
 
@@ -33,6 +34,7 @@ typedef int64_t (*ps_workspace_fn)(const ir_node *n, void *user);
 typedef struct {
 	ir_diags diags;       /* user-facing errors from passes */
 	ps_strategy strategy; /* revbwd (default PS_STRATEGY_DEFAULT) */
+	const char *decisions; /* revbwd, strategy auto: one letter a unit (ps_keep_parse); NULL: all stored */
 	bool no_order_edges;  /* schedule: no ordering edges, naive order */
 	bool optimizer;       /* optim: add the SGD step (else gradients stay outputs) */
 	double momentum;      /* optim: SGD momentum (docs/model.md: 0.9) */
@@ -171,6 +173,64 @@ void ps_recompute_place(ps_recompute *r, ir_node *n, const ir_node *at);
 ir_node *ps_recompute_clone(ps_recompute *r, ir_node *n, const ir_node *at);
 /* Replaces n's operands by their stand-ins. */
 void ps_recompute_redirect(const ps_recompute *r, ir_node *n);
+
+/* ---- per-unit decisions (passes/keep.c) ---------------------------------- */
+
+/* A unit's decision: what its gradients read (ir_unit_keep), and for
+ * IR_KEEP_RERUN the first unit of its segment (else the unit itself). */
+typedef struct {
+	ir_unit_keep keep;
+	int from;
+} ps_keep;
+
+/* Decisions as letters, one a unit: s store, i invert, r recompute, c rerun
+ * (a segment begins here), + rerun with the unit before.  Parse fills
+ * out[0 .. nu) or says why not (false); format writes nu letters and a NUL. */
+bool ps_keep_parse(const char *s, int nu, ps_keep *out, char *why, size_t whylen);
+void ps_keep_format(const ps_keep *keep, int nu, char *buf);
+/* The decisions units carry (on their y1), and whether any does. */
+bool ps_keep_read(const ps_unit *u, int nu, ps_keep *out);
+/* Writes keep on the units' y1 and carries it out (keep.c says how). */
+void ps_keep_apply(ir_graph *g, const ps_unit *u, int nu, const ps_keep *keep);
+/* Whether some unit of g is inverted (so ordering edges apply). */
+bool ps_keep_inverts(const ir_graph *g);
+
+/* ---- strategy auto's choice (passes/auto.c) ------------------------------- */
+
+/* What one unit costs and holds under each decision (auto.c says how). */
+typedef struct {
+	int64_t saved_bytes;     /* A: F, G and D values its gradients read */
+	int64_t out_bytes;       /* O: y1 and y2 */
+	double recompute_flops;  /* F and G again */
+	double invert_flops;     /* and the two subtractions */
+	double rerun_flops;      /* its whole forward: F, G, D, y1, y2 */
+	int64_t in1_bytes, in2_bytes; /* x1, x2 when no unit made them (else 0) */
+	bool invertible;
+	bool follows;            /* continues the previous unit's chain */
+} ps_auto_unit;
+
+typedef struct {
+	int n;
+	ps_auto_unit *unit;
+	double step_flops;       /* the step without recomputation */
+	int64_t c_fwd, c_bwd;    /* the calibrated constants (0 until calibrated) */
+} ps_auto_model;
+
+/* FLOPs of one node (auto.c). */
+double ps_node_flops(const ir_node *n);
+/* The model of g: its training step after autodiff, decided nothing, ids
+ * current. */
+void ps_auto_model_build(const ir_graph *g, ps_auto_model *am);
+void ps_auto_model_free(ps_auto_model *am);
+/* Sets the constants so that the model's forward end and backward peak of
+ * decisions d are fwd_end and bwd_peak (bytes, as totals). */
+void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *d, int64_t fwd_end, int64_t bwd_peak);
+/* The model's total and the recomputation FLOPs of decisions d. */
+int64_t ps_auto_model_peak(const ps_auto_model *am, const ps_keep *d);
+double ps_auto_model_cost(const ps_auto_model *am, const ps_keep *d);
+/* The cheapest decisions whose model total is at most budget, into out[0 ..
+ * n); false when none fits. */
+bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out);
 
 /* ---- the memory model (passes/memory.c) --------------------------------- */
 

@@ -4,7 +4,8 @@
  * guarantees: the node list is the schedule; it honours every data and
  *   ordering edge.
  *
- * First, under strategy revnet (unless ctx->no_order_edges), the ordering
+ * First, under strategy revnet or where a unit is inverted (unless
+ * ctx->no_order_edges), the ordering
  * edges of the reversible backward pass (edges.c).
  *
  * Order: with no ordering edges, a naive as-soon-as-possible order (each
@@ -335,7 +336,7 @@ static void order_dfs(const ir_graph *g, const deps *d, ir_node **out)
 
 int ps_schedule(ir_graph *g, ps_ctx *ctx)
 {
-	bool edges = ctx->strategy == PS_REVNET && !ctx->no_order_edges;
+	bool edges = (ctx->strategy == PS_REVNET || ps_keep_inverts(g)) && !ctx->no_order_edges;
 	if (edges)
 		ps_order_edges(g);
 	ir_graph_renumber(g);

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Strategy auto (issue 14) through the command line:
+# - the three strategies are particular decisions: revc mem --strategy auto
+#   --decisions with store's, revnet's and checkpoint's letters plans their
+#   bytes exactly;
+# - --budget below the minimum exits 3 naming it; within a budget between
+#   revnet's and store's totals the choice fits, mixes decisions, and costs
+#   less recomputation than revnet's;
+# - revc grad under that budget (f64, decisions mixing store, invert and
+#   recompute) gives store's gradients within 1e-10, and revc train trains.
+# Usage: auto.sh REVC ROOT
+set -u
+revc=$(realpath "$1") root=$2 fail=0
+cd "$root" || exit 1
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+field() { grep -o "\"$2\":[^,}]*" <<<"$1" | head -n1 | cut -d: -f2 | tr -d '"'; }
+
+# The strategies as decisions.
+all=$("$revc" mem models/fashion.rev --strategy all --json) || { echo "FAIL: mem --strategy all"; exit 1; }
+for s in store revnet checkpoint; do
+  obj=$(sed 's/{"strategy":/\n/g' <<<"$all" | grep "^\"$s\"")
+  d=$(field "$obj" decisions)
+  got=$("$revc" mem models/fashion.rev --strategy auto --decisions "$d" --json) || { echo "FAIL: --decisions $d"; fail=1; continue; }
+  for f in peak_bytes arena_bytes saved_transient_peak_bytes total_bytes; do
+    [ "$(field "$obj" $f)" = "$(field "$got" $f)" ] ||
+      { echo "FAIL: $s as decisions $d: $f $(field "$got" $f), want $(field "$obj" $f)"; fail=1; }
+  done
+done
+store_total=$(field "$(sed 's/{"strategy":/\n/g' <<<"$all" | grep '^"store"')" total_bytes)
+revnet_total=$(field "$(sed 's/{"strategy":/\n/g' <<<"$all" | grep '^"revnet"')" total_bytes)
+
+# Below the minimum: exit 3, the minimum named.
+"$revc" mem models/fashion.rev --strategy auto --budget 1MiB >/dev/null 2>"$tmp/err"
+rc=$?
+{ [ $rc -eq 3 ] && grep -q "below the minimum, 16.52 MiB ($revnet_total bytes" "$tmp/err"; } ||
+  { echo "FAIL: budget below the minimum: exit $rc"; cat "$tmp/err"; fail=1; }
+"$revc" mem models/fashion.rev --strategy revnet --decisions iiriri >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: --decisions without --strategy auto is not a usage error"; fail=1; }
+
+# Halfway between revnet and store.
+mid=$(( (store_total + revnet_total) / 2 ))
+got=$("$revc" mem models/fashion.rev --strategy auto --budget $mid --json) || { echo "FAIL: auto --budget $mid"; fail=1; }
+d=$(field "$got" decisions) total=$(field "$got" total_bytes) flops=$(field "$got" recompute_flops)
+[ "$total" -le $mid ] || { echo "FAIL: auto within $mid plans $total"; fail=1; }
+grep -q s <<<"$d" && grep -q '[ir]' <<<"$d" || { echo "FAIL: auto within $mid decides $d, not a mix"; fail=1; }
+rflops=$(field "$("$revc" mem models/fashion.rev --strategy auto --budget $revnet_total --json)" recompute_flops)
+awk -v a="$flops" -v b="$rflops" 'BEGIN { exit !(a < b) }' ||
+  { echo "FAIL: auto within $mid recomputes $flops FLOPs, no fewer than at the minimum ($rflops)"; fail=1; }
+echo "auto: fashion within $mid bytes (between revnet $revnet_total and store $store_total): $d, $total bytes"
+
+# Gradients under a budget in f64, against store.
+sets=(--set batch=2)
+"$revc" init models/fashion.rev "${sets[@]}" --out "$tmp/p" >/dev/null || { echo "FAIL: init"; exit 1; }
+python3 - "$tmp" <<'PY' || { echo "FAIL: cannot write the batch"; exit 1; }
+import random, struct, sys
+d = sys.argv[1]
+def npy(path, descr, shape, fmt, values):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, ''.join('%d, ' % s for s in shape))
+    h += ' ' * (-(len(h) + 11) % 64) + '\n'
+    with open(path, 'wb') as f:
+        f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(h)) + h.encode() + struct.pack('<%d%s' % (len(values), fmt), *values))
+r = random.Random(7)
+npy(d + '/x.npy', '<f8', [2, 1, 28, 28], 'd', [r.uniform(-1, 1) for _ in range(2 * 28 * 28)])
+npy(d + '/y.npy', '<i4', [2], 'i', [3, 7])
+PY
+f64=$("$revc" mem models/fashion.rev "${sets[@]}" --dtype f64 --strategy all --json)
+s64=$(field "$(sed 's/{"strategy":/\n/g' <<<"$f64" | grep '^"store"')" total_bytes)
+r64=$(field "$(sed 's/{"strategy":/\n/g' <<<"$f64" | grep '^"revnet"')" total_bytes)
+mid64=$(( (s64 + r64) / 2 ))
+d64=$(field "$("$revc" mem models/fashion.rev "${sets[@]}" --dtype f64 --strategy auto --budget $mid64 --json)" decisions)
+grep -q s <<<"$d64" && grep -q '[ir]' <<<"$d64" || { echo "FAIL: f64 auto within $mid64 decides $d64, not a mix"; fail=1; }
+for s in store auto; do
+  extra=(); [ $s = auto ] && extra=(--budget $mid64)
+  "$revc" grad models/fashion.rev "${sets[@]}" --params "$tmp/p" --input "$tmp/x.npy" --labels "$tmp/y.npy" \
+    --out "$tmp/g-$s" --strategy $s "${extra[@]}" --engine interp --dtype f64 >"$tmp/out" 2>&1 ||
+    { echo "FAIL: grad --strategy $s"; cat "$tmp/out"; fail=1; }
+done
+python3 - "$tmp" <<'PY' || { echo "FAIL: auto's gradients differ from store's"; fail=1; }
+import ast, os, struct, sys
+d = sys.argv[1]
+def load(path):
+    b = open(path, 'rb').read()
+    n = struct.unpack('<H', b[8:10])[0]
+    h = ast.literal_eval(b[10:10 + n].decode())
+    k = 1
+    for s in h['shape']:
+        k *= s
+    return struct.unpack('<%dd' % k, b[10 + n:10 + n + 8 * k])
+bad = n = 0
+for f in sorted(x for x in os.listdir(d + '/g-store') if x.endswith('.npy')):
+    a, b = load(d + '/g-auto/' + f), load(d + '/g-store/' + f)
+    err = max(abs(x - y) for x, y in zip(a, b)) / max(max(abs(y) for y in b), 1e-300)
+    n += 1
+    if not err <= 1e-10:
+        print('%s: %g' % (f, err))
+        bad += 1
+print('auto: %d gradients within 1e-10 of store' % n)
+sys.exit(1 if bad or n == 0 else 0)
+PY
+echo "auto: f64 decisions $d64 within $mid64 bytes"
+
+# Training under a budget.
+"$revc" train models/fashion.rev "${sets[@]}" --data synthetic --steps 2 --strategy auto --budget 40MiB >"$tmp/train" 2>&1 &&
+  grep -q "strategy auto" "$tmp/train" || { echo "FAIL: train --strategy auto --budget 40MiB"; cat "$tmp/train"; fail=1; }
+"$revc" train models/fashion.rev "${sets[@]}" --data synthetic --steps 1 --budget 40MiB >/dev/null 2>&1
+[ $? -eq 2 ] || { echo "FAIL: --budget without --strategy auto is not a usage error"; fail=1; }
+for cmd in compile check; do
+  extra=(); [ $cmd = compile ] && extra=(-o "$tmp/libx.so")
+  "$revc" $cmd models/fashion.rev --strategy auto "${extra[@]}" >/dev/null 2>"$tmp/err"
+  rc=$?
+  { [ $rc -eq 2 ] && grep -q "not yet for $cmd" "$tmp/err"; } || { echo "FAIL: $cmd --strategy auto: exit $rc"; cat "$tmp/err"; fail=1; }
+done
+[ $fail -eq 0 ] && echo "auto: ok"
+exit $fail
