@@ -88,7 +88,7 @@ ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps
 	revc_error **err)
 {
 	if (!m->is_spec && drv_dtype(drv_model_dtype(m, REVC_F32)) != dt) {
-		drv_errorf(err, REVC_ERR_USER, "this needs an %s graph, and %s is %s: dump the spec with --dtype %s",
+		drv_errorf(err, REVC_ERR_USAGE, "this needs an %s graph, and %s is %s: dump the spec with --dtype %s",
 			ir_dtype_name(dt), m->ir_path, ir_dtype_name(drv_dtype(drv_model_dtype(m, REVC_F32))),
 			ir_dtype_name(dt));
 		return NULL;

@@ -108,7 +108,7 @@ b=$("$revc" eval "$tmp/e.ir" --params "$tmp/ek" --data synthetic --json) || fail
 "$revc" check "$tmp/c64.ir" --samples 2 --engine interp > "$tmp/c2.txt" || fail "check the IR"
 cmp -s "$tmp/c1.txt" "$tmp/c2.txt" || { diff "$tmp/c1.txt" "$tmp/c2.txt" | head; fail "check: the IR's report differs"; }
 out=$("$revc" check "$tmp/e.ir" --samples 1 2>&1); status=$?
-[ "$status" = 1 ] && grep -q "needs an f64 graph, and .*e.ir is f32: dump the spec with --dtype f64" <<<"$out" ||
+[ "$status" = 2 ] && grep -q "needs an f64 graph, and .*e.ir is f32: dump the spec with --dtype f64" <<<"$out" ||
   fail "check of an f32 graph: exit $status: $out"
 
 # compile: the library from the IR trains as the spec's does (the same
