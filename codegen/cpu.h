@@ -1,5 +1,5 @@
-/* cpu.h: the CPU code is generated for (codegen/cpu.cpp, the one C++ file
- * of revc, which includes nothing else of ours).  cg.h includes it for the
+/* cpu.h: the CPU code is generated for (codegen/cpu.cpp, one of revc's two C++
+ * files, which includes nothing else of ours).  cg.h includes it for the
  * public part; the rest is for codegen/.
  *
  * A CPU is NULL or "native" (this host's CPU with the features it reports)
