@@ -7,8 +7,9 @@
  * x86-64-v3, znver3 or skylake-avx512) with that CPU's own features, whatever
  * the host has, so an AVX-512 machine can build and test the AVX2 code.
  *
- * This is one of revc's two C++ files (distinct.cpp is the other): the LLVM C API can make a target
- * machine for a CPU name but cannot list the names (LLVMCreateTargetMachine
+ * This is one of revc's two C++ files (distinct.cpp is the other): the LLVM
+ * C API can make a target machine for a CPU name but cannot list the names
+ * (LLVMCreateTargetMachine
  * only warns on stderr about an unknown one) nor say which features a CPU
  * has.  The MC layer's subtarget tables can, without printing anything.
  * Of revc it includes only cpu.h, which is C and C++ alike.
