@@ -10,8 +10,9 @@
  * This is one of revc's two C++ files (distinct.cpp is the other): the LLVM
  * C API can make a target machine for a CPU name but cannot list the names
  * (LLVMCreateTargetMachine only warns on stderr about an unknown one) nor
- * say which features a CPU has.  The MC layer's subtarget tables can, without printing anything.
- * Of revc it includes only cpu.h, which is C and C++ alike.
+ * say which features a CPU has.  The MC layer's subtarget tables can,
+ * without printing anything.  Of revc it includes only cpu.h, which is C and
+ * C++ alike.
  * Nothing here throws (LLVM is built without exceptions); subtarget infos
  * are owned here and freed before returning. */
 #include <cstdio>
