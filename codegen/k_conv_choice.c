@@ -66,7 +66,8 @@ static cg_conv_lowering because(const char **why, const char *reason, cg_conv_lo
  * fashion (batch 50) on a 2-core AMD EPYC (Zen 4, AVX-512), one thread
  * (docs/codegen.md gives the figures); it predicts every one of them on the
  * right side.  F(4x4) must be 10% cheaper than F(2x2) to be chosen, for its
- * larger rounding error.  The choice does not depend on the CPU code is made
+ * larger rounding error.  Planes under 7x7 (smaller than any measured) stay
+ * direct.  The choice does not depend on the CPU code is made
  * for, so workspace sizes do not either. */
 
 static double cost_direct(const ir_conv_geom *g)
@@ -134,6 +135,9 @@ cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const c
 	}
 	if (!fits)
 		return because(why, no, CG_CONV_DIRECT);
+	int64_t ho = g->op == IR_OP_CONV2D ? g->ho : g->h, wo = g->op == IR_OP_CONV2D ? g->wo : g->w;
+	if (ho < 7 || wo < 7)
+		return because(why, "cost model: planes under 7x7 (not measured)", CG_CONV_DIRECT);
 	double direct = cost_direct(g), w2 = cost_winograd(g, 2), w4 = cost_winograd(g, 4);
 	if (w4 < 0.9 * w2 && w4 < direct)
 		return because(why, "cost model: winograd4 cheapest", CG_CONV_WINOGRAD4);

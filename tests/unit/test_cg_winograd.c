@@ -212,6 +212,9 @@ START_TEST(test_winograd_choice)
 	ck_assert_int_eq(cg_conv_lowering_of(&init, IR_F32, NULL), CG_CONV_DIRECT);
 	ir_conv_geom s2 = {100, 16, 32, 32, 32, 3, 3, 16, 16, 2, 0, 1, 0, 1, IR_OP_CONV2D};
 	ck_assert_int_eq(cg_conv_lowering_of(&s2, IR_F32, NULL), CG_CONV_DIRECT);
+	/* Planes under 7x7, smaller than any measured, stay direct. */
+	ir_conv_geom tiny = {100, 64, 4, 4, 64, 3, 3, 4, 4, 1, 1, 1, 1, 1, IR_OP_CONV2D};
+	ck_assert_int_eq(cg_conv_lowering_of(&tiny, IR_F32, NULL), CG_CONV_DIRECT);
 	setenv("REVC_CONV", "winograd4", 1);
 	ck_assert_int_eq(cg_conv_lowering_of(&s2, IR_F32, NULL), CG_CONV_DIRECT);
 	ck_assert_int_eq(cg_conv_lowering_of(&init, IR_F32, NULL), CG_CONV_WINOGRAD4);
