@@ -164,7 +164,7 @@ static void print_text(const bench_info *i, const revc_bench_result *r)
 	printf("  step time     median %.4f s, min %.4f s over %lld steps\n", r->median_seconds, r->min_seconds,
 		(long long)o->b.steps);
 	printf("  throughput    %.1f images/s\n", (double)batch / r->median_seconds);
-	printf("  compute       %.2f GFLOP per step (convolutions and dense), %.1f GFLOP/s\n", r->flops / 1e9,
+	printf("  compute       %.2f GFLOP per step (convolutions and matrix products), %.1f GFLOP/s\n", r->flops / 1e9,
 		r->flops / r->median_seconds / 1e9);
 	if (r->performed_flops != r->flops)
 		printf("  performed     %.2f GFLOP per step in the products (Winograd's), %.1f GFLOP/s\n",

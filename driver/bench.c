@@ -22,7 +22,8 @@ static double now(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The GEMMs of convolutions (one per image) and dense layers of g. */
+/* The GEMMs of convolutions (one per image), dense layers (over tokens
+ * too) and batched products (attention's, one per head and image) of g. */
 int drv_gemm_shapes(const ir_graph *g, drv_gemm_shape *out, int max)
 {
 	int n = 0;
@@ -38,10 +39,19 @@ int drv_gemm_shapes(const ir_graph *g, drv_gemm_shape *out, int max)
 				s = (drv_gemm_shape){kk, hw, c.o, c.n};
 			else
 				s = (drv_gemm_shape){c.o, kk, hw, c.n};
-		} else if (v->op == IR_OP_MATMUL) {
+		} else if (v->op == IR_OP_MATMUL || v->op == IR_OP_BMATMUL) {
+			/* matmul reads tokens [N,T,K] as the matrix [N*T,K]; bmatmul
+			 * runs one product per index of its leading dimensions. */
 			const ir_attr *ta = ir_node_attr(v, IR_ATTR_TRANS_A);
-			s = (drv_gemm_shape){v->type.dim[0], v->type.dim[1],
-				ta && ta->u.i ? v->in[0]->type.dim[0] : v->in[0]->type.dim[1], 1};
+			const ir_type *a = &v->in[0]->type, *y = &v->type;
+			bool trans_a = ta && ta->u.i;
+			int64_t cols = y->dim[y->rank - 1], acols = a->dim[a->rank - 1];
+			if (v->op == IR_OP_MATMUL)
+				s = (drv_gemm_shape){ir_type_elems(y) / cols, cols,
+					trans_a ? ir_type_elems(a) / acols : acols, 1};
+			else
+				s = (drv_gemm_shape){y->dim[y->rank - 2], cols, trans_a ? a->dim[a->rank - 2] : acols,
+					ir_type_elems(y) / (y->dim[y->rank - 2] * cols)};
 		} else {
 			continue;
 		}

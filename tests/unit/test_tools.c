@@ -1,8 +1,9 @@
 /* test_tools.c: the driver's tools (driver/tools.h) and the shared facts
  * they rest on: the step ABI's argument order (ir/slots.c) and the conv
  * geometry (ir/conv_geom.h), each against an oracle written here
- * independently (list positions, the shape formula), and the gradient
- * check, drift report and AOT naming on a tiny fashion net. */
+ * independently (list positions, the shape formula), bench's GEMM count
+ * against products counted by hand, and the gradient check, drift report
+ * and AOT naming on a tiny fashion net. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -48,6 +49,47 @@ static ir_graph *tiny_graph(const fe_spec *s, ir_dtype dt, ps_strategy strategy,
 	ps_ctx_free(&ctx);
 	return g;
 }
+
+/* The FLOPs revc bench counts, against products counted by hand: a dense
+ * layer over tokens [N,T,K] is one [N*T,K] product, its weight gradient
+ * (trans_a) contracts over N*T, and a batched product runs once per head
+ * and image. */
+START_TEST(gemm_shapes_count_tokens_and_heads)
+{
+	static const char text[] =
+		"graph @g passes(shape) {\n"
+		"  %0 = input {name=\"x\"} : f32[2,5,4]\n"
+		"  $w = param : f32[12,4]\n"
+		"  %2 = matmul(%0, $w) {trans_b=1} : f32[2,5,12]\n"
+		"  %3 = matmul(%2, %0) {trans_a=1} : f32[12,4]\n"
+		"  %4 = heads_split(%2) {part=0, parts=3, heads=2} : f32[2,2,5,2]\n"
+		"  %5 = heads_split(%2) {part=1, parts=3, heads=2} : f32[2,2,5,2]\n"
+		"  %6 = bmatmul(%4, %5) {trans_b=1} : f32[2,2,5,5]\n"
+		"  %7 = bmatmul(%6, %5) : f32[2,2,5,2]\n"
+		"  %8 = bmatmul(%6, %4) {trans_a=1} : f32[2,2,5,2]\n"
+		"}\n";
+	ir_diags d;
+	ir_diags_init(&d);
+	ir_graph *g = ir_parse("gemm.ir", text, sizeof text - 1, &d);
+	ck_assert_msg(g, "%s", d.n ? d.items[0].msg : "");
+	drv_gemm_shape sh[8];
+	int n = drv_gemm_shapes(g, sh, 8);
+	/* m n k count: x w^T, x^T-contracted weight gradient, q k^T per head and
+	 * image, P v and P^T q likewise (the same shape, so one entry of 8). */
+	const int64_t want[][4] = {{10, 12, 4, 1}, {12, 4, 10, 1}, {5, 5, 2, 4}, {5, 2, 5, 8}};
+	ck_assert_int_eq(n, 4);
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(sh[i].m, want[i][0]);
+		ck_assert_int_eq(sh[i].n, want[i][1]);
+		ck_assert_int_eq(sh[i].k, want[i][2]);
+		ck_assert_int_eq(sh[i].count, want[i][3]);
+	}
+	double flops = 2.0 * (10 * 12 * 4 + 12 * 4 * 10 + 5 * 5 * 2 * 4 + 5 * 2 * 5 * 8);
+	ck_assert(drv_gemm_flops(sh, n) == flops);
+	ir_graph_free(g);
+	ir_diags_free(&d);
+}
+END_TEST
 
 START_TEST(slots_follow_list_order)
 {
@@ -253,6 +295,7 @@ int main(void)
 	tcase_add_test(tc, drift_error_is_a_value);
 	tcase_add_test(tc, aot_names);
 	tcase_add_test(tc, diags_append_keeps_count);
+	tcase_add_test(tc, gemm_shapes_count_tokens_and_heads);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
