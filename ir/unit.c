@@ -21,14 +21,22 @@ const char *ir_unit_part_name(ir_unit_part p)
 	return parts[p];
 }
 
+/* The index of s[0..n) among names[1..count), or 0 (the table's "none"). */
+_Static_assert(IR_PART_NONE == 0 && IR_KEEP_NONE == 0, "index 0 of each table is none");
+static int name_index(const char *const *names, int count, const char *s, size_t n)
+{
+	for (int i = 1; i < count; i++)
+		if (strlen(names[i]) == n && memcmp(names[i], s, n) == 0)
+			return i;
+	return 0;
+}
+
 bool ir_unit_part_lookup(const char *s, size_t n, ir_unit_part *out)
 {
-	for (int i = IR_PART_NONE + 1; i < IR_PART_COUNT; i++)
-		if (strlen(parts[i]) == n && memcmp(parts[i], s, n) == 0) {
-			*out = (ir_unit_part)i;
-			return true;
-		}
-	return false;
+	int i = name_index(parts, IR_PART_COUNT, s, n);
+	if (i)
+		*out = (ir_unit_part)i;
+	return i != 0;
 }
 
 static const char *const keeps[] = {
@@ -48,12 +56,10 @@ const char *ir_unit_keep_name(ir_unit_keep k)
 
 bool ir_unit_keep_lookup(const char *s, size_t n, ir_unit_keep *out)
 {
-	for (int i = IR_KEEP_NONE + 1; i < IR_KEEP_COUNT; i++)
-		if (strlen(keeps[i]) == n && memcmp(keeps[i], s, n) == 0) {
-			*out = (ir_unit_keep)i;
-			return true;
-		}
-	return false;
+	int i = name_index(keeps, IR_KEEP_COUNT, s, n);
+	if (i)
+		*out = (ir_unit_keep)i;
+	return i != 0;
 }
 
 void ir_unit_begin(ir_unit_marker *m, ir_graph *g, int unit)
