@@ -18,11 +18,8 @@
 #include "revc.h"
 #include "rt.h"
 
-static const char *root(void)
-{
-	const char *r = getenv("REVC_SOURCE_ROOT");
-	return r ? r : ".";
-}
+#define FIXTURE_DIR "tests/data/fashion-b4"
+#include "fixture_b4.h"
 
 static const char *fixture_sets[] = {"batch=4"};
 
@@ -41,36 +38,6 @@ static revc_model *fashion_b4(revc_dtype dt, revc_engine engine)
 	snprintf(path, sizeof path, "%s/tests/data/fashion-b4/params", root());
 	ck_assert_msg(revc_load(m, path, NULL, &err), "%s", revc_error_message(err));
 	return m;
-}
-
-static rt_npy read_npy(const char *dir, const char *name)
-{
-	char path[1024];
-	snprintf(path, sizeof path, "%s/tests/data/fashion-b4/%s/%s.npy", root(), dir, name);
-	rt_npy a;
-	rt_err e;
-	ck_assert_msg(rt_npy_read(path, &a, &e), "%s", e.msg);
-	return a;
-}
-
-/* The fixture's batch in the model's dtype. */
-typedef struct {
-	double xd[4 * 28 * 28];
-	float xf[4 * 28 * 28];
-	int32_t y[4];
-} fixture;
-
-static revc_batch fixture_batch(fixture *f, revc_dtype dt)
-{
-	rt_npy xs = read_npy(".", "x"), ys = read_npy(".", "y");
-	ck_assert_int_eq(xs.count, 4 * 28 * 28);
-	rt_npy_to_f64(&xs, f->xd);
-	rt_npy_to_f32(&xs, f->xf);
-	for (int i = 0; i < 4; i++)
-		f->y[i] = (int32_t)((int64_t *)ys.data)[i];
-	rt_npy_free(&xs);
-	rt_npy_free(&ys);
-	return (revc_batch){.x = dt == REVC_F64 ? (const void *)f->xd : (const void *)f->xf, .labels = f->y, .n = 4};
 }
 
 START_TEST(test_fixture_grad_f64)

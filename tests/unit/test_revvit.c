@@ -20,14 +20,11 @@
 #include "revc.h"
 #include "rt.h"
 
+#define FIXTURE_DIR "tests/data/revvit-b4"
+#include "fixture_b4.h"
+
 #define NPARAMS 55 /* the fixture's tensors: docs/model.md's RevViT names */
 #define WIDTH 64   /* revvit-fashion's D: qkv.b's key part is D..2D-1 */
-
-static const char *root(void)
-{
-	const char *r = getenv("REVC_SOURCE_ROOT");
-	return r ? r : ".";
-}
 
 static revc_model *model(const char *file, const char *const *sets, int nsets, revc_dtype dt, revc_engine engine,
 	revc_strategy strategy)
@@ -57,37 +54,6 @@ static revc_model *revvit_b4(revc_dtype dt, revc_engine engine, revc_strategy st
 	revc_error *err = NULL;
 	ck_assert_msg(revc_load(m, path, NULL, &err), "%s", revc_error_message(err));
 	return m;
-}
-
-static rt_npy read_npy(const char *dir, const char *name)
-{
-	char path[1024];
-	snprintf(path, sizeof path, "%s/tests/data/revvit-b4/%s/%s.npy", root(), dir, name);
-	rt_npy a;
-	rt_err e;
-	ck_assert_msg(rt_npy_read(path, &a, &e), "%s", e.msg);
-	return a;
-}
-
-/* The fixture's batch in the model's dtype. */
-typedef struct {
-	double xd[4 * 28 * 28];
-	float xf[4 * 28 * 28];
-	int32_t y[4];
-} fixture;
-
-static revc_batch fixture_batch(fixture *f, revc_dtype dt)
-{
-	rt_npy xs = read_npy(".", "x"), ys = read_npy(".", "y");
-	ck_assert_int_eq(xs.count, 4 * 28 * 28);
-	ck_assert_int_eq(ys.count, 4);
-	rt_npy_to_f64(&xs, f->xd);
-	rt_npy_to_f32(&xs, f->xf);
-	for (int i = 0; i < 4; i++)
-		f->y[i] = (int32_t)((int64_t *)ys.data)[i];
-	rt_npy_free(&xs);
-	rt_npy_free(&ys);
-	return (revc_batch){.x = dt == REVC_F64 ? (const void *)f->xd : (const void *)f->xf, .labels = f->y, .n = 4};
 }
 
 static int64_t elems(const revc_tensor *t)
