@@ -41,6 +41,9 @@ typedef struct {
 	 * gradient when the sweep reaches the tensor, after all its splits. */
 	ir_node **split_part;
 	ir_node **split_like;
+	bool *wanted;         /* by node id: the value depends on a param, so
+	                         the loss's gradient with respect to it is
+	                         wanted */
 } differ;
 
 static ir_node *make_n(differ *D, ir_op op, ir_node *const *in, int nin)
@@ -70,11 +73,20 @@ static ir_node *typed(differ *D, ir_node *n)
 	return n;
 }
 
+/* Whether v's gradient is wanted.  A rule whose contribution costs real
+ * work (a convolution's data gradient of the input image) asks first, so
+ * that it makes nothing no one reads: a node made and dropped would stay
+ * alive through the optimiser's ordering edges. */
+static bool wants(const differ *D, const ir_node *v)
+{
+	return D->wanted[v->id];
+}
+
 /* Adds g to the gradient of v. */
 static void contribute(differ *D, ir_node *v, ir_node *g)
 {
-	if (v->op == IR_OP_INPUT || v->op == IR_OP_STATE || v->op == IR_OP_CONST)
-		return; /* no gradient is wanted */
+	if (!wants(D, v))
+		return; /* nothing the loss is differentiated for depends on v */
 	ir_node **slot = &D->grad[v->id];
 	*slot = *slot ? typed(D, make(D, IR_OP_ADD, *slot, g)) : g;
 }
@@ -330,7 +342,8 @@ static void rule(differ *D, ir_node *n, ir_node *dy)
 			ir_node_int(n, IR_ATTR_HI)));
 		break;
 	case IR_OP_CONV2D:
-		contribute(D, x, declared(D, IR_OP_CONV2D_DX, dy, n->in[1], n, &x->type));
+		if (wants(D, x))
+			contribute(D, x, declared(D, IR_OP_CONV2D_DX, dy, n->in[1], n, &x->type));
 		contribute(D, n->in[1], declared(D, IR_OP_CONV2D_DW, dy, x, n, &n->in[1]->type));
 		break;
 	case IR_OP_BN_NORM:
@@ -437,9 +450,16 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 	ir_graph_renumber(g);
 	int nfwd = g->n;
 	differ D = {g, ctx, calloc((size_t)nfwd, sizeof(ir_node *)), loss, loss->pos, false,
-		calloc(3 * (size_t)nfwd, sizeof(ir_node *)), calloc((size_t)nfwd, sizeof(ir_node *))};
-	if (!D.grad || !D.split_part || !D.split_like)
+		calloc(3 * (size_t)nfwd, sizeof(ir_node *)), calloc((size_t)nfwd, sizeof(ir_node *)),
+		calloc((size_t)nfwd, sizeof(bool))};
+	if (!D.grad || !D.split_part || !D.split_like || !D.wanted)
 		IR_DIE("out of memory");
+	for (int i = 0; i < nfwd; i++) {
+		ir_node *n = g->nodes[i];
+		D.wanted[i] = n->op == IR_OP_PARAM;
+		for (int k = 0; k < n->nin && !D.wanted[i]; k++)
+			D.wanted[i] = D.wanted[n->in[k]->id];
+	}
 
 	/* d(mean cross-entropy)/d(logits) seeds the sweep. */
 	contribute(&D, loss->in[0], typed(&D, make(&D, IR_OP_SOFTMAX_XENT_GRAD, loss->in[0], loss->in[1])));
@@ -475,5 +495,6 @@ int ps_autodiff(ir_graph *g, ps_ctx *ctx)
 	free(D.grad);
 	free(D.split_part);
 	free(D.split_like);
+	free(D.wanted);
 	return D.failed;
 }
