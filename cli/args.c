@@ -145,6 +145,11 @@ bool cli_sets_add(cli_sets *s, const char *cmd, const char *assignment)
 	return true;
 }
 
+/* The --dtype of this command line (revc runs one command), which an IR
+ * file's graph must have: cli_model_open refuses another rather than
+ * ignore it. */
+static const char *dtype_given;
+
 revc_model *cli_model_open(const char *cmd, const char *path, const cli_sets *s, int *status)
 {
 	bool spec = cli_is_spec(path);
@@ -154,8 +159,17 @@ revc_model *cli_model_open(const char *cmd, const char *path, const cli_sets *s,
 	}
 	revc_error *err = NULL;
 	revc_model *m = spec ? revc_model_from_file(path, s->sets, s->nsets, &err) : revc_model_from_ir(path, &err);
-	if (!m)
+	if (!m) {
 		*status = cli_revc_error(err);
+		return NULL;
+	}
+	const char *has = revc_model_dtype(m) == REVC_F64 ? "f64" : "f32";
+	if (!spec && dtype_given && strcmp(dtype_given, has) != 0) {
+		*status = cli_usage_error(cmd, "--dtype %s does not match %s, whose graph is %s (an IR file's precision is its graph's)",
+			dtype_given, path, has);
+		revc_model_free(m);
+		return NULL;
+	}
 	return m;
 }
 
@@ -240,8 +254,10 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 	}
 	if (strcmp(name, "strategy") == 0)
 		return cli_parse_strategy(cmd, val, &o->strategy) ? 1 : -1;
-	if (strcmp(name, "dtype") == 0)
+	if (strcmp(name, "dtype") == 0) {
+		dtype_given = val;
 		return parse_dtype(cmd, val, &o->dtype) ? 1 : -1;
+	}
 	return 0;
 }
 

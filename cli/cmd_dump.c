@@ -33,12 +33,6 @@ static const cli_opt opts[] = {
 enum { OPT_FORMAT, OPT_AFTER, OPT_OUTPUT, OPT_DTYPE, OPT_STRATEGY, OPT_EVAL, OPT_SET, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
-/* The model of FILE: a spec (.rev) with its overrides, or IR. */
-static revc_model *open_model(const char *file, bool spec, const cli_sets *sets, revc_error **err)
-{
-	return spec ? revc_model_from_file(file, sets->sets, sets->nsets, err) : revc_model_from_ir(file, err);
-}
-
 int cmd_dump(int argc, char **argv)
 {
 	cli_args a;
@@ -99,12 +93,14 @@ int cmd_dump(int argc, char **argv)
 	o.no_run = true;
 	revc_error *err = NULL;
 	char *text = NULL;
-	revc_model *model = open_model(file, spec, &m, &err);
-	bool ok = model && revc_model_compile(model, &o, &err);
-	if (model)
-		cli_print_dumps(model);
+	int status;
+	revc_model *model = cli_model_open(a.cmd, file, &m, &status);
+	if (!model)
+		return status;
+	bool ok = revc_model_compile(model, &o, &err);
+	cli_print_dumps(model);
 	ok = ok && (text = revc_model_print(model, o.graphs, dot, &err));
-	int status = !ok ? cli_revc_error(err) : cli_write_output(out, text, strlen(text)) ? EXIT_OK : EXIT_USER;
+	status = !ok ? cli_revc_error(err) : cli_write_output(out, text, strlen(text)) ? EXIT_OK : EXIT_USER;
 	free(text);
 	revc_model_free(model);
 	return status;

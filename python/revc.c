@@ -792,7 +792,8 @@ static PyTypeObject ModelType = {
 	.tp_doc = "Model(path, *, set=None, strategy='revnet', dtype='float32', engine='jit', cpu=None, threads=2,\n"
 	          "      max_memory=None, check_numerics=False)\n\n"
 	          "A model read from a spec file (or an IR file, for path ending in .ir) with KEY: VALUE overrides,\n"
-	          "compiled and with its parameters initialised from the spec's seed.",
+	          "compiled and with its parameters initialised from its seed (the spec's seed key, or the seed\n"
+	          "setting of an IR file's train block; 0 without one).",
 	.tp_methods = Model_methods,
 	.tp_getset = Model_getset,
 	.tp_new = Model_new,
