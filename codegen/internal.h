@@ -338,6 +338,25 @@ typedef struct {
 	bool stored[CG_MAX_GROUP];             /* member's value is written out */
 } cg_group;
 
+/* Layer norm's row passes (k_norm.c), shared by its kernels and by fusion
+ * groups a row reduction opens (k_elementwise.c), so both compute the same
+ * values in the same order.  cg_ln_row_stats: a row's mean and biased
+ * variance, in double. */
+void cg_ln_row_stats(cg_kb *k, LLVMValueRef row, int64_t d, LLVMValueRef *mean, LLVMValueRef *var);
+/* 1/sqrt(var + eps), var in double. */
+LLVMValueRef cg_ln_inv_std(cg_kb *k, LLVMValueRef var, double eps);
+/* ln_dx on one row: its dy and x rows, gamma [D], the row's mean and inv
+ * (double); mg = mean(dy·gamma), mgx = mean(dy·gamma·xhat) as cg_ln_dx_sums
+ * leaves them; cg_ln_dx_at gives dx at place j in double. */
+typedef struct {
+	LLVMValueRef dy, x, gamma;
+	LLVMValueRef mu, inv;
+	LLVMValueRef mg, mgx;
+	int64_t d;
+} cg_ln_dx_row;
+void cg_ln_dx_sums(cg_kb *k, cg_ln_dx_row *w);
+LLVMValueRef cg_ln_dx_at(cg_kb *k, const cg_ln_dx_row *w, LLVMValueRef j);
+
 /* Can n be computed element by element inside a group? */
 bool cg_elementwise(const ir_node *n);
 /* Fills in buf and stored for g's members; `needed_outside(member)` says
