@@ -153,6 +153,9 @@ LLVMValueRef cg_libm(cg_kb *k, const char *name, LLVMValueRef v);
  * relative in both tails; with gauss, *gauss = exp(−x²/2) as well. */
 LLVMValueRef cg_vexp(cg_kb *k, LLVMValueRef v);
 LLVMValueRef cg_vphi(cg_kb *k, LLVMValueRef x, LLVMValueRef *gauss);
+/* Φ(x) to ~2e-9 relative at half the cost: for a product with Φ rounded to
+ * f32 (GELU), never for a sum that cancels (GELU's gradient). */
+LLVMValueRef cg_vphi_fast(cg_kb *k, LLVMValueRef x);
 /* Whether k's f32 kernel uses them (and reassociates its row sums) rather
  * than libm and the reference's order: not in f64, not under libm_math. */
 static inline bool cg_vector_math(const cg_kb *k)

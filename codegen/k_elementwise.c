@@ -33,8 +33,9 @@
  * Arithmetic follows the reference kernels: batch norm, layer norm and GELU
  * in double, rounded once; the rest in the tensor's type.  GELU in f64
  * calls libm's erf, as the reference does; in f32 it is a·Φ(a) with
- * vmath.c's Φ, straight-line code the loop vectoriser widens (erf is a
- * call per element), within 1 ulp of the exact value. */
+ * vmath.c's Φ (its fast one for GELU, the full one for the gradient),
+ * straight-line code the loop vectoriser widens (erf is a call per
+ * element), within 1 ulp of the exact value. */
 #include <stdio.h>
 #include <string.h>
 
@@ -354,7 +355,7 @@ static LLVMValueRef transformer_member(emitter *e, int i, LLVMValueRef idx)
 		/* 0.5·a·(1 + erf(a/√2)); in f32 a·Φ(a), vectorised */
 		LLVMValueRef a = f64v(e, i, 0, idx);
 		if (cg_vector_math(k))
-			return cg_to_real(k, cg_fmul(k, a, cg_vphi(k, a, NULL)));
+			return cg_to_real(k, cg_fmul(k, a, cg_vphi_fast(k, a)));
 		LLVMValueRef erf = cg_libm(k, "erf", cg_fmul(k, a, cg_f64(k, GELU_SQRT1_2)));
 		return cg_to_real(k, cg_fmul(k, cg_fmul(k, cg_f64(k, 0.5), a), cg_fadd(k, cg_f64(k, 1), erf)));
 	}
