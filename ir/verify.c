@@ -492,7 +492,7 @@ static void check_groups(verifier *v)
 		if ((!ir_op_has(n->op, IR_OPF_FUSE) && !row) || !ir_dtype_is_float(n->type.dtype)) {
 			ir_type_str(&n->type, a, sizeof a);
 			report(v, n, "is in group %d, but %s %s is not computed element by element%s", n->group,
-				ir_op_name(n->op), a, ir_op_has(n->op, IR_OPF_ROW) ? " (a row reduction opens a group only)" : "");
+				ir_op_name(n->op), a, ir_op_has(n->op, IR_OPF_ROW) ? " (a row reduction can only be a group's first member)" : "");
 		} else if (i > first && !ir_type_eq(&n->type, ft)) {
 			ir_type_str(&n->type, a, sizeof a);
 			ir_type_str(ft, b, sizeof b);
