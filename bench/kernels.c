@@ -68,6 +68,27 @@ static const bench_case cases[] = {
 		"  %4 = ln_norm(%0, %3, $ln.gamma, $ln.beta) {eps=1e-06} : " ACT "\n"
 		"  %5 = output(%4) {name=\"y\"} : " ACT "\n"
 		"}\n"},
+	{"LN stats + norm, stats kept",
+		"graph @ln_kept {\n"
+		"  %0 = input {name=\"x\"} : " ACT "\n"
+		"  $ln.gamma = param : f32[192]\n"
+		"  $ln.beta = param : f32[192]\n"
+		"  %3 = ln_stats(%0) : f32[64,64,2]\n"
+		"  %4 = ln_norm(%0, %3, $ln.gamma, $ln.beta) {eps=1e-06} : " ACT "\n"
+		"  %5 = output(%4) {name=\"y\"} : " ACT "\n"
+		"  %6 = output(%3) {name=\"st\"} : f32[64,64,2]\n"
+		"}\n"},
+	{"LN dx + accumulation",
+		"graph @ln_dx_acc {\n"
+		"  %0 = input {name=\"dy\"} : " ACT "\n"
+		"  %1 = input {name=\"x\"} : " ACT "\n"
+		"  %2 = input {name=\"st\"} : f32[64,64,2]\n"
+		"  %3 = input {name=\"g\"} : " ACT "\n"
+		"  $ln.gamma = param : f32[192]\n"
+		"  %5 = ln_dx(%0, %1, %2, $ln.gamma) {eps=1e-06} : " ACT "\n"
+		"  %6 = add(%3, %5) : " ACT "\n"
+		"  %7 = output(%6) {name=\"dx\"} : " ACT "\n"
+		"}\n"},
 	{"LN backward (dx, dgamma)",
 		"graph @ln_grad {\n"
 		"  %0 = input {name=\"dy\"} : " ACT "\n"

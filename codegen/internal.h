@@ -153,6 +153,9 @@ LLVMValueRef cg_libm(cg_kb *k, const char *name, LLVMValueRef v);
  * relative in both tails; with gauss, *gauss = exp(−x²/2) as well. */
 LLVMValueRef cg_vexp(cg_kb *k, LLVMValueRef v);
 LLVMValueRef cg_vphi(cg_kb *k, LLVMValueRef x, LLVMValueRef *gauss);
+/* Φ(x) to ~2e-9 relative at half the cost: for a product with Φ rounded to
+ * f32 (GELU), never for a sum that cancels (GELU's gradient). */
+LLVMValueRef cg_vphi_fast(cg_kb *k, LLVMValueRef x);
 /* Whether k's f32 kernel uses them (and reassociates its row sums) rather
  * than libm and the reference's order: not in f64, not under libm_math. */
 static inline bool cg_vector_math(const cg_kb *k)
@@ -337,6 +340,25 @@ typedef struct {
 	int nbuf;
 	bool stored[CG_MAX_GROUP];             /* member's value is written out */
 } cg_group;
+
+/* Layer norm's row passes (k_norm.c), shared by its kernels and by fusion
+ * groups a row reduction opens (k_elementwise.c), so both compute the same
+ * values in the same order.  cg_ln_row_stats: a row's mean and biased
+ * variance, in double. */
+void cg_ln_row_stats(cg_kb *k, LLVMValueRef row, int64_t d, LLVMValueRef *mean, LLVMValueRef *var);
+/* 1/sqrt(var + eps), var in double. */
+LLVMValueRef cg_ln_inv_std(cg_kb *k, LLVMValueRef var, double eps);
+/* ln_dx on one row: its dy and x rows, gamma [D], the row's mean and inv
+ * (double); mg = mean(dy·gamma), mgx = mean(dy·gamma·xhat) as cg_ln_dx_sums
+ * leaves them; cg_ln_dx_at gives dx at place j in double. */
+typedef struct {
+	LLVMValueRef dy, x, gamma;
+	LLVMValueRef mu, inv;
+	LLVMValueRef mg, mgx;
+	int64_t d;
+} cg_ln_dx_row;
+void cg_ln_dx_sums(cg_kb *k, cg_ln_dx_row *w);
+LLVMValueRef cg_ln_dx_at(cg_kb *k, const cg_ln_dx_row *w, LLVMValueRef j);
 
 /* Can n be computed element by element inside a group? */
 bool cg_elementwise(const ir_node *n);

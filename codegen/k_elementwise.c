@@ -33,8 +33,9 @@
  * Arithmetic follows the reference kernels: batch norm, layer norm and GELU
  * in double, rounded once; the rest in the tensor's type.  GELU in f64
  * calls libm's erf, as the reference does; in f32 it is a·Φ(a) with
- * vmath.c's Φ, straight-line code the loop vectoriser widens (erf is a
- * call per element), within 1 ulp of the exact value. */
+ * vmath.c's Φ (its fast one for GELU, the full one for the gradient),
+ * straight-line code the loop vectoriser widens (erf is a call per
+ * element), within 1 ulp of the exact value. */
 #include <stdio.h>
 #include <string.h>
 
@@ -81,6 +82,8 @@ static rd_kind operand_kind(const ir_node *n, int k)
 		return k == 0 ? RD_ELEM : k == 1 ? RD_LN_STATS : RD_FEATURE;
 	case IR_OP_TOKEN_MEAN_GRAD:
 		return RD_TOKENS;
+	case IR_OP_LN_DX:      /* dy, x, stats, gamma: a row reduction opening the group */
+		return k == 2 ? RD_LN_STATS : k == 3 ? RD_FEATURE : RD_ELEM;
 	default:
 		return RD_ELEM;
 	}
@@ -213,19 +216,34 @@ typedef struct {
 	LLVMValueRef pre_var[CG_MAX_GROUP];   /* batch-statistics variance, per row */
 	LLVMValueRef place;                   /* the element's place in its row */
 	int64_t row_len;                      /* its row's length (0: flat chunks) */
+	LLVMValueRef row_mean, row_var;       /* an opening ln_stats': this row's, rounded */
+	cg_ln_dx_row dx;                      /* an opening ln_dx's row */
 } emitter;
 
-/* A broadcast operand's value for this row (c: channel, r: row). */
-static void preload(emitter *e, LLVMValueRef r, LLVMValueRef c)
+/* Does the group open with a row reduction (IR_OPF_ROW), whose pass over
+ * each row runs ahead of the loop over the row's elements? */
+static bool opens_with_row(const cg_group *g)
+{
+	return ir_op_has(g->member[0]->op, IR_OPF_ROW);
+}
+
+/* The broadcast operands' values for this row (c: channel, r: row) of
+ * members [from, to). */
+static void preload(emitter *e, int from, int to, LLVMValueRef r, LLVMValueRef c)
 {
 	cg_kb *k = e->k;
 	const cg_group *g = e->g;
-	for (int i = 0; i < g->n; i++) {
+	for (int i = from; i < to; i++) {
 		const ir_node *n = g->member[i];
 		for (int j = 0; j < n->nin; j++) {
 			rd_kind kind = operand_kind(n, j);
 			if (kind == RD_ELEM || kind == RD_TRAIL)
 				continue; /* read per element, perhaps from a member */
+			if (kind == RD_LN_STATS && member_index(g, n->in[j]) >= 0) {
+				e->pre[i][j] = e->row_mean; /* the opening ln_stats' (row_pass) */
+				e->pre_var[i] = e->row_var;
+				continue;
+			}
 			LLVMValueRef base = e->base[buf_index(g, n->in[j])];
 			IR_ASSERT(c || (kind != RD_CHANNEL && kind != RD_STATS_MEAN));
 			if (kind == RD_CHANNEL)
@@ -248,6 +266,43 @@ static void preload(emitter *e, LLVMValueRef r, LLVMValueRef c)
 			}
 		}
 	}
+}
+
+/* The opening row reduction's pass over row r (opens_with_row), after its
+ * own broadcast operands are loaded: ln_stats' mean and variance (stored
+ * when read after the group, and passed to the members that apply them in
+ * the type they are stored in), or ln_dx's row sums.  The arithmetic is
+ * k_norm.c's, so the values are the unfused kernels'. */
+static void row_pass(emitter *e, LLVMValueRef r)
+{
+	cg_kb *k = e->k;
+	const cg_group *g = e->g;
+	const ir_node *n = g->member[0];
+	int64_t d = e->row_len;
+	LLVMValueRef base = cg_imul(k, r, cg_i64(k, d));
+	LLVMValueRef x = cg_gep(k, NULL, e->base[buf_index(g, n->in[n->op == IR_OP_LN_DX ? 1 : 0])], base);
+	if (n->op == IR_OP_LN_STATS) {
+		LLVMValueRef mean, var;
+		cg_ln_row_stats(k, x, d, &mean, &var);
+		e->row_mean = cg_to_real(k, mean);
+		e->row_var = cg_to_real(k, var);
+		if (g->stored[0]) {
+			LLVMValueRef st = e->base[buf_index(g, n)], at = cg_imul(k, r, cg_i64(k, 2));
+			cg_st(k, st, at, e->row_mean);
+			cg_st(k, st, cg_iadd(k, at, cg_i64(k, 1)), e->row_var);
+		}
+		return;
+	}
+	IR_ASSERT(n->op == IR_OP_LN_DX);
+	e->dx = (cg_ln_dx_row){
+		.dy = cg_gep(k, NULL, e->base[buf_index(g, n->in[0])], base),
+		.x = x,
+		.gamma = e->base[buf_index(g, n->in[3])],
+		.mu = cg_to_f64(k, e->pre[0][2]),
+		.inv = cg_ln_inv_std(k, cg_to_f64(k, e->pre_var[0]), ir_node_float(n, IR_ATTR_EPS)),
+		.d = d,
+	};
+	cg_ln_dx_sums(k, &e->dx);
 }
 
 /* Operand j of member i at element idx. */
@@ -300,7 +355,7 @@ static LLVMValueRef transformer_member(emitter *e, int i, LLVMValueRef idx)
 		/* 0.5·a·(1 + erf(a/√2)); in f32 a·Φ(a), vectorised */
 		LLVMValueRef a = f64v(e, i, 0, idx);
 		if (cg_vector_math(k))
-			return cg_to_real(k, cg_fmul(k, a, cg_vphi(k, a, NULL)));
+			return cg_to_real(k, cg_fmul(k, a, cg_vphi_fast(k, a)));
 		LLVMValueRef erf = cg_libm(k, "erf", cg_fmul(k, a, cg_f64(k, GELU_SQRT1_2)));
 		return cg_to_real(k, cg_fmul(k, cg_fmul(k, cg_f64(k, 0.5), a), cg_fadd(k, cg_f64(k, 1), erf)));
 	}
@@ -320,6 +375,8 @@ static LLVMValueRef transformer_member(emitter *e, int i, LLVMValueRef idx)
 	}
 	case IR_OP_TOKEN_MEAN_GRAD:
 		return cg_to_real(k, cg_fdiv(k, f64v(e, i, 0, idx), cg_f64(k, (double)n->type.dim[1])));
+	case IR_OP_LN_DX: /* opening the group: its row sums are row_pass's */
+		return cg_to_real(k, cg_ln_dx_at(k, &e->dx, e->place));
 	default:
 		IR_DIE("%s is not a transformer member", ir_op_name(n->op));
 	}
@@ -423,6 +480,7 @@ static LLVMValueRef compute(emitter *e, int i, LLVMValueRef idx)
 	case IR_OP_GELU:
 	case IR_OP_GELU_GRAD:
 	case IR_OP_TOKEN_MEAN_GRAD:
+	case IR_OP_LN_DX:
 		return transformer_member(e, i, idx);
 	default:
 		IR_DIE("%s is not elementwise", ir_op_name(n->op));
@@ -433,6 +491,8 @@ static LLVMValueRef compute(emitter *e, int i, LLVMValueRef idx)
 static void element(emitter *e, LLVMValueRef idx)
 {
 	for (int i = 0; i < e->g->n; i++) {
+		if (e->g->member[i]->op == IR_OP_LN_STATS)
+			continue; /* one value per row: row_pass */
 		e->val[i] = compute(e, i, idx);
 		/* (An in-place update's buffer is its operand 0's storage: the step
 		 * passes that for it.) */
@@ -479,13 +539,20 @@ LLVMValueRef cg_group_kernel(cg_module *m, const cg_group *g)
 	cg_loop outer, in;
 	LLVMValueRef r = cg_for(&k, &outer, k.lo, k.hi);
 	if (channels > 0 || along_last_axis(g) || inner == trail_rows(g)) {
-		preload(&e, r, channels > 0 ? cg_irem(&k, r, cg_i64(&k, channels)) : NULL);
+		e.row_len = inner;
+		int from = 0;
+		if (opens_with_row(g)) { /* its broadcast operands, its row pass, then the rest */
+			preload(&e, 0, 1, r, NULL);
+			row_pass(&e, r);
+			from = 1;
+		}
+		preload(&e, from, g->n, r, channels > 0 ? cg_irem(&k, r, cg_i64(&k, channels)) : NULL);
 		LLVMValueRef p = cg_for(&k, &in, cg_i64(&k, 0), cg_i64(&k, inner));
 		e.place = p;
 		e.row_len = inner;
 		element(&e, cg_iadd(&k, cg_imul(&k, r, cg_i64(&k, inner)), p));
 	} else {
-		preload(&e, r, NULL);
+		preload(&e, 0, g->n, r, NULL);
 		int64_t total = ir_type_elems(&g->member[g->n - 1]->type);
 		LLVMValueRef start = cg_imul(&k, r, cg_i64(&k, CHUNK));
 		LLVMValueRef end = cg_imin(&k, cg_iadd(&k, start, cg_i64(&k, CHUNK)), cg_i64(&k, total));

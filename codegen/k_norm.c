@@ -49,11 +49,17 @@ static LLVMValueRef row_at(cg_kb *k, LLVMValueRef r, int64_t d)
 	return cg_imul(k, r, cg_i64(k, d));
 }
 
+/* 1/sqrt(var + eps), var in double. */
+LLVMValueRef cg_ln_inv_std(cg_kb *k, LLVMValueRef var, double eps)
+{
+	return cg_fdiv(k, cg_f64(k, 1), cg_math(k, "llvm.sqrt", cg_fadd(k, var, cg_f64(k, eps))));
+}
+
 /* 1/sqrt(stats[2r + 1] + eps), in double. */
 static LLVMValueRef inv_std(cg_kb *k, LLVMValueRef st, LLVMValueRef r, double eps)
 {
 	LLVMValueRef var = cg_to_f64(k, cg_ld(k, st, cg_iadd(k, cg_imul(k, r, cg_i64(k, 2)), cg_i64(k, 1))));
-	return cg_fdiv(k, cg_f64(k, 1), cg_math(k, "llvm.sqrt", cg_fadd(k, var, cg_f64(k, eps))));
+	return cg_ln_inv_std(k, var, eps);
 }
 
 static LLVMValueRef mean_of(cg_kb *k, LLVMValueRef st, LLVMValueRef r)
@@ -79,15 +85,21 @@ static LLVMValueRef row_sum(cg_kb *k, LLVMValueRef row, int64_t d, LLVMValueRef 
 
 /* ---- layer norm ---------------------------------------------------------------- */
 
+void cg_ln_row_stats(cg_kb *k, LLVMValueRef row, int64_t d, LLVMValueRef *mean, LLVMValueRef *var)
+{
+	LLVMValueRef dd = cg_f64(k, (double)d);
+	*mean = cg_fdiv(k, row_sum(k, row, d, NULL), dd);
+	*var = cg_fdiv(k, row_sum(k, row, d, *mean), dd);
+}
+
 static void emit_ln_stats(cg_kb *k, const ir_node *n)
 {
 	int64_t d = row_len(&n->in[0]->type);
-	LLVMValueRef st = cg_arg(k, 0), x = cg_arg(k, 1), dd = cg_f64(k, (double)d);
+	LLVMValueRef st = cg_arg(k, 0), x = cg_arg(k, 1);
 	cg_loop l;
 	LLVMValueRef r = cg_for(k, &l, k->lo, k->hi);
-	LLVMValueRef row = cg_gep(k, NULL, x, row_at(k, r, d));
-	LLVMValueRef mean = cg_fdiv(k, row_sum(k, row, d, NULL), dd);
-	LLVMValueRef var = cg_fdiv(k, row_sum(k, row, d, mean), dd);
+	LLVMValueRef mean, var;
+	cg_ln_row_stats(k, cg_gep(k, NULL, x, row_at(k, r, d)), d, &mean, &var);
 	LLVMValueRef at = cg_imul(k, r, cg_i64(k, 2));
 	cg_st(k, st, at, cg_to_real(k, mean));
 	cg_st(k, st, cg_iadd(k, at, cg_i64(k, 1)), cg_to_real(k, var));
@@ -127,30 +139,47 @@ static void emit_ln_dgamma(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &ls, NULL);
 }
 
+/* g = dy·gamma and xhat = (x − mean)·inv at place j of the row. */
+static void ln_dx_terms(cg_kb *k, const cg_ln_dx_row *w, LLVMValueRef j, LLVMValueRef *g, LLVMValueRef *xhat)
+{
+	*g = cg_fmul(k, cg_to_f64(k, cg_ld(k, w->dy, j)), cg_to_f64(k, cg_ld(k, w->gamma, j)));
+	*xhat = cg_fmul(k, cg_fsub(k, cg_to_f64(k, cg_ld(k, w->x, j)), w->mu), w->inv);
+}
+
+void cg_ln_dx_sums(cg_kb *k, cg_ln_dx_row *w)
+{
+	LLVMValueRef dd = cg_f64(k, (double)w->d), g, xhat;
+	cg_loop ls;
+	LLVMValueRef j = cg_for(k, &ls, cg_i64(k, 0), cg_i64(k, w->d));
+	LLVMValueRef sg = cg_carry(k, &ls, cg_f64(k, 0)), sgx = cg_carry(k, &ls, cg_f64(k, 0));
+	ln_dx_terms(k, w, j, &g, &xhat);
+	LLVMValueRef next[2] = {sum(k, sg, g), sum(k, sgx, cg_fmul(k, g, xhat))};
+	cg_end_for(k, &ls, next);
+	w->mg = cg_fdiv(k, ls.out[0], dd);
+	w->mgx = cg_fdiv(k, ls.out[1], dd);
+}
+
+LLVMValueRef cg_ln_dx_at(cg_kb *k, const cg_ln_dx_row *w, LLVMValueRef j)
+{
+	LLVMValueRef g, xhat;
+	ln_dx_terms(k, w, j, &g, &xhat);
+	return cg_fmul(k, cg_fsub(k, cg_fsub(k, g, w->mg), cg_fmul(k, xhat, w->mgx)), w->inv);
+}
+
 /* Per row, with g = dy·gamma: dx = (g − mean(g) − xhat·mean(g·xhat))·inv. */
 static void emit_ln_dx(cg_kb *k, const ir_node *n)
 {
 	int64_t d = features(n);
 	double eps = ir_node_float(n, IR_ATTR_EPS);
-	LLVMValueRef dx = cg_arg(k, 0), dy = cg_arg(k, 1), x = cg_arg(k, 2), st = cg_arg(k, 3),
-		     gamma = cg_arg(k, 4), dd = cg_f64(k, (double)d);
-	cg_loop l, ls, lw;
+	LLVMValueRef dx = cg_arg(k, 0), dy = cg_arg(k, 1), x = cg_arg(k, 2), st = cg_arg(k, 3);
+	cg_loop l, lw;
 	LLVMValueRef r = cg_for(k, &l, k->lo, k->hi);
-	LLVMValueRef mu = mean_of(k, st, r), inv = inv_std(k, st, r, eps), base = row_at(k, r, d);
-	LLVMValueRef j = cg_for(k, &ls, cg_i64(k, 0), cg_i64(k, d));
-	LLVMValueRef sg = cg_carry(k, &ls, cg_f64(k, 0)), sgx = cg_carry(k, &ls, cg_f64(k, 0));
-	LLVMValueRef i = cg_iadd(k, base, j);
-	LLVMValueRef g = cg_fmul(k, cg_to_f64(k, cg_ld(k, dy, i)), cg_to_f64(k, cg_ld(k, gamma, j)));
-	LLVMValueRef xhat = cg_fmul(k, cg_fsub(k, cg_to_f64(k, cg_ld(k, x, i)), mu), inv);
-	LLVMValueRef next[2] = {sum(k, sg, g), sum(k, sgx, cg_fmul(k, g, xhat))};
-	cg_end_for(k, &ls, next);
-	LLVMValueRef mg = cg_fdiv(k, ls.out[0], dd), mgx = cg_fdiv(k, ls.out[1], dd);
-	j = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, d));
-	i = cg_iadd(k, base, j);
-	g = cg_fmul(k, cg_to_f64(k, cg_ld(k, dy, i)), cg_to_f64(k, cg_ld(k, gamma, j)));
-	xhat = cg_fmul(k, cg_fsub(k, cg_to_f64(k, cg_ld(k, x, i)), mu), inv);
-	LLVMValueRef v = cg_fmul(k, cg_fsub(k, cg_fsub(k, g, mg), cg_fmul(k, xhat, mgx)), inv);
-	cg_st(k, dx, i, cg_to_real(k, v));
+	LLVMValueRef base = row_at(k, r, d);
+	cg_ln_dx_row w = {cg_gep(k, NULL, dy, base), cg_gep(k, NULL, x, base), cg_arg(k, 4), mean_of(k, st, r),
+		inv_std(k, st, r, eps), NULL, NULL, d};
+	cg_ln_dx_sums(k, &w);
+	LLVMValueRef j = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, d));
+	cg_st(k, dx, cg_iadd(k, base, j), cg_to_real(k, cg_ln_dx_at(k, &w, j)));
 	cg_end_for(k, &lw, NULL);
 	cg_end_for(k, &l, NULL);
 }

@@ -162,6 +162,8 @@ enum {
 	IR_OPF_UPD = 1u << 2,  /* writes its result into operand 0's storage */
 	IR_OPF_INPL = 1u << 3, /* result may reuse operand 0's buffer */
 	IR_OPF_FUSE = 1u << 4, /* computable element by element in a fusion group */
+	IR_OPF_ROW = 1u << 5,  /* a reduction over each row of the last axis that may
+	                          open a fusion group along it (IR_MAX_GROUP) */
 };
 
 typedef struct ir_node ir_node;
@@ -278,7 +280,10 @@ struct ir_node {
 
 /* A fusion group is a run of consecutive nodes with one group number, at
  * most this many, all computable element by element (IR_OPF_FUSE, float)
- * with one result type, each after the first reading an earlier one. */
+ * with one result type, each after the first reading an earlier one.  The
+ * first may instead be a row reduction (IR_OPF_ROW: ln_stats, ln_dx), whose
+ * pass over a row runs ahead of the group's loop over that row's elements;
+ * the group's type is then that of the rows it reduces (ir_group_type). */
 #define IR_MAX_GROUP 32
 /* Operands an op computable in a group (IR_OPF_FUSE) takes at most
  * (ops.def; ir/op.c checks it). */
@@ -291,6 +296,9 @@ struct ir_node {
  * members of both kinds. */
 typedef enum { IR_BCAST_NONE, IR_BCAST_CHANNEL, IR_BCAST_LAST_AXIS } ir_bcast;
 ir_bcast ir_node_bcast(const ir_node *n);
+/* The type of the elements a group opened by n runs over: n's result type,
+ * or, for a row reduction (IR_OPF_ROW), that of the rows it reduces. */
+const ir_type *ir_group_type(const ir_node *n);
 
 typedef struct {
 	ir_arena *arena;

@@ -11,6 +11,7 @@
 #define UPD IR_OPF_UPD
 #define INPL IR_OPF_INPL
 #define FUSE IR_OPF_FUSE
+#define ROW IR_OPF_ROW
 
 static const ir_op_info ops[] = {
 #define IR_OP(nm, ENUM, mn, mx, req, opt, rl, fl, interp, native) \
@@ -104,7 +105,7 @@ bool ir_role_lookup(const char *s, size_t n, ir_role *out)
 
 ir_bcast ir_node_bcast(const ir_node *n)
 {
-	if (n->op == IR_OP_LN_NORM || n->op == IR_OP_TOKEN_MEAN_GRAD)
+	if (n->op == IR_OP_LN_NORM || n->op == IR_OP_TOKEN_MEAN_GRAD || ir_op_has(n->op, IR_OPF_ROW))
 		return IR_BCAST_LAST_AXIS;
 	if (n->op == IR_OP_BROADCAST_ADD)
 		return IR_BCAST_NONE; /* b is read at the element index modulo its size, in any loop */
@@ -112,4 +113,9 @@ ir_bcast ir_node_bcast(const ir_node *n)
 		if (n->in[k]->type.rank > 0 && !ir_type_same_shape(&n->in[k]->type, &n->type))
 			return IR_BCAST_CHANNEL;
 	return IR_BCAST_NONE;
+}
+
+const ir_type *ir_group_type(const ir_node *n)
+{
+	return ir_op_has(n->op, IR_OPF_ROW) ? &n->in[0]->type : &n->type;
 }

@@ -457,7 +457,8 @@ static bool reads_member(const ir_graph *g, const ir_node *n, int first, int i)
 
 /* Fusion groups (IR_MAX_GROUP): contiguous runs of the schedule, a group
  * that starts again after it ended being reported; in each run, members
- * computable element by element, of one result type, each after the first
+ * computable element by element (the first may be a row reduction), of one
+ * result type (the group's: ir_group_type), each after the first
  * reading an earlier member (an optimiser node: or a full-size operand of
  * one), at most IR_MAX_GROUP of them, broadcasting along one kind of row
  * (ir_bcast). */
@@ -486,21 +487,22 @@ static void check_groups(verifier *v)
 			if (ended[n->group])
 				report(v, n, "group %d is not contiguous in the schedule", n->group);
 		}
-		const ir_node *f = g->nodes[first];
-		if (!ir_op_has(n->op, IR_OPF_FUSE) || !ir_dtype_is_float(n->type.dtype)) {
+		const ir_type *ft = ir_group_type(g->nodes[first]);
+		bool row = i == first && ir_op_has(n->op, IR_OPF_ROW);
+		if ((!ir_op_has(n->op, IR_OPF_FUSE) && !row) || !ir_dtype_is_float(n->type.dtype)) {
 			ir_type_str(&n->type, a, sizeof a);
-			report(v, n, "is in group %d, but %s %s is not computed element by element", n->group,
-				ir_op_name(n->op), a);
-		} else if (i > first && !ir_type_eq(&n->type, &f->type)) {
+			report(v, n, "is in group %d, but %s %s is not computed element by element%s", n->group,
+				ir_op_name(n->op), a, ir_op_has(n->op, IR_OPF_ROW) ? " (a row reduction can only be a group's first member)" : "");
+		} else if (i > first && !ir_type_eq(&n->type, ft)) {
 			ir_type_str(&n->type, a, sizeof a);
-			ir_type_str(&f->type, b, sizeof b);
+			ir_type_str(ft, b, sizeof b);
 			report(v, n, "is in group %d, but its result %s is not the group's %s", n->group, a, b);
 		} else if (i > first && !reads_member(g, n, first, i)) {
 			report(v, n, "is in group %d, but reads no member before it", n->group);
 		}
 		if (i - first == IR_MAX_GROUP)
 			report(v, n, "is in group %d, which has more than %d members", n->group, IR_MAX_GROUP);
-		ir_bcast nb = ir_op_has(n->op, IR_OPF_FUSE) ? ir_node_bcast(n) : IR_BCAST_NONE;
+		ir_bcast nb = ir_op_has(n->op, IR_OPF_FUSE) || row ? ir_node_bcast(n) : IR_BCAST_NONE;
 		if (kind != IR_BCAST_NONE && nb != IR_BCAST_NONE && nb != kind)
 			report(v, n, "is in group %d, which broadcasts %s, but %s broadcasts %s", n->group,
 				bcast_names[kind], ir_op_name(n->op), bcast_names[nb]);

@@ -5,12 +5,20 @@
  *   schedule, all flagged FUSE (computable element by element), all of one
  *   result shape, and each after the first reads an earlier member (or, for
  *   optimiser nodes, shares a full-size operand with one): a chain one
- *   kernel computes in one loop (codegen/k_elementwise.c).  Typical groups:
- *   batch-norm apply + ReLU, the reconstruction subtraction with what
- *   follows it, batch-norm backward + gradient accumulation, the optimiser's
- *   momentum + SGD update, AdamW's two moments (siblings reading the same
- *   gradient) + its weight update; in a transformer, a dense layer's bias +
- *   GELU, and a bias + the residual add (+ a positional embedding).
+ *   kernel computes in one loop (codegen/k_elementwise.c).  The first
+ *   member may instead be a row reduction flagged ROW (ln_stats, ln_dx):
+ *   the kernel then visits each row of the last axis once, reducing it
+ *   before computing the row's elements while it is in cache, and the
+ *   group's shape is that of the rows reduced (ir_group_type).  Typical
+ *   groups: batch-norm apply + ReLU, the reconstruction subtraction with
+ *   what follows it, batch-norm backward + gradient accumulation, the
+ *   optimiser's momentum + SGD update, AdamW's two moments (siblings
+ *   reading the same gradient) + its weight update; in a transformer, a
+ *   dense layer's bias + GELU, a bias + the residual add (+ a positional
+ *   embedding), layer norm's statistics + its apply, and ln_dx + the
+ *   gradient accumulation that reads it.  A row reduction joins a group
+ *   only as its first member: its result is needed for a whole row before
+ *   the row's first element.
  *
  * A group grows from a FUSE node by pulling a reader of its members up to
  * just after the group, and only when everything that reader depends on
@@ -30,6 +38,14 @@
 static bool fusable(const ir_node *n)
 {
 	return ir_op_has(n->op, IR_OPF_FUSE) && ir_dtype_is_float(n->type.dtype);
+}
+
+/* Can a group start at n: an elementwise op, or a row reduction? */
+static bool opens_group(const ir_node *n)
+{
+	if (n->op == IR_OP_CONST)
+		return false;
+	return fusable(n) || (ir_op_has(n->op, IR_OPF_ROW) && ir_dtype_is_float(n->type.dtype));
 }
 
 /* The kind of broadcast of the group [first, last] (ir_bcast). */
@@ -114,7 +130,7 @@ static int earliest_reader(const ir_users *u, int s, int last, const ir_type *sh
  * so this costs the group's fan-out, not the graph's length. */
 static int next_member(const ir_graph *g, const ir_users *u, int first, int last)
 {
-	const ir_type *shape = &g->nodes[first]->type;
+	const ir_type *shape = ir_group_type(g->nodes[first]);
 	ir_bcast kind = group_bcast(g, first, last);
 	int best = -1;
 	for (int m = first; m <= last; m++) {
@@ -140,7 +156,7 @@ int ps_fuse(ir_graph *g, ps_ctx *ctx)
 	}
 	int groups = 0;
 	for (int i = 0; i < g->n; i++) {
-		if (!fusable(g->nodes[i]) || g->nodes[i]->op == IR_OP_CONST)
+		if (!opens_group(g->nodes[i]))
 			continue;
 		int first = i, last = i;
 		for (int j; last - first + 1 < IR_MAX_GROUP && (j = next_member(g, &u, first, last)) >= 0;) {

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""fit_erfc.py: the coefficients of codegen/vmath.c's erfc_F.
+"""fit_erfc.py [DEGREE]: the coefficients of codegen/vmath.c's erfc_F
+(DEGREE 20, the default) and erfc_F12 (12: relative error 1.7e-9).
 
 erfc(z) = t*exp(-z^2)*F(t) for z >= 0 with t = 2/(2 + z) in (0, 1]: F is
 smooth on [0, 1] (F(0) = 1/(2*sqrt(pi))), so a polynomial of degree 20 fitted
@@ -7,11 +8,13 @@ by least squares in 2000 Chebyshev nodes is within 4e-14 relative of it
 (evaluated in double by Estrin's scheme, as the generated code does).
 Needs Debian's python3 with numpy and mpmath; prints the coefficients,
 lowest degree first, and the worst relative error on a dense grid."""
+import sys
+
 import mpmath as mp
 import numpy as np
 
 mp.mp.dps = 40
-DEGREE = 20
+DEGREE = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 
 
 def F(t):

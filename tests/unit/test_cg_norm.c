@@ -134,11 +134,16 @@ START_TEST(test_block)
 	const ir_node *res = text_node(g, 8, IR_OP_ADD), *acc = text_node(g, 17, IR_OP_ADD);
 	const ir_node *acc2 = text_node(g, 19, IR_OP_ADD), *tmg = text_node(g, 26, IR_OP_TOKEN_MEAN_GRAD);
 	const ir_node *tadd = text_node(g, 27, IR_OP_ADD), *tgelu = text_node(g, 28, IR_OP_GELU);
+	const ir_node *stats = text_node(g, 5, IR_OP_LN_STATS), *dx = text_node(g, 16, IR_OP_LN_DX);
 	cgt_plan(g, threads);
-	/* ln_norm, gelu and the residual add are one loop; the last gradient
-	 * accumulation joins the first or token_mean_grad (as scheduled), and
-	 * token_mean_grad with what reads it. */
+	/* ln_stats (the row pass opening the loop, its result an output),
+	 * ln_norm, gelu and the residual add are one kernel; ln_dx opens one
+	 * with the gradient accumulation; the last accumulation joins the first
+	 * or token_mean_grad (as scheduled), and token_mean_grad with what reads
+	 * it. */
+	ck_assert(stats->group >= 0 && ln->group == stats->group);
 	ck_assert(ln->group >= 0 && gelu->group == ln->group && res->group == ln->group);
+	ck_assert(dx->group >= 0 && acc->group == dx->group);
 	ck_assert(acc2->group >= 0 && (acc2->group == acc->group || acc2->group == acc2->in[1]->group));
 	ck_assert(tmg->group >= 0 && tadd->group == tmg->group && tgelu->group == tmg->group);
 	check_err(cgt_compare(g, threads, 41, 2), dt, "layer-norm block", _i, threads);
