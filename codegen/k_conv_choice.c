@@ -4,8 +4,8 @@
  * depend on the CPU.
  *
  * REVC_CONV=direct|winograd2|winograd4|blas forces one for every
- * convolution it applies to (Winograd only to 3x3 stride-1 conv2d and
- * conv2d_dx in f32; the others then stay direct).  Otherwise the cost
+ * convolution it applies to (Winograd only to 3x3 stride-1 convolutions
+ * and their gradients in f32; the others then stay direct).  Otherwise the cost
  * model below picks. */
 #include <stdlib.h>
 #include <string.h>
@@ -65,23 +65,24 @@ static cg_conv_lowering because(const char **why, const char *reason, cg_conv_lo
  * every 3x3 stride-1 conv2d and conv2d_dx of revnet-38 (batch 100) and
  * fashion (batch 50) on a 2-core AMD EPYC (Zen 4, AVX-512), one thread
  * (docs/codegen.md gives the figures); it predicts every one of them on the
- * right side.  F(4x4) must be 10% cheaper than F(2x2) to be chosen, for its
+ * right side, and the filter gradients' (conv2d_dw, costed as its forward
+ * convolution: the same products and two transforms) too.  F(4x4) must be 10% cheaper than F(2x2) to be chosen, for its
  * larger rounding error.  Planes under 7x7 (smaller than any measured) stay
  * direct.  The choice does not depend on the CPU code is made
  * for, so workspace sizes do not either. */
 
 static double cost_direct(const ir_conv_geom *g)
 {
-	bool fwd = g->op == IR_OP_CONV2D;
+	bool fwd = g->op != IR_OP_CONV2D_DX;
 	double in = (double)(fwd ? g->c : g->o), wo = (double)(fwd ? g->wo : g->w);
 	return 9 * in * (wo + 2) / wo;
 }
 
 /* The planes a stride-1 conv2d or conv2d_dx reads and writes, and the size
- * of those it writes. */
+ * of those it writes (conv2d_dw: its forward convolution's). */
 static void planes(const ir_conv_geom *g, double *in, double *out, int64_t *ho, int64_t *wo)
 {
-	bool fwd = g->op == IR_OP_CONV2D;
+	bool fwd = g->op != IR_OP_CONV2D_DX;
 	*in = (double)(fwd ? g->c : g->o), *out = (double)(fwd ? g->o : g->c);
 	*ho = fwd ? g->ho : g->h, *wo = fwd ? g->wo : g->w;
 }
@@ -104,8 +105,6 @@ static const char *unfit(const ir_conv_geom *g, ir_dtype dt)
 {
 	if (cg_conv_winograd_fits(g, dt))
 		return NULL;
-	if (g->op == IR_OP_CONV2D_DW)
-		return "filter gradients are direct";
 	if (g->kh != 3 || g->kw != 3)
 		return "Winograd only for 3x3 windows";
 	if (g->s != 1)
@@ -135,7 +134,8 @@ cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const c
 	}
 	if (!fits)
 		return because(why, no, CG_CONV_DIRECT);
-	int64_t ho = g->op == IR_OP_CONV2D ? g->ho : g->h, wo = g->op == IR_OP_CONV2D ? g->wo : g->w;
+	bool fwd = g->op != IR_OP_CONV2D_DX;
+	int64_t ho = fwd ? g->ho : g->h, wo = fwd ? g->wo : g->w;
 	if (ho < 7 || wo < 7)
 		return because(why, "cost model: planes under 7x7 (not measured)", CG_CONV_DIRECT);
 	double direct = cost_direct(g), w2 = cost_winograd(g, 2), w4 = cost_winograd(g, 4);
