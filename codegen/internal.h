@@ -262,6 +262,9 @@ typedef enum {
 
 /* REVC_CONV=direct|winograd2|winograd4|blas (REVC_CONV_BLAS=1 is blas). */
 cg_conv_lowering cg_conv_forced(void);
+/* False, with a diagnostic naming the accepted values, when REVC_CONV is
+ * set to something else (empty is unset). */
+bool cg_conv_env_ok(ir_diags *d);
 /* The lowering of a convolution node's geometry in dtype dt, and in *why
  * (when why is not NULL) a phrase saying why. */
 cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const char **why);

@@ -5,30 +5,44 @@
  *
  * REVC_CONV=direct|winograd2|winograd4|blas forces one for every
  * convolution it applies to (Winograd only to 3x3 stride-1 convolutions
- * and their gradients in f32; the others then stay direct).  Otherwise the cost
- * model below picks. */
+ * and their gradients in f32; the others then stay direct); any other
+ * value is an error (cg_conv_env_ok, checked by cg_jit_compile).
+ * Otherwise the cost model below picks. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
+static const struct {
+	const char *name;
+	cg_conv_lowering l;
+} forcings[] = {
+	{"direct", CG_CONV_DIRECT},
+	{"winograd2", CG_CONV_WINOGRAD2},
+	{"winograd4", CG_CONV_WINOGRAD4},
+	{"blas", CG_CONV_BLAS},
+};
+#define NFORCINGS (sizeof forcings / sizeof forcings[0])
+_Static_assert(NFORCINGS == 4, "cg_conv_env_ok names four");
+
 cg_conv_lowering cg_conv_forced(void)
 {
-	static const struct {
-		const char *name;
-		cg_conv_lowering l;
-	} names[] = {
-		{"direct", CG_CONV_DIRECT},
-		{"winograd2", CG_CONV_WINOGRAD2},
-		{"winograd4", CG_CONV_WINOGRAD4},
-		{"blas", CG_CONV_BLAS},
-	};
 	const char *e = getenv("REVC_CONV");
-	for (size_t i = 0; e && i < sizeof names / sizeof names[0]; i++)
-		if (!strcmp(e, names[i].name))
-			return names[i].l;
+	for (size_t i = 0; e && i < NFORCINGS; i++)
+		if (!strcmp(e, forcings[i].name))
+			return forcings[i].l;
 	const char *b = getenv("REVC_CONV_BLAS");
 	return b && *b == '1' ? CG_CONV_BLAS : CG_CONV_AUTO;
+}
+
+bool cg_conv_env_ok(ir_diags *d)
+{
+	const char *e = getenv("REVC_CONV");
+	if (!e || !*e || cg_conv_forced() != CG_CONV_AUTO)
+		return true;
+	ir_diag_add(d, (ir_pos){0}, "REVC_CONV must be %s, %s, %s or %s (or unset), not '%.60s'", forcings[0].name,
+		forcings[1].name, forcings[2].name, forcings[3].name, e);
+	return false;
 }
 
 bool cg_conv_on_blas(void)
