@@ -265,6 +265,9 @@ typedef enum {
 
 /* REVC_CONV=direct|winograd2|winograd4|blas (REVC_CONV_BLAS=1 is blas). */
 cg_conv_lowering cg_conv_forced(void);
+/* False, with a diagnostic naming the accepted values, when REVC_CONV is
+ * set to something else (empty is unset). */
+bool cg_conv_env_ok(ir_diags *d);
 /* The lowering of a convolution node's geometry in dtype dt, and in *why
  * (when why is not NULL) a phrase saying why. */
 cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const char **why);
@@ -284,13 +287,16 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 void cg_conv_pad_planes(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t top, int64_t left, int64_t hp,
 	int64_t wp, LLVMValueRef src, LLVMValueRef dst);
 /* Winograd (k_conv_winograd.c): whether g in dt can be computed so (a 3x3
- * stride-1 conv2d or conv2d_dx in f32), whether it is, its parallel
+ * stride-1 conv2d, conv2d_dx or conv2d_dw in f32), whether it is, its parallel
  * extent, its workspace elements per thread, and the body. */
 bool cg_conv_winograd_fits(const ir_conv_geom *g, ir_dtype dt);
 bool cg_conv_winograd(const ir_conv_geom *g, ir_dtype dt);
 int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt);
 int64_t cg_conv_winograd_workspace(const ir_conv_geom *g, ir_dtype dt);
 void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws);
+/* conv2d_dw's serial finish: dW from the threads' partial sums (per:
+ * each thread's workspace, in elements). */
+void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, int threads, int64_t per);
 
 /* ---- op emitters ------------------------------------------------------------ */
 

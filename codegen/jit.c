@@ -241,7 +241,7 @@ bool cg_jit_cpu_ok(const char *cpu, ir_diags *d)
 cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d)
 {
 	cg_init_native();
-	if (!cg_jit_cpu_ok(o->cpu, d))
+	if (!cg_jit_cpu_ok(o->cpu, d) || !cg_conv_env_ok(d))
 		return NULL;
 	const char *name = o->name ? o->name : "revc";
 	double t0 = now();

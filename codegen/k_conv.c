@@ -13,8 +13,8 @@
  * depend on timing.  Padding is the node's explicit [top, bottom, left,
  * right].
  *
- * 3x3 stride-1 ones may be Winograd's instead (k_conv_winograd.c, chosen
- * by k_conv_choice.c).  With REVC_CONV=blas (or REVC_CONV_BLAS=1) every
+ * 3x3 stride-1 ones and their gradients may be Winograd's instead
+ * (k_conv_winograd.c, chosen by k_conv_choice.c).  With REVC_CONV=blas (or REVC_CONV_BLAS=1) every
  * convolution is unfolded and its products are
  * cblas_sgemm (cblas_dgemm for f64) calls instead, on tiles wide enough for
  * BLAS, with the outputs gathered into and scattered from the tile's
@@ -321,6 +321,10 @@ static void emit_conv2d_dx(cg_kb *k, const ir_node *n)
 static void emit_conv2d_dw(cg_kb *k, const ir_node *n)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
+	if (cg_conv_winograd(&g, n->type.dtype)) {
+		cg_conv_winograd_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
+		return;
+	}
 	if (cg_conv_implicit(&g)) {
 		cg_conv_implicit_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
 		return;
@@ -355,6 +359,10 @@ static void finish_conv2d_dw(cg_kb *k, const ir_node *n, int threads)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
 	int64_t K = g.c * g.kh * g.kw, per = per_thread(&g, n);
+	if (cg_conv_winograd(&g, n->type.dtype)) {
+		cg_conv_winograd_finish(k, n, &g, threads, per);
+		return;
+	}
 	int64_t at = cg_conv_implicit(&g) ? cg_conv_implicit_partial(&g) : col_elems(&g) + y_elems(&g);
 	LLVMValueRef dw = cg_arg(k, 0), ws = cg_arg(k, n->nin + 1);
 	cg_loop l;

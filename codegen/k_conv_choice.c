@@ -4,31 +4,45 @@
  * depend on the CPU.
  *
  * REVC_CONV=direct|winograd2|winograd4|blas forces one for every
- * convolution it applies to (Winograd only to 3x3 stride-1 conv2d and
- * conv2d_dx in f32; the others then stay direct).  Otherwise the cost
- * model below picks. */
+ * convolution it applies to (Winograd only to 3x3 stride-1 convolutions
+ * and their gradients in f32; the others then stay direct); any other
+ * value is an error (cg_conv_env_ok, checked by cg_jit_compile).
+ * Otherwise the cost model below picks. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
+static const struct {
+	const char *name;
+	cg_conv_lowering l;
+} forcings[] = {
+	{"direct", CG_CONV_DIRECT},
+	{"winograd2", CG_CONV_WINOGRAD2},
+	{"winograd4", CG_CONV_WINOGRAD4},
+	{"blas", CG_CONV_BLAS},
+};
+#define NFORCINGS (sizeof forcings / sizeof forcings[0])
+_Static_assert(NFORCINGS == 4, "cg_conv_env_ok names four");
+
 cg_conv_lowering cg_conv_forced(void)
 {
-	static const struct {
-		const char *name;
-		cg_conv_lowering l;
-	} names[] = {
-		{"direct", CG_CONV_DIRECT},
-		{"winograd2", CG_CONV_WINOGRAD2},
-		{"winograd4", CG_CONV_WINOGRAD4},
-		{"blas", CG_CONV_BLAS},
-	};
 	const char *e = getenv("REVC_CONV");
-	for (size_t i = 0; e && i < sizeof names / sizeof names[0]; i++)
-		if (!strcmp(e, names[i].name))
-			return names[i].l;
+	for (size_t i = 0; e && i < NFORCINGS; i++)
+		if (!strcmp(e, forcings[i].name))
+			return forcings[i].l;
 	const char *b = getenv("REVC_CONV_BLAS");
 	return b && *b == '1' ? CG_CONV_BLAS : CG_CONV_AUTO;
+}
+
+bool cg_conv_env_ok(ir_diags *d)
+{
+	const char *e = getenv("REVC_CONV");
+	if (!e || !*e || cg_conv_forced() != CG_CONV_AUTO)
+		return true;
+	ir_diag_add(d, (ir_pos){0}, "REVC_CONV must be %s, %s, %s or %s (or unset), not '%.60s'", forcings[0].name,
+		forcings[1].name, forcings[2].name, forcings[3].name, e);
+	return false;
 }
 
 bool cg_conv_on_blas(void)
@@ -65,23 +79,24 @@ static cg_conv_lowering because(const char **why, const char *reason, cg_conv_lo
  * every 3x3 stride-1 conv2d and conv2d_dx of revnet-38 (batch 100) and
  * fashion (batch 50) on a 2-core AMD EPYC (Zen 4, AVX-512), one thread
  * (docs/codegen.md gives the figures); it predicts every one of them on the
- * right side.  F(4x4) must be 10% cheaper than F(2x2) to be chosen, for its
+ * right side, and the filter gradients' (conv2d_dw, costed as its forward
+ * convolution: the same products and two transforms) too.  F(4x4) must be 10% cheaper than F(2x2) to be chosen, for its
  * larger rounding error.  Planes under 7x7 (smaller than any measured) stay
  * direct.  The choice does not depend on the CPU code is made
  * for, so workspace sizes do not either. */
 
 static double cost_direct(const ir_conv_geom *g)
 {
-	bool fwd = g->op == IR_OP_CONV2D;
+	bool fwd = g->op != IR_OP_CONV2D_DX;
 	double in = (double)(fwd ? g->c : g->o), wo = (double)(fwd ? g->wo : g->w);
 	return 9 * in * (wo + 2) / wo;
 }
 
 /* The planes a stride-1 conv2d or conv2d_dx reads and writes, and the size
- * of those it writes. */
+ * of those it writes (conv2d_dw: its forward convolution's). */
 static void planes(const ir_conv_geom *g, double *in, double *out, int64_t *ho, int64_t *wo)
 {
-	bool fwd = g->op == IR_OP_CONV2D;
+	bool fwd = g->op != IR_OP_CONV2D_DX;
 	*in = (double)(fwd ? g->c : g->o), *out = (double)(fwd ? g->o : g->c);
 	*ho = fwd ? g->ho : g->h, *wo = fwd ? g->wo : g->w;
 }
@@ -104,8 +119,6 @@ static const char *unfit(const ir_conv_geom *g, ir_dtype dt)
 {
 	if (cg_conv_winograd_fits(g, dt))
 		return NULL;
-	if (g->op == IR_OP_CONV2D_DW)
-		return "filter gradients are direct";
 	if (g->kh != 3 || g->kw != 3)
 		return "Winograd only for 3x3 windows";
 	if (g->s != 1)
@@ -135,7 +148,8 @@ cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const c
 	}
 	if (!fits)
 		return because(why, no, CG_CONV_DIRECT);
-	int64_t ho = g->op == IR_OP_CONV2D ? g->ho : g->h, wo = g->op == IR_OP_CONV2D ? g->wo : g->w;
+	bool fwd = g->op != IR_OP_CONV2D_DX;
+	int64_t ho = fwd ? g->ho : g->h, wo = fwd ? g->wo : g->w;
 	if (ho < 7 || wo < 7)
 		return because(why, "cost model: planes under 7x7 (not measured)", CG_CONV_DIRECT);
 	double direct = cost_direct(g), w2 = cost_winograd(g, 2), w4 = cost_winograd(g, 4);

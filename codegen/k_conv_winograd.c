@@ -19,17 +19,19 @@
  *   conv2d_dx  the output gradient padded by the window less the padding,
  *              the filter transposed and turned half a turn (as in
  *              k_conv_implicit.c): a stride-1 3x3 convolution too
+ *   conv2d_dw  the transpose of conv2d's algorithm (emit_dw): the tiles of
+ *              x and of dY transformed, products reducing over the tiles
+ *              into per-thread partial sums, and G^T P G in the finish
  * The padded planes are rounded up to whole tiles with zeros; tiles that
- * stick out of the output store only their inside.  The filter is
- * transformed in f64 and rounded once.  One image per parallel index, as
+ * stick out of the output store only their inside.  The filter (and the
+ * filter gradient) is transformed in f64 and rounded once.  One image per parallel index, as
  * for the direct kernels, or a few when the images are small (so
  * the products are wide enough); the filter transform is redone by each thread
  * per call (C·O·a² values: under 1% of the image loop at RevNet widths).
  *
  * Rounding: the transforms' constants (F(4x4)'s 1/24, 5, 8) amplify f32's
  * rounding of the patch; docs/codegen.md gives the errors measured on the
- * presets' layers, tests/unit/test_cg_winograd.c bounds them.  conv2d_dw
- * keeps the direct kernel (see cg_conv_lowering_of). */
+ * presets' layers, tests/unit/test_cg_winograd.c bounds them. */
 #include "internal.h"
 
 /* ---- the transforms ------------------------------------------------------- */
@@ -80,20 +82,37 @@ static LLVMValueRef combine(cg_kb *k, const double *c, int stride, const LLVMVal
 	return s ? s : LLVMConstReal(LLVMTypeOf(v[0]), 0);
 }
 
-/* out = L · in · R^T for in rows x cols (row-major, as values): L is
- * lr x rows (row stride ls), R is lc x cols (row stride rs). */
-static void sandwich(cg_kb *k, const double *l, int ls, int lr, const double *r, int rs, int lc,
-	const LLVMValueRef *in, int rows, int cols, LLVMValueRef *out)
+/* A constant matrix: element (i, j) at c[i·rs + j·cs], so a table read
+ * transposed is the same table with the strides swapped. */
+typedef struct {
+	const double *c;
+	int rows, rs, cs;
+} cmat;
+
+static cmat plain(const double *c, int rows, int rs)
+{
+	return (cmat){c, rows, rs, 1};
+}
+
+static cmat transposed(const double *c, int cols, int rs)
+{
+	return (cmat){c, cols, 1, rs};
+}
+
+/* out = L · in · R^T for in rows x cols (row-major, as values): L has
+ * `rows` columns, R `cols`. */
+static void sandwich(cg_kb *k, cmat l, cmat r, const LLVMValueRef *in, int rows, int cols, LLVMValueRef *out)
 {
 	LLVMValueRef t[36], col[6];
+	int lc = r.rows;
 	for (int i = 0; i < rows; i++)
 		for (int j = 0; j < lc; j++)
-			t[i * lc + j] = combine(k, r + j * rs, 1, in + i * cols, cols);
-	for (int i = 0; i < lr; i++)
+			t[i * lc + j] = combine(k, r.c + j * r.rs, r.cs, in + i * cols, cols);
+	for (int i = 0; i < l.rows; i++)
 		for (int j = 0; j < lc; j++) {
 			for (int q = 0; q < rows; q++)
 				col[q] = t[q * lc + j];
-			out[i * lc + j] = combine(k, l + i * ls, 1, col, rows);
+			out[i * lc + j] = combine(k, l.c + i * l.rs, l.cs, col, rows);
 		}
 }
 
@@ -101,7 +120,7 @@ static void sandwich(cg_kb *k, const double *l, int ls, int lr, const double *r,
 
 bool cg_conv_winograd_fits(const ir_conv_geom *g, ir_dtype dt)
 {
-	return dt == IR_F32 && g->op != IR_OP_CONV2D_DW && g->kh == 3 && g->kw == 3 && g->s == 1 && g->pt <= 2 &&
+	return dt == IR_F32 && g->kh == 3 && g->kw == 3 && g->s == 1 && g->pt <= 2 &&
 	       g->pb <= 2 && g->pl <= 2 && g->pr <= 2;
 }
 
@@ -154,10 +173,29 @@ static int64_t images(const ir_conv_geom *g, const wino *w)
 	return t < 1 ? 1 : t;
 }
 
+/* conv2d_dw's images per parallel index.  Its products reduce over the
+ * columns, each block of results ending in horizontal sums: so 512
+ * columns or more, with one matrix element's Z and V (the operands of one
+ * product) within 256 KiB, and the batch split into an even number of
+ * equal indices, so two threads get the same work. */
+static int64_t dw_images(const ir_conv_geom *g, const wino *w)
+{
+	int64_t per = (w->cin + w->cout) * w->tiles * 4;
+	int64_t t = (256 + w->tiles - 1) / w->tiles;
+	if (t > ((int64_t)256 << 10) / per)
+		t = ((int64_t)256 << 10) / per;
+	if (t < 1)
+		t = 1;
+	int64_t idx = (g->n + t - 1) / t;
+	if (idx % 2 && g->n > 1)
+		idx++;
+	return (g->n + idx - 1) / idx;
+}
+
 static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 {
 	wino w = {.t = transforms_for(tile_m(g, dt))};
-	bool fwd = g->op == IR_OP_CONV2D;
+	bool fwd = g->op != IR_OP_CONV2D_DX; /* conv2d_dw: the forward tiles */
 	w.cin = fwd ? g->c : g->o;
 	w.cout = fwd ? g->o : g->c;
 	w.h = fwd ? g->h : g->ho;
@@ -172,22 +210,25 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	w.tiles = w.th * w.tw;
 	w.hp = w.th * m + 2;
 	w.wp = w.tw * m + 2;
-	w.imgs = images(g, &w);
+	w.imgs = g->op == IR_OP_CONV2D_DW ? dw_images(g, &w) : images(g, &w);
 	w.cols = w.imgs * w.tiles;
 	w.vs = skew(w.cin * w.cols);
 	w.ms = skew(w.cout * w.cols);
 	return w;
 }
 
-/* Per thread: U, then the padded planes, V and M. */
+/* Per thread: U, then the padded planes, V and M; for conv2d_dw the
+ * thread's partial sum P in U's place, the padded planes of x or of dY
+ * (whole tiles), V and Z in M's. */
 static int64_t u_elems(const wino *w)
 {
 	return (int64_t)w->t->a * w->t->a * w->cout * w->cin;
 }
 
-static int64_t pad_elems(const wino *w)
+static int64_t pad_elems(const ir_conv_geom *g, const wino *w)
 {
-	return w->cin * w->hp * w->wp;
+	int64_t x = w->cin * w->hp * w->wp, dy = w->cout * (w->hp - 2) * (w->wp - 2);
+	return g->op == IR_OP_CONV2D_DW && dy > x ? dy : x;
 }
 
 static int64_t v_elems(const wino *w)
@@ -198,7 +239,7 @@ static int64_t v_elems(const wino *w)
 int64_t cg_conv_winograd_workspace(const ir_conv_geom *g, ir_dtype dt)
 {
 	wino w = wino_of(g, dt);
-	return u_elems(&w) + pad_elems(&w) + v_elems(&w) + (int64_t)w.t->a * w.t->a * w.ms;
+	return u_elems(&w) + pad_elems(g, &w) + v_elems(&w) + (int64_t)w.t->a * w.t->a * w.ms;
 }
 
 /* ---- the kernel ----------------------------------------------------------- */
@@ -221,7 +262,7 @@ static void transform_filter(cg_kb *k, const ir_conv_geom *g, const wino *w, LLV
 			int tap = fwd ? a * 3 + b : (2 - a) * 3 + (2 - b);
 			in[a * 3 + b] = cg_to_f64(k, cg_ld(k, wt, cg_iadd(k, base, cg_i64(k, tap))));
 		}
-	sandwich(k, &t->g[0][0], 3, t->a, &t->g[0][0], 3, t->a, in, 3, 3, out);
+	sandwich(k, plain(&t->g[0][0], t->a, 3), plain(&t->g[0][0], t->a, 3), in, 3, 3, out);
 	LLVMValueRef at = cg_iadd(k, cg_imul(k, o, cg_i64(k, w->cin)), i);
 	for (int e = 0; e < t->a * t->a; e++)
 		cg_st(k, u, cg_iadd(k, at, cg_i64(k, e * plane)), cg_to_real(k, out[e]));
@@ -230,32 +271,41 @@ static void transform_filter(cg_kb *k, const ir_conv_geom *g, const wino *w, LLV
 	cg_end_for(k, &lo, NULL);
 }
 
-/* V[e][c][tile] = (B^T d B)[e] for every patch d of every padded plane. */
-static void transform_input(cg_kb *k, const wino *w, LLVMValueRef p, LLVMValueRef v, LLVMValueRef col0)
+/* v[e][c][tile] = (L d L^T)[e] for every n x n patch d (m apart) of every
+ * plane c of p (hp x wp): V = B^T d B from the padded input, and for
+ * conv2d_dw Z = A dY A^T from dY's m x m tiles.  vs: v's a² matrices'
+ * stride; col0: the image's first column. */
+static void transform_tiles(cg_kb *k, const wino *w, int64_t planes, int n, int64_t hp, int64_t wp, cmat l,
+	LLVMValueRef p, LLVMValueRef v, int64_t vs, LLVMValueRef col0)
 {
-	const transforms *t = w->t;
-	int a = t->a, m = t->m;
-	int64_t plane = w->vs;
+	int a = w->t->a, m = w->t->m;
 	cg_loop lc, ly, lx;
-	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, w->cin));
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, planes));
 	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
-	LLVMValueRef rows = cg_gep(k, NULL, p, cg_iadd(k, cg_imul(k, c, cg_i64(k, w->hp * w->wp)),
-		cg_imul(k, ty, cg_i64(k, m * w->wp))));
+	LLVMValueRef rows = cg_gep(k, NULL, p, cg_iadd(k, cg_imul(k, c, cg_i64(k, hp * wp)),
+		cg_imul(k, ty, cg_i64(k, m * wp))));
 	LLVMValueRef vrow = cg_gep(k, NULL, v, cg_iadd(k, cg_iadd(k, cg_imul(k, c, cg_i64(k, w->cols)), col0),
 		cg_imul(k, ty, cg_i64(k, w->tw))));
 	LLVMValueRef tx = cg_for(k, &lx, cg_i64(k, 0), cg_i64(k, w->tw));
 	LLVMValueRef col = cg_imul(k, tx, cg_i64(k, m)), in[36] = {0}, out[36];
-	for (int i = 0; i < a; i++)
-		for (int j = 0; j < a; j++)
-			in[i * a + j] = cg_ld(k, rows, cg_iadd(k, col, cg_i64(k, i * w->wp + j)));
-	sandwich(k, &t->bt[0][0], 6, a, &t->bt[0][0], 6, a, in, a, a, out);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++)
+			in[i * n + j] = cg_ld(k, rows, cg_iadd(k, col, cg_i64(k, i * wp + j)));
+	sandwich(k, l, l, in, n, n, out);
 	for (int e = 0; e < a * a; e++)
-		cg_st(k, vrow, cg_iadd(k, tx, cg_i64(k, e * plane)), out[e]);
+		cg_st(k, vrow, cg_iadd(k, tx, cg_i64(k, e * vs)), out[e]);
 	cg_end_for(k, &lx, NULL);
 	cg_keep_loop(&ly);
 	cg_end_for(k, &ly, NULL);
 	cg_keep_loop(&lc);
 	cg_end_for(k, &lc, NULL);
+}
+
+/* V[e][c][tile] = (B^T d B)[e] for every patch d of every padded plane. */
+static void transform_input(cg_kb *k, const wino *w, LLVMValueRef p, LLVMValueRef v, LLVMValueRef col0)
+{
+	const transforms *t = w->t;
+	transform_tiles(k, w, w->cin, t->a, w->hp, w->wp, plain(&t->bt[0][0], t->a, 6), p, v, w->vs, col0);
 }
 
 /* The output tiles [tx0, tx1) of tile row ty of plane o: Y = A^T M A, of
@@ -275,7 +325,7 @@ static void tiles_out(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef y, 
 	LLVMValueRef in[36] = {0}, out[16];
 	for (int e = 0; e < a * a; e++)
 		in[e] = cg_ld(k, mrow, cg_iadd(k, tx, cg_i64(k, e * plane)));
-	sandwich(k, &t->at[0][0], 6, m, &t->at[0][0], 6, m, in, a, a, out);
+	sandwich(k, plain(&t->at[0][0], m, 6), plain(&t->at[0][0], m, 6), in, a, a, out);
 	LLVMValueRef col = cg_imul(k, tx, cg_i64(k, m));
 	for (int i = 0; i < rows; i++)
 		for (int j = 0; j < cols; j++)
@@ -310,20 +360,60 @@ static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValue
 	cg_end_for(k, &lo, NULL);
 }
 
-/* M[e] = U[e] · V[e] for the first `imgs` images' columns, one product
- * per tile element. */
-static void products(cg_kb *k, const wino *w, LLVMValueRef u, LLVMValueRef v, LLVMValueRef mm, int64_t imgs)
+/* The thread's buffers (cg_conv_winograd_workspace's order). */
+typedef struct {
+	LLVMValueRef u, p, v, mm; /* conv2d_dw: P, the padded planes, V, Z */
+} bufs;
+
+static bufs bufs_of(cg_kb *k, const ir_conv_geom *g, const wino *w, LLVMValueRef ws)
+{
+	bufs b = {.u = ws};
+	b.p = cg_gep(k, NULL, b.u, cg_i64(k, u_elems(w)));
+	b.v = cg_gep(k, NULL, b.p, cg_i64(k, pad_elems(g, w)));
+	b.mm = cg_gep(k, NULL, b.v, cg_i64(k, v_elems(w)));
+	return b;
+}
+
+/* For the first `imgs` images' columns, one product per tile element:
+ * M[e] = U[e] · V[e], or for conv2d_dw P[e] += Z[e] · V[e]^T. */
+static void products(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b, int64_t imgs)
 {
 	int a = w->t->a;
 	cg_loop le;
 	LLVMValueRef e = cg_for(k, &le, cg_i64(k, 0), cg_i64(k, a * a));
-	cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * w->tiles,
-		.a = cg_gep(k, NULL, u, cg_imul(k, e, cg_i64(k, w->cout * w->cin))), .a_rs = w->cin, .a_cs = 1,
-		.b = cg_gep(k, NULL, v, cg_imul(k, e, cg_i64(k, w->vs))), .ldb = w->cols,
-		.c = cg_gep(k, NULL, mm, cg_imul(k, e, cg_i64(k, w->ms))), .ldc = w->cols};
-	cg_gemm_ab(k, &prod);
+	LLVMValueRef u = cg_gep(k, NULL, b->u, cg_imul(k, e, cg_i64(k, w->cout * w->cin)));
+	LLVMValueRef v = cg_gep(k, NULL, b->v, cg_imul(k, e, cg_i64(k, w->vs)));
+	LLVMValueRef mm = cg_gep(k, NULL, b->mm, cg_imul(k, e, cg_i64(k, w->ms)));
+	if (g->op == IR_OP_CONV2D_DW) {
+		cg_abt prod = {.m = w->cout, .n = w->cin, .q = imgs * w->tiles, .a = mm, .lda = w->cols, .b = v,
+			.ldb = w->cols, .c = u, .ldc = w->cin};
+		cg_gemm_abt(k, &prod, cg_i64(k, 1));
+	} else {
+		cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * w->tiles, .a = u, .a_rs = w->cin, .a_cs = 1,
+			.b = v, .ldb = w->cols, .c = mm, .ldc = w->cols};
+		cg_gemm_ab(k, &prod);
+	}
 	cg_keep_loop(&le);
 	cg_end_for(k, &le, NULL);
+}
+
+/* The products of `count` images; the last index may have fewer (a
+ * constant number). */
+static void all_products(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b, LLVMValueRef count)
+{
+	int64_t rest = g->n % w->imgs;
+	if (rest == 0) {
+		products(k, g, w, b, w->imgs);
+		return;
+	}
+	cg_if full, part;
+	LLVMValueRef whole = LLVMBuildICmp(k->b, LLVMIntEQ, count, cg_i64(k, w->imgs), "");
+	cg_if_begin(k, &full, whole);
+	products(k, g, w, b, w->imgs);
+	cg_if_end(k, &full);
+	cg_if_begin(k, &part, LLVMBuildNot(k->b, whole, ""));
+	products(k, g, w, b, rest);
+	cg_if_end(k, &part);
 }
 
 int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt)
@@ -332,43 +422,96 @@ int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt)
 	return (g->n + w.imgs - 1) / w.imgs;
 }
 
+/* conv2d_dw (out = dW, in = dY, wt = x): the transpose of the forward
+ * algorithm.  With Y = A^T [U ⊙ V] A per tile, dL/dU = (A dY A^T) ⊙ V, so
+ *     Z[e] = A dY A^T      for every m x m tile of every plane of dY
+ *     P[e] += Z[e] · V[e]^T over the thread's images' tiles
+ * and cg_conv_winograd_finish turns the threads' sum into dW = G^T P G. */
+static void emit_dw(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b)
+{
+	const transforms *t = w->t;
+	int m = t->m;
+	LLVMValueRef dy = cg_arg(k, 1), x = cg_arg(k, 2);
+	cg_zero(k, b->u, cg_i64(k, u_elems(w)));
+	cg_loop lt, li;
+	LLVMValueRef it = cg_for(k, &lt, k->lo, k->hi);
+	LLVMValueRef first = cg_imul(k, it, cg_i64(k, w->imgs));
+	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w->imgs));
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count), img = cg_iadd(k, first, i);
+	LLVMValueRef col0 = cg_imul(k, i, cg_i64(k, w->tiles));
+	cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wp,
+		cg_gep(k, NULL, x, cg_imul(k, img, cg_i64(k, w->cin * w->h * w->w))), b->p);
+	transform_input(k, w, b->p, b->v, col0);
+	int64_t hz = w->th * m, wz = w->tw * m;
+	cg_conv_pad_planes(k, w->cout, w->ho, w->wo, 0, 0, hz, wz,
+		cg_gep(k, NULL, dy, cg_imul(k, img, cg_i64(k, w->cout * w->ho * w->wo))), b->p);
+	transform_tiles(k, w, w->cout, m, hz, wz, transposed(&t->at[0][0], t->a, 6), b->p, b->mm, w->ms, col0);
+	cg_keep_loop(&li);
+	cg_end_for(k, &li, NULL);
+	all_products(k, g, w, b, count);
+	cg_keep_loop(&lt);
+	cg_end_for(k, &lt, NULL);
+}
+
 void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws)
 {
 	wino w = wino_of(g, n->type.dtype);
+	bufs b = bufs_of(k, g, &w, ws);
+	if (g->op == IR_OP_CONV2D_DW) {
+		emit_dw(k, g, &w, &b);
+		return;
+	}
 	LLVMValueRef out = cg_arg(k, 0), in = cg_arg(k, 1), wt = cg_arg(k, 2);
-	LLVMValueRef u = ws, p = cg_gep(k, NULL, u, cg_i64(k, u_elems(&w)));
-	LLVMValueRef v = cg_gep(k, NULL, p, cg_i64(k, pad_elems(&w)));
-	LLVMValueRef mm = cg_gep(k, NULL, v, cg_i64(k, v_elems(&w)));
-	transform_filter(k, g, &w, wt, u);
+	transform_filter(k, g, &w, wt, b.u);
 	cg_loop lt, li, lo;
 	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, t, cg_i64(k, w.imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w.imgs));
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
 	cg_conv_pad_planes(k, w.cin, w.h, w.w, w.top, w.left, w.hp, w.wp,
-		cg_gep(k, NULL, in, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, w.cin * w.h * w.w))), p);
-	transform_input(k, &w, p, v, cg_imul(k, i, cg_i64(k, w.tiles)));
+		cg_gep(k, NULL, in, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, w.cin * w.h * w.w))), b.p);
+	transform_input(k, &w, b.p, b.v, cg_imul(k, i, cg_i64(k, w.tiles)));
 	cg_keep_loop(&li);
 	cg_end_for(k, &li, NULL);
-	/* The last index may have fewer images (a constant number). */
-	int64_t rest = g->n % w.imgs;
-	if (rest == 0) {
-		products(k, &w, u, v, mm, w.imgs);
-	} else {
-		cg_if full, part;
-		LLVMValueRef whole = LLVMBuildICmp(k->b, LLVMIntEQ, count, cg_i64(k, w.imgs), "");
-		cg_if_begin(k, &full, whole);
-		products(k, &w, u, v, mm, w.imgs);
-		cg_if_end(k, &full);
-		cg_if_begin(k, &part, LLVMBuildNot(k->b, whole, ""));
-		products(k, &w, u, v, mm, rest);
-		cg_if_end(k, &part);
-	}
+	all_products(k, g, &w, &b, count);
 	i = cg_for(k, &lo, cg_i64(k, 0), count);
-	transform_output(k, &w, cg_gep(k, NULL, mm, cg_imul(k, i, cg_i64(k, w.tiles))),
+	transform_output(k, &w, cg_gep(k, NULL, b.mm, cg_imul(k, i, cg_i64(k, w.tiles))),
 		cg_gep(k, NULL, out, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, w.cout * w.ho * w.wo))));
 	cg_keep_loop(&lo);
 	cg_end_for(k, &lo, NULL);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
+}
+
+/* conv2d_dw's serial finish: dW[o][c] = G^T P G, P the sum of the threads'
+ * partials in thread order (so the result does not depend on timing),
+ * added and transformed in f64 and rounded once.  per: each thread's
+ * workspace, in elements. */
+void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, int threads, int64_t per)
+{
+	wino w = wino_of(g, n->type.dtype);
+	const transforms *t = w.t;
+	int a = t->a;
+	int64_t plane = w.cout * w.cin;
+	LLVMValueRef dw = cg_arg(k, 0), ws = cg_arg(k, n->nin + 1);
+	cg_loop lo, lc;
+	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w.cout));
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, w.cin));
+	LLVMValueRef oc = cg_iadd(k, cg_imul(k, o, cg_i64(k, w.cin)), c), in[36], out[9];
+	for (int e = 0; e < a * a; e++) {
+		LLVMValueRef sum = NULL;
+		for (int th = 0; th < threads; th++) {
+			LLVMValueRef p = cg_to_f64(k, cg_ld(k, ws, cg_iadd(k, oc, cg_i64(k, th * per + e * plane))));
+			sum = sum ? LLVMBuildFAdd(k->b, sum, p, "") : p;
+		}
+		in[e] = sum;
+	}
+	cmat gt = transposed(&t->g[0][0], 3, 3);
+	sandwich(k, gt, gt, in, a, a, out);
+	LLVMValueRef at = cg_imul(k, oc, cg_i64(k, 9));
+	for (int e = 0; e < 9; e++)
+		cg_st(k, dw, cg_iadd(k, at, cg_i64(k, e)), cg_to_real(k, out[e]));
+	cg_end_for(k, &lc, NULL);
+	cg_keep_loop(&lo);
+	cg_end_for(k, &lo, NULL);
 }

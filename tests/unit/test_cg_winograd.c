@@ -4,7 +4,8 @@
  * Two oracles.  The error of each lowering against the exact (f64 direct)
  * convolution of the same f32 operands, on the 3x3 stride-1 layers of the
  * presets fashion and revnet-38 (batch 4, operands uniform in [-1, 1)),
- * as max|a-b| / max|b| over conv2d's and conv2d_dx's results; and the JIT
+ * as max|a-b| / max|b| over each of conv2d's, conv2d_dx's and conv2d_dw's
+ * results; and the JIT
  * against the interpreter (cgt_compare), on those layers and on small
  * cases that reach every path (several images per index with a short last
  * one, partial tiles at the right and bottom edges, uneven and no padding).
@@ -16,7 +17,9 @@
  * layer; the JIT against the interpreter at most 5.9e-7 (F(2x2)) and
  * 4.9e-6 (F(4x4)).  The bounds, 2e-6 for direct and F(2x2) and 2e-5 for
  * F(4x4), leave margins of 2.4 or more; a wrong
- * transform is off by O(1). */
+ * transform is off by O(1).  The filter gradient, whose sums run over the
+ * batch's tiles: direct 1.7e-7, F(2x2) 2.1e-7, F(4x4) 2.0e-6 at worst,
+ * bounded by 1e-6 and 1e-5 (margins of 4.7 and 5). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -51,6 +54,7 @@ static const cgt_conv paths[] = {
 static const char *const modes[] = {"direct", "winograd2", "winograd4"};
 static const cg_conv_lowering lowerings[] = {CG_CONV_DIRECT, CG_CONV_WINOGRAD2, CG_CONV_WINOGRAD4};
 static const double bounds[] = {2e-6, 2e-6, 2e-5};
+static const double dw_bounds[] = {1e-6, 1e-6, 1e-5};
 
 /* The conv graph of c with REVC_CONV=mode, its convolutions checked to be
  * lowered so. */
@@ -60,7 +64,7 @@ static ir_graph *forced(const cgt_conv *c, int mode, int threads)
 	ir_graph *g = cgt_conv_graph(c, IR_F32, threads);
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
-		if (n->op != IR_OP_CONV2D && n->op != IR_OP_CONV2D_DX)
+		if (n->op != IR_OP_CONV2D && n->op != IR_OP_CONV2D_DX && n->op != IR_OP_CONV2D_DW)
 			continue;
 		ir_conv_geom geom = ir_conv_geom_of(n);
 		ck_assert_int_eq(cg_conv_lowering_of(&geom, IR_F32, NULL), lowerings[mode]);
@@ -77,20 +81,24 @@ static void fill(rt_exec *x, const char *name, rt_rng *r, double *copy)
 		copy[i] = p[i] = (float)(2 * rt_rng_uniform(r) - 1);
 }
 
-/* y and dx of c in f64, directly. */
-static void exact(const cgt_conv *c, const double *x, const double *w, const double *dy, double *y, double *dx)
+/* y, dx and dw of c in f64, directly. */
+static void exact(const cgt_conv *c, const double *x, const double *w, const double *dy, double *y, double *dx,
+	double *dw)
 {
 	int64_t ho = c->h + c->pad[0] + c->pad[1] - 2, wo = c->w + c->pad[2] + c->pad[3] - 2;
 	for (int64_t i = 0; i < c->n * c->o * ho * wo; i++)
 		y[i] = 0;
 	for (int64_t i = 0; i < c->n * c->c * c->h * c->w; i++)
 		dx[i] = 0;
+	for (int64_t i = 0; i < c->o * c->c * 9; i++)
+		dw[i] = 0;
 	for (int64_t n = 0; n < c->n; n++)
 		for (int64_t o = 0; o < c->o; o++)
 			for (int64_t ch = 0; ch < c->c; ch++)
 				for (int64_t a = 0; a < 3; a++)
 					for (int64_t b = 0; b < 3; b++) {
-						double f = w[((o * c->c + ch) * 3 + a) * 3 + b];
+						int64_t tap = ((o * c->c + ch) * 3 + a) * 3 + b;
+						double f = w[tap];
 						for (int64_t i = 0; i < ho; i++)
 							for (int64_t j = 0; j < wo; j++) {
 								int64_t h = i + a - c->pad[0], v = j + b - c->pad[2];
@@ -100,6 +108,7 @@ static void exact(const cgt_conv *c, const double *x, const double *w, const dou
 								int64_t out = ((n * c->o + o) * ho + i) * wo + j;
 								y[out] += f * x[at];
 								dx[at] += f * dy[out];
+								dw[tap] += x[at] * dy[out];
 							}
 					}
 }
@@ -140,26 +149,29 @@ START_TEST(test_winograd_exact)
 	int64_t nx = c->n * c->c * c->h * c->w, nw = c->o * c->c * 9, ny = c->n * c->o * c->h * c->w;
 	double *xs = malloc((size_t)nx * sizeof *xs), *ws = malloc((size_t)nw * sizeof *ws);
 	double *dys = malloc((size_t)ny * sizeof *dys), *ys = malloc((size_t)ny * sizeof *ys);
-	double *dxs = malloc((size_t)nx * sizeof *dxs);
-	ck_assert(xs && ws && dys && ys && dxs);
+	double *dxs = malloc((size_t)nx * sizeof *dxs), *dws = malloc((size_t)nw * sizeof *dws);
+	ck_assert(xs && ws && dys && ys && dxs && dws);
 	rt_rng r;
 	rt_rng_seed(&r, 11 + (uint64_t)_i);
 	fill(x, "x", &r, xs);
 	fill(x, "w", &r, ws);
 	fill(x, "dy", &r, dys);
 	ck_assert_msg(rt_exec_run(x, &e), "%s", e.msg);
-	exact(c, xs, ws, dys, ys, dxs);
-	double ey = worst_of(x, "y", ys), edx = worst_of(x, "dx", dxs);
+	exact(c, xs, ws, dys, ys, dxs, dws);
+	double ey = worst_of(x, "y", ys), edx = worst_of(x, "dx", dxs), edw = worst_of(x, "dw", dws);
 	if (getenv("CG_VERBOSE"))
-		fprintf(stderr, "winograd exact: %s c=%lld %lldx%lld: y %.3g dx %.3g\n", modes[mode], (long long)c->c,
-			(long long)c->h, (long long)c->w, ey, edx);
+		fprintf(stderr, "winograd exact: %s c=%lld %lldx%lld: y %.3g dx %.3g dw %.3g\n", modes[mode],
+			(long long)c->c, (long long)c->h, (long long)c->w, ey, edx, edw);
 	ck_assert_msg(ey <= bounds[mode] && edx <= bounds[mode], "%s on layer %d: y %g, dx %g (bound %g)",
 		modes[mode], _i % NLAYERS, ey, edx, bounds[mode]);
+	ck_assert_msg(edw <= dw_bounds[mode], "%s on layer %d: dw %g (bound %g)", modes[mode], _i % NLAYERS, edw,
+		dw_bounds[mode]);
 	free(xs);
 	free(ws);
 	free(dys);
 	free(ys);
 	free(dxs);
+	free(dws);
 	rt_exec_free(x);
 	rt_pool_free(pool);
 	cg_jit_free(j);
@@ -187,8 +199,8 @@ END_TEST
 
 /* The cost model (k_conv_choice.c) on the presets' layers: Winograd
  * F(2x2) where it measured faster (revnet-38's three stages, fashion's
- * last), direct elsewhere; never in f64, never for the filter gradient or
- * other windows and strides. */
+ * last), for the forward convolution and both gradients alike; direct
+ * elsewhere; never in f64, never for other windows and strides. */
 START_TEST(test_winograd_choice)
 {
 	unsetenv("REVC_CONV");
@@ -205,7 +217,8 @@ START_TEST(test_winograd_choice)
 		ck_assert_int_eq(cg_conv_lowering_of(&g, IR_F32, NULL), want[i]);
 		ck_assert_int_eq(cg_conv_lowering_of(&g, IR_F64, NULL), CG_CONV_DIRECT);
 		g.op = IR_OP_CONV2D_DW;
-		ck_assert_int_eq(cg_conv_lowering_of(&g, IR_F32, NULL), CG_CONV_DIRECT);
+		ck_assert_int_eq(cg_conv_lowering_of(&g, IR_F32, NULL), want[i]);
+		ck_assert_int_eq(cg_conv_lowering_of(&g, IR_F64, NULL), CG_CONV_DIRECT);
 	}
 	/* revnet-38's init conv (3 -> 32 channels) and a stride-2 one. */
 	ir_conv_geom init = {100, 3, 32, 32, 32, 3, 3, 32, 32, 1, 1, 1, 1, 1, IR_OP_CONV2D};
