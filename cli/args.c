@@ -234,6 +234,10 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 		return cli_parse_max_memory(cmd, val, &o->max_memory) ? 1 : -1;
 	if (strcmp(name, "budget") == 0) /* strategy auto's */
 		return cli_parse_max_memory(cmd, val, &o->budget) ? 1 : -1;
+	if (strcmp(name, "decisions") == 0) { /* strategy auto's, given */
+		o->decisions = val;
+		return 1;
+	}
 	if (strcmp(name, "check-numerics") == 0) {
 		o->check_numerics = true;
 		return 1;

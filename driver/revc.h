@@ -209,6 +209,8 @@ const char *revc_model_cpu(const revc_model *m);
  * (docs/mem.md), for one strategy. */
 #define REVC_MEM_TOP 5
 #define REVC_MAX_UNITS 1000
+/* A letter a unit and a segment (the forward outside the units: docs/ir.md). */
+#define REVC_MAX_LETTERS (2 * REVC_MAX_UNITS + 1)
 typedef struct {
 	revc_strategy strategy;
 	bool cut;               /* the pass options stopped before plan: no figures */
@@ -235,7 +237,7 @@ typedef struct {
 	int64_t measured_bytes;
 	/* The units' decisions the plan carried out, one letter a unit (as
 	 * revc_options.decisions; store's are all s), "" past REVC_MAX_UNITS. */
-	char decisions[REVC_MAX_UNITS + 1];
+	char decisions[REVC_MAX_LETTERS + 1];
 } revc_memory;
 
 /* The categories of at_peak, in its order: their JSON keys ("saved") and
@@ -257,7 +259,7 @@ bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, rev
 
 /* The decisions strategy auto takes within a budget, and what they cost. */
 typedef struct {
-	char decisions[REVC_MAX_UNITS + 1]; /* as revc_options.decisions */
+	char decisions[REVC_MAX_LETTERS + 1]; /* as revc_options.decisions */
 	int units;
 	double step_flops;      /* FLOPs of the step storing everything */
 	double recompute_flops; /* what the decisions add (docs/mem.md: the cost model) */
