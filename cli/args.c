@@ -242,8 +242,12 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 		o->check_numerics = true;
 		return 1;
 	}
-	if (strcmp(name, "strategy") == 0)
-		return cli_parse_strategy(cmd, val, &o->strategy) ? 1 : -1;
+	if (strcmp(name, "strategy") == 0) {
+		o->minimum = strcmp(val, "min") == 0; /* auto at its lower end */
+		if (o->minimum)
+			o->strategy = REVC_AUTO;
+		return o->minimum || cli_parse_strategy(cmd, val, &o->strategy) ? 1 : -1;
+	}
 	if (strcmp(name, "dtype") == 0)
 		return parse_dtype(cmd, val, &o->dtype) ? 1 : -1;
 	return 0;

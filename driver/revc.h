@@ -112,6 +112,9 @@ typedef struct {
 	 * revc_auto_choose within this total (-1, the default: max_memory,
 	 * or with none, no budget: store). */
 	int64_t budget;
+	/* REVC_AUTO without decisions: the minimum-memory decisions instead
+	 * (revc_auto_minimum; --strategy min), whatever the budget. */
+	bool minimum;
 } revc_options;
 
 /* The defaults above. */
@@ -269,6 +272,7 @@ typedef struct {
 	int plans;              /* plans it took */
 	int retries;            /* times the planner disagreed and the program chose again */
 	int improved;           /* single-unit changes the planner then found cheaper and fitting */
+	bool minimum;           /* revc_auto_minimum's: the least memory, not the fastest within a budget */
 } revc_auto;
 
 /* The fastest decisions for m's training step (under o: engine, threads,
@@ -276,6 +280,10 @@ typedef struct {
  * budget, every unit stored).  A budget below the minimum-memory
  * decisions' total is a REVC_ERR_BUDGET error naming it. */
 bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc_auto *out, revc_error **err);
+/* The minimum-memory decisions (strategy min, auto at its lower end): the
+ * least planned total single changes reach from revnet's decisions with
+ * every segment that helps recomputed (docs/mem.md). */
+bool revc_auto_minimum(revc_model *m, const revc_options *o, revc_auto *out, revc_error **err);
 /* The FLOPs decisions (letters) add to m's step in the cost model. */
 bool revc_auto_cost(revc_model *m, const revc_options *o, const char *decisions, double *recompute_flops,
 	revc_error **err);

@@ -83,9 +83,7 @@ void ps_keep_format(const ps_keep *keep, int nu, char *buf)
 
 static bool recomputable(const ir_node *n);
 
-/* seg[i]: the segment of node i (ids as numbered), -1 for nodes of units,
- * sources and nodes with side effects. */
-static void segment_index(const ir_graph *g, int *seg)
+void ps_segments_index(const ir_graph *g, int *seg)
 {
 	int j = 0;
 	for (int i = 0; i < g->n; i++) {
@@ -106,7 +104,7 @@ static int *segment_map(ir_graph *g)
 	int *seg = malloc(((size_t)g->n + 1) * sizeof *seg);
 	if (!seg)
 		IR_DIE("out of memory");
-	segment_index(g, seg);
+	ps_segments_index(g, seg);
 	return seg;
 }
 

@@ -202,6 +202,9 @@ void ps_keep_format(const ps_keep *keep, int nu, char *buf);
  * writes the units' letters with the segments' at their places, or the
  * units' alone when every segment is stored. */
 int ps_segments_find(ir_graph *g, int nu, int *at);
+/* seg[i]: the segment of node i (ids current), -1 for nodes of units,
+ * sources and nodes with side effects. */
+void ps_segments_index(const ir_graph *g, int *seg);
 bool ps_segments_parse(const char *s, int ns, bool *rec, char *why, size_t whylen);
 void ps_segments_read(ir_graph *g, int nu, const int *at, int ns, bool *rec);
 void ps_decisions_format(const ps_keep *keep, int nu, const int *at, const bool *rec, int ns, char *buf);
@@ -228,9 +231,19 @@ typedef struct {
 	bool follows;            /* continues the previous unit's chain */
 } ps_auto_unit;
 
+/* A segment (the forward outside the units, ps_segments_find): stored or
+ * recomputed. */
+typedef struct {
+	int at;                  /* its place: 0 the stem, n the head */
+	int64_t saved_bytes;     /* its values a gradient reads */
+	double flops;            /* its forward again */
+} ps_auto_seg;
+
 typedef struct {
 	int n;
 	ps_auto_unit *unit;
+	int nseg;
+	ps_auto_seg *seg;        /* in order of place */
 	double step_flops;       /* the step without recomputation */
 	int64_t c_fwd, c_bwd;    /* the calibrated constants (0 until calibrated) */
 } ps_auto_model;
@@ -243,13 +256,15 @@ void ps_auto_model_build(const ir_graph *g, ps_auto_model *am);
 void ps_auto_model_free(ps_auto_model *am);
 /* Sets the constants so that the model's forward end and backward peak of
  * decisions d are fwd_end and bwd_peak (bytes, as totals). */
-void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *d, int64_t fwd_end, int64_t bwd_peak);
-/* The model's total and the recomputation FLOPs of decisions d. */
-int64_t ps_auto_model_peak(const ps_auto_model *am, const ps_keep *d);
-double ps_auto_model_cost(const ps_auto_model *am, const ps_keep *d);
+void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *d, const bool *rec, int64_t fwd_end,
+	int64_t bwd_peak);
+/* The model's total and the recomputation FLOPs of decisions d, with the
+ * segments recomputed where rec says (nseg of them). */
+int64_t ps_auto_model_peak(const ps_auto_model *am, const ps_keep *d, const bool *rec);
+double ps_auto_model_cost(const ps_auto_model *am, const ps_keep *d, const bool *rec);
 /* The cheapest decisions whose model total is at most budget, into out[0 ..
- * n); false when none fits. */
-bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out);
+ * n) and rec[0 .. nseg); false when none fits. */
+bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out, bool *rec);
 
 /* ---- the memory model (passes/memory.c) --------------------------------- */
 

@@ -29,10 +29,25 @@ done
 store_total=$(field "$(sed 's/{"strategy":/\n/g' <<<"$all" | grep '^"store"')" total_bytes)
 revnet_total=$(field "$(sed 's/{"strategy":/\n/g' <<<"$all" | grep '^"revnet"')" total_bytes)
 
+# The minimum-memory decisions (--strategy min): the stem recomputed (R),
+# below revnet's saved + transient peak; its total is the minimum auto names.
+low=$("$revc" mem models/fashion.rev --strategy min --json) || { echo "FAIL: mem --strategy min"; fail=1; }
+low_d=$(field "$low" decisions) low_total=$(field "$low" total_bytes)
+revnet_st=$(field "$(sed 's/{"strategy":/\n/g' <<<"$all" | grep '^"revnet"')" saved_transient_peak_bytes)
+[[ $low_d == R* ]] && [ "$(field "$low" saved_transient_peak_bytes)" -lt "$revnet_st" ] ||
+  { echo "FAIL: --strategy min decides $low_d, saved + transient $(field "$low" saved_transient_peak_bytes) (revnet $revnet_st)"; fail=1; }
+[ "$("$revc" mem models/fashion.rev --strategy auto --decisions "$low_d" --json | grep -o '"total_bytes":[0-9]*')" = "\"total_bytes\":$low_total" ] ||
+  { echo "FAIL: min's decisions $low_d do not plan its total $low_total"; fail=1; }
+# The same decision carried by the IR: the stem's nodes marked keep(recompute).
+"$revc" dump models/fashion.rev | sed '/= \(param\|state\|bn_running\)/!s/ scope("init")/ keep(recompute) scope("init")/' > "$tmp/stem.ir"
+ir_st=$(field "$("$revc" mem "$tmp/stem.ir" --strategy revnet --json)" saved_transient_peak_bytes)
+cli_st=$(field "$("$revc" mem models/fashion.rev --strategy auto --decisions "R${low_d:1}" --json)" saved_transient_peak_bytes)
+[ -n "$ir_st" ] && [ "$ir_st" = "$cli_st" ] || { echo "FAIL: keep(recompute) on the stem plans $ir_st, --decisions R... $cli_st"; fail=1; }
+
 # Below the minimum: exit 3, the minimum named.
 "$revc" mem models/fashion.rev --strategy auto --budget 1MiB >/dev/null 2>"$tmp/err"
 rc=$?
-{ [ $rc -eq 3 ] && grep -q "below the minimum, 16.52 MiB ($revnet_total bytes" "$tmp/err"; } ||
+{ [ $rc -eq 3 ] && grep -q "below the minimum, .* ($low_total bytes: decisions $low_d)" "$tmp/err"; } ||
   { echo "FAIL: budget below the minimum: exit $rc"; cat "$tmp/err"; fail=1; }
 "$revc" mem models/fashion.rev --strategy revnet --decisions iiriri >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: --decisions without --strategy auto is not a usage error"; fail=1; }
