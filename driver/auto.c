@@ -15,7 +15,8 @@
 #include "internal.h"
 
 /* Plans at most: one by one down the model's order, then by the excess. */
-enum { WALK_TRIES = 24, MAX_TRIES = 40, IMPROVE_PLANS = 48 };
+enum { WALK_TRIES = 24, MAX_TRIES = 40, IMPROVE_PLANS = 48, PROBE_STEPS = 8, PAIR_PLANS = 32, PAIR_ROUNDS = 4,
+	PAIR_PLACES = 12 };
 
 /* Decisions under way: each unit's, and each segment's (recomputed?). */
 typedef struct {
@@ -115,7 +116,7 @@ static bool change(choice *c, int k, int j, ps_keep *was, bool undo)
 {
 	int n = c->am->n;
 	if (k >= n) {
-		if (j > 0)
+		if (j > 0 || !ps_auto_seg_choice(c->am, k - n))
 			return false;
 		c->rec[k - n] = !c->rec[k - n];
 		return true;
@@ -218,6 +219,104 @@ static bool improve(revc_model *m, const revc_options *o, int64_t budget, choice
 	return true;
 }
 
+/* A change of two places, and the cost of the choice it makes. */
+typedef struct {
+	int k1, j1, k2, j2;
+	double cost;
+} pair_move;
+
+static int by_cost(const void *a, const void *b)
+{
+	double x = ((const pair_move *)a)->cost, y = ((const pair_move *)b)->cost;
+	return (x > y) - (x < y);
+}
+
+/* Changes of two places at once that single changes cannot reach one at a
+ * time (each alone does not fit, or costs more): those cheaper than c,
+ * planned cheapest first until one fits (at most PAIR_PLANS plans); that
+ * one is taken.  *found says whether one was. */
+static bool improve_pair(revc_model *m, const revc_options *o, int64_t budget, choice *c, revc_auto *out,
+	bool *found, revc_error **err)
+{
+	int places = c->am->n + c->am->nseg, nmv = 0, cap = 64;
+	double base = choice_cost(c);
+	pair_move *mv = malloc((size_t)cap * sizeof *mv);
+	if (!mv)
+		IR_DIE("out of memory");
+	for (int k1 = 0; k1 < places; k1++)
+		for (int j1 = 0; j1 < NALT; j1++) {
+			ps_keep w1, w2;
+			if (!change(c, k1, j1, &w1, false))
+				continue;
+			for (int k2 = k1 + 1; k2 < places; k2++)
+				for (int j2 = 0; j2 < NALT; j2++) {
+					if (!change(c, k2, j2, &w2, false))
+						continue;
+					double cost = choice_cost(c);
+					change(c, k2, j2, &w2, true);
+					if (!(cost < base))
+						continue;
+					if (nmv == cap && !(mv = realloc(mv, (size_t)(cap *= 2) * sizeof *mv)))
+						IR_DIE("out of memory");
+					mv[nmv++] = (pair_move){k1, j1, k2, j2, cost};
+				}
+			change(c, k1, j1, &w1, true);
+		}
+	qsort(mv, (size_t)nmv, sizeof *mv, by_cost);
+	*found = false;
+	bool ok = true;
+	for (int i = 0, plans = 0; i < nmv && plans < PAIR_PLANS && ok && !*found; i++, plans++) {
+		ps_keep w1, w2;
+		change(c, mv[i].k1, mv[i].j1, &w1, false);
+		change(c, mv[i].k2, mv[i].j2, &w2, false);
+		int64_t total;
+		ok = plan_total(m, o, c, &total, err);
+		out->plans++;
+		*found = ok && total <= budget;
+		if (*found) {
+			out->total_bytes = total;
+			out->improved++;
+		} else {
+			change(c, mv[i].k2, mv[i].j2, &w2, true);
+			change(c, mv[i].k1, mv[i].j1, &w1, true);
+		}
+	}
+	free(mv);
+	return ok;
+}
+
+/* The program's choices at budgets raised step by step above budget (by
+ * budget / 2^k, k = PROBE_STEPS .. 1): a cheaper one than c the model puts
+ * over the budget may fit when planned (the model errs either way); the
+ * cheapest that does replaces c. */
+static bool probe(revc_model *m, const revc_options *o, const ps_auto_model *am, int64_t budget, choice *c,
+	revc_auto *out, revc_error **err)
+{
+	choice t;
+	choice_init(&t, am);
+	bool ok = true;
+	double best = choice_cost(c), tried = -1;
+	for (int k = PROBE_STEPS; k >= 1 && ok; k--) {
+		if (!ps_auto_solve(am, budget + (budget >> k), t.d, t.rec))
+			continue;
+		double cost = choice_cost(&t);
+		if (!(cost < best) || cost == tried)
+			continue;
+		tried = cost;
+		int64_t total;
+		ok = plan_total(m, o, &t, &total, err);
+		out->plans++;
+		if (ok && total <= budget) {
+			choice_copy(c, &t);
+			best = cost;
+			out->total_bytes = total;
+			out->improved++;
+		}
+	}
+	choice_free(&t);
+	return ok;
+}
+
 /* The minimum-memory decisions, planned: every unit inverted or, with a
  * downsample, recomputed (revnet's), and each segment recomputed where the
  * plan then needs less (one at a time); calibrates the model on them. */
@@ -229,7 +328,7 @@ static bool minimum(revc_model *m, const revc_options *o, ps_auto_model *am, cho
 	if (!plan_total(m, o, low, &out->minimum_bytes, err))
 		return false;
 	out->plans++;
-	for (int j = 0; j < am->nseg; j++) {
+	for (int j = 0; j < am->nseg && ps_auto_seg_choice(am, j); j++) {
 		low->rec[j] = true;
 		int64_t t;
 		if (!plan_total(m, o, low, &t, err))
@@ -350,8 +449,16 @@ bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc
 		int64_t mp = ps_auto_model_peak(&am, c.d, c.rec);
 		model_budget = tries < WALK_TRIES ? mp - 1 : mp - (out->total_bytes - budget);
 	}
-	if (budget >= 0 && !improve(m, o, budget, &c, out, err))
+	if (budget >= 0 && (!probe(m, o, &am, budget, &c, out, err) || !improve(m, o, budget, &c, out, err)))
 		goto done;
+	/* Small chains: pairs too (on long ones the plans would cost too much). */
+	bool pairs = n + am.nseg <= PAIR_PLACES;
+	for (int r = 0, found = 1; budget >= 0 && pairs && found && r < PAIR_ROUNDS; r++) {
+		bool f;
+		if (!improve_pair(m, o, budget, &c, out, &f, err) || (f && !improve(m, o, budget, &c, out, err)))
+			goto done;
+		found = f;
+	}
 	choice_letters(&c, out->decisions);
 	if (budget < 0) {
 		if (!plan_total(m, o, &c, &out->total_bytes, err))

@@ -561,6 +561,12 @@ typedef struct {
 	const char *cpu;        /* NULL or "native" (default), or an LLVM CPU name */
 	const char *dump_llvm;  /* NULL, or a directory for the module's .ll before and after optimisation */
 	int64_t arena_bytes;    /* out: the training step's arena */
+	/* REVC_AUTO: the decisions (letters), or NULL: revc_auto_choose's
+	 * within budget (-1, the default: none, store), or with minimum
+	 * revc_auto_minimum's, for the f32 step native code runs. */
+	const char *decisions;
+	int64_t budget;
+	bool minimum;
 } revc_emit_options;
 
 void revc_emit_options_init(revc_emit_options *e);

@@ -31,7 +31,15 @@
  * both and whose every prefix fits; the cheapest pair at the end wins.
  * The choices are store, recompute and (where the unit has no D) invert.
  * Rerunning costs more than recomputing and, in the model, holds the same,
- * so the program never chooses it (the decision exists for checkpointing). */
+ * so the program never chooses it (the decision exists for checkpointing).
+ *
+ * Segments (the forward outside the units: the stem, the head) are stored
+ * or recomputed: a stored one keeps its values S_j (those a gradient
+ * reads) from its place until its backward, which holds 2 S_j either way
+ * (values and gradients); recomputing costs its forward again.  The
+ * program runs once for each choice of the segments it decides
+ * (ps_auto_seg_choice: the head stays stored), each segment at its place
+ * in the walk, and keeps the cheapest. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -355,8 +363,13 @@ static double solve_units(const ps_auto_model *am, int64_t budget, const bool *r
 	return cost;
 }
 
-/* Every choice of the segments is tried when there are at most four; else
- * the stem and the head are, the segments between stored. */
+bool ps_auto_seg_choice(const ps_auto_model *am, int j)
+{
+	return am->seg[j].at < am->n && j < 4;
+}
+
+/* Every choice of the segments that are choices (ps_auto_seg_choice) is
+ * tried; the others stay stored. */
 bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out, bool *rec)
 {
 	int ns = am->nseg;
@@ -365,13 +378,12 @@ bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out, bool *
 	if (!r || !d)
 		IR_DIE("out of memory");
 	double best = -1;
-	int free_bits = ns <= 4 ? ns : 2;
+	int free_bits = 0;
+	while (free_bits < ns && ps_auto_seg_choice(am, free_bits))
+		free_bits++;
 	for (int mask = 0; mask < 1 << free_bits; mask++) {
 		for (int j = 0; j < ns; j++)
-			r[j] = false;
-		for (int b = 0; b < free_bits; b++)
-			if (mask >> b & 1)
-				r[ns <= 4 || b == 0 ? b : ns - 1] = true;
+			r[j] = j < free_bits && (mask >> j & 1);
 		double c = solve_units(am, budget, r, d);
 		if (c >= 0 && (best < 0 || c < best)) {
 			best = c;

@@ -262,6 +262,9 @@ void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *d, const bool *re
  * segments recomputed where rec says (nseg of them). */
 int64_t ps_auto_model_peak(const ps_auto_model *am, const ps_keep *d, const bool *rec);
 double ps_auto_model_cost(const ps_auto_model *am, const ps_keep *d, const bool *rec);
+/* Whether the program decides segment j: the first four before the head
+ * (the head, whose backward comes right after its forward, stays stored). */
+bool ps_auto_seg_choice(const ps_auto_model *am, int j);
 /* The cheapest decisions whose model total is at most budget, into out[0 ..
  * n) and rec[0 .. nseg); false when none fits. */
 bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out, bool *rec);
