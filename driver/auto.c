@@ -15,8 +15,8 @@
 #include "internal.h"
 
 /* Plans at most: one by one down the model's order, then by the excess. */
-enum { WALK_TRIES = 24, MAX_TRIES = 40, IMPROVE_PLANS = 48, PROBE_STEPS = 8, PAIR_PLANS = 32, PAIR_ROUNDS = 4,
-	PAIR_PLACES = 12 };
+enum { WALK_TRIES = 24, MAX_TRIES = 40, IMPROVE_PLANS = 48, PROBE_STEPS = 8, PAIR_PLANS = 32, TRIPLE_PLANS = 128, PAIR_ROUNDS = 4,
+	PAIR_PLACES = 12, TRIPLE_PLACES = 8 };
 
 /* Decisions under way: each unit's, and each segment's (recomputed?). */
 typedef struct {
@@ -219,56 +219,83 @@ static bool improve(revc_model *m, const revc_options *o, int64_t budget, choice
 	return true;
 }
 
-/* A change of two places, and the cost of the choice it makes. */
+/* A change of up to three places (k[i] < 0: none), and the cost of the
+ * choice it makes. */
 typedef struct {
-	int k1, j1, k2, j2;
+	int k[3], j[3];
 	double cost;
-} pair_move;
+	int64_t peak; /* the model's total */
+} multi_move;
 
 static int by_cost(const void *a, const void *b)
 {
-	double x = ((const pair_move *)a)->cost, y = ((const pair_move *)b)->cost;
+	double x = ((const multi_move *)a)->cost, y = ((const multi_move *)b)->cost;
 	return (x > y) - (x < y);
 }
 
-/* Changes of two places at once that single changes cannot reach one at a
- * time (each alone does not fit, or costs more): those cheaper than c,
- * planned cheapest first until one fits (at most PAIR_PLANS plans); that
- * one is taken.  *found says whether one was. */
-static bool improve_pair(revc_model *m, const revc_options *o, int64_t budget, choice *c, revc_auto *out,
-	bool *found, revc_error **err)
+static int by_peak(const void *a, const void *b)
 {
-	int places = c->am->n + c->am->nseg, nmv = 0, cap = 64;
-	double base = choice_cost(c);
-	pair_move *mv = malloc((size_t)cap * sizeof *mv);
-	if (!mv)
-		IR_DIE("out of memory");
-	for (int k1 = 0; k1 < places; k1++)
-		for (int j1 = 0; j1 < NALT; j1++) {
-			ps_keep w1, w2;
-			if (!change(c, k1, j1, &w1, false))
+	int64_t x = ((const multi_move *)a)->peak, y = ((const multi_move *)b)->peak;
+	return (x > y) - (x < y);
+}
+
+typedef struct {
+	multi_move *v;
+	int n, cap;
+} moves;
+
+/* Adds to mv the changes of places from `from` on, on top of cur (depth
+ * places so far), whose choice costs less than base. */
+static void collect(choice *c, int from, int depth, int max_depth, multi_move cur, double base, moves *mv)
+{
+	int places = c->am->n + c->am->nseg;
+	for (int k = from; k < places; k++)
+		for (int j = 0; j < NALT; j++) {
+			ps_keep was;
+			if (!change(c, k, j, &was, false))
 				continue;
-			for (int k2 = k1 + 1; k2 < places; k2++)
-				for (int j2 = 0; j2 < NALT; j2++) {
-					if (!change(c, k2, j2, &w2, false))
-						continue;
-					double cost = choice_cost(c);
-					change(c, k2, j2, &w2, true);
-					if (!(cost < base))
-						continue;
-					if (nmv == cap && !(mv = realloc(mv, (size_t)(cap *= 2) * sizeof *mv)))
-						IR_DIE("out of memory");
-					mv[nmv++] = (pair_move){k1, j1, k2, j2, cost};
-				}
-			change(c, k1, j1, &w1, true);
+			multi_move m = cur;
+			m.k[depth] = k;
+			m.j[depth] = j;
+			m.cost = choice_cost(c);
+			m.peak = ps_auto_model_peak(c->am, c->d, c->rec);
+			if (depth > 0 && m.cost < base) {
+				if (mv->n == mv->cap && !(mv->v = realloc(mv->v, (size_t)(mv->cap = 2 * mv->cap + 64) * sizeof *mv->v)))
+					IR_DIE("out of memory");
+				mv->v[mv->n++] = m;
+			}
+			if (depth + 1 < max_depth)
+				collect(c, k + 1, depth + 1, max_depth, m, base, mv);
+			change(c, k, j, &was, true);
 		}
-	qsort(mv, (size_t)nmv, sizeof *mv, by_cost);
+}
+
+static void apply_move(choice *c, const multi_move *m, ps_keep *was, bool undo)
+{
+	for (int i = undo ? 2 : 0; undo ? i >= 0 : i < 3; i += undo ? -1 : 1)
+		if (m->k[i] >= 0)
+			change(c, m->k[i], m->j[i], &was[i], undo);
+}
+
+/* Changes of two (or, max_depth 3, three) places at once, which single
+ * changes cannot reach one at a time (each alone does not fit, or costs
+ * more): those cheaper than c, planned cheapest first (three: those the
+ * model gives least memory first) until one fits (at most PAIR_PLANS plans,
+ * TRIPLE_PLANS for three); that one is taken.  *found says whether one was. */
+static bool improve_multi(revc_model *m, const revc_options *o, int64_t budget, choice *c, int max_depth,
+	revc_auto *out, bool *found, revc_error **err)
+{
+	moves mv = {0};
+	multi_move none = {{-1, -1, -1}, {0, 0, 0}, 0, 0};
+	collect(c, 0, 0, max_depth, none, choice_cost(c), &mv);
+	/* Pairs cheapest first; triples (many more) least memory first. */
+	qsort(mv.v, (size_t)mv.n, sizeof *mv.v, max_depth > 2 ? by_peak : by_cost);
 	*found = false;
 	bool ok = true;
-	for (int i = 0, plans = 0; i < nmv && plans < PAIR_PLANS && ok && !*found; i++, plans++) {
-		ps_keep w1, w2;
-		change(c, mv[i].k1, mv[i].j1, &w1, false);
-		change(c, mv[i].k2, mv[i].j2, &w2, false);
+	int limit = max_depth > 2 ? TRIPLE_PLANS : PAIR_PLANS;
+	for (int i = 0, plans = 0; i < mv.n && plans < limit && ok && !*found; i++, plans++) {
+		ps_keep was[3];
+		apply_move(c, &mv.v[i], was, false);
 		int64_t total;
 		ok = plan_total(m, o, c, &total, err);
 		out->plans++;
@@ -277,11 +304,10 @@ static bool improve_pair(revc_model *m, const revc_options *o, int64_t budget, c
 			out->total_bytes = total;
 			out->improved++;
 		} else {
-			change(c, mv[i].k2, mv[i].j2, &w2, true);
-			change(c, mv[i].k1, mv[i].j1, &w1, true);
+			apply_move(c, &mv.v[i], was, true);
 		}
 	}
-	free(mv);
+	free(mv.v);
 	return ok;
 }
 
@@ -451,14 +477,16 @@ bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc
 	}
 	if (budget >= 0 && (!probe(m, o, &am, budget, &c, out, err) || !improve(m, o, budget, &c, out, err)))
 		goto done;
-	/* Small chains: pairs too (on long ones the plans would cost too much). */
-	bool pairs = n + am.nseg <= PAIR_PLACES;
-	for (int r = 0, found = 1; budget >= 0 && pairs && found && r < PAIR_ROUNDS; r++) {
-		bool f;
-		if (!improve_pair(m, o, budget, &c, out, &f, err) || (f && !improve(m, o, budget, &c, out, err)))
-			goto done;
-		found = f;
-	}
+	/* Small chains: pairs too, and on the smallest triples (on long ones
+	 * the plans would cost too much). */
+	int depth = n + am.nseg <= TRIPLE_PLACES ? 3 : n + am.nseg <= PAIR_PLACES ? 2 : 0;
+	for (int dd = 2; budget >= 0 && dd <= depth; dd++)
+		for (int r = 0, found = 1; found && r < PAIR_ROUNDS; r++) {
+			bool f;
+			if (!improve_multi(m, o, budget, &c, dd, out, &f, err) || (f && !improve(m, o, budget, &c, out, err)))
+				goto done;
+			found = f;
+		}
 	choice_letters(&c, out->decisions);
 	if (budget < 0) {
 		if (!plan_total(m, o, &c, &out->total_bytes, err))
