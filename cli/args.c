@@ -248,12 +248,20 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 		return cli_parse_max_memory(cmd, val, &o->max_memory) ? 1 : -1;
 	if (strcmp(name, "budget") == 0) /* strategy auto's */
 		return cli_parse_max_memory(cmd, val, &o->budget) ? 1 : -1;
+	if (strcmp(name, "decisions") == 0) { /* strategy auto's, given */
+		o->decisions = val;
+		return 1;
+	}
 	if (strcmp(name, "check-numerics") == 0) {
 		o->check_numerics = true;
 		return 1;
 	}
-	if (strcmp(name, "strategy") == 0)
-		return cli_parse_strategy(cmd, val, &o->strategy) ? 1 : -1;
+	if (strcmp(name, "strategy") == 0) {
+		o->minimum = strcmp(val, "min") == 0; /* auto at its lower end */
+		if (o->minimum)
+			o->strategy = REVC_AUTO;
+		return o->minimum || cli_parse_strategy(cmd, val, &o->strategy) ? 1 : -1;
+	}
 	if (strcmp(name, "dtype") == 0) {
 		dtype_given = val;
 		return parse_dtype(cmd, val, &o->dtype) ? 1 : -1;

@@ -124,6 +124,7 @@ int cli_model_option(const char *cmd, const char *name, const char *val, revc_op
 /* --budget of strategy auto (train, bench): the fastest decisions whose
  * planned total fits (docs/mem.md). */
 #define CLI_BUDGET_OPT {"budget", 0, "SIZE", "--strategy auto: the fastest per-unit decisions whose planned total fits SIZE (default --max-memory)"}
+#define CLI_DECISIONS_OPT {"decisions", 0, "LETTERS", "--strategy auto: these decisions, a letter a unit and segment (docs/ir.md)"}
 
 bool cli_parse_strategy(const char *cmd, const char *val, revc_strategy *out);
 bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,

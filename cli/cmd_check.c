@@ -10,7 +10,7 @@
 
 static const char usage[] =
 	"revc check SPEC|FILE.ir [--set KEY=VALUE ...] [--samples K] [--seed S] [--tolerance T]\n"
-	"                  [--strategy store|revnet|checkpoint] [--engine interp|jit] [--cpu NAME]\n"
+	"                  [--strategy store|revnet|checkpoint|auto|min] [--budget SIZE] [--engine interp|jit] [--cpu NAME]\n"
 	"                  [pass options]\n"
 	"       revc check SPEC --drift [--set KEY=VALUE ...] [--seed S] [--json]";
 static const char about[] =
@@ -44,12 +44,13 @@ static const cli_opt opts[] = {
 	{"drift", 0, NULL, "report reconstruction drift and revnet-vs-store gradient angles instead"},
 	{"json", 0, NULL, "with --drift: print one JSON object"},
 	CLI_SET_OPT,
+	CLI_BUDGET_OPT,
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_SAMPLES, OPT_SEED, OPT_TOL, OPT_STEP, OPT_STRATEGY, OPT_ENGINE, OPT_CPU, OPT_DRIFT, OPT_JSON, OPT_SET,
-	OPT_HELP, OPT_PASS0 };
+	OPT_BUDGET, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* What the command line asked for. */

@@ -3,11 +3,13 @@
  * object (NAME.o) holding the training step and the forward pass, with a C
  * header declaring its API: revc_emit_with does it, this file parses the
  * options. */
+#include <string.h>
+
 #include "cli.h"
 
 static const char usage[] =
 	"revc compile SPEC|FILE.ir -o libNAME.so|NAME.o [--header NAME.h] [--name PREFIX]\n"
-	"                    [--strategy NAME] [--cpu NAME] [--set KEY=VALUE ...] [--dump-llvm DIR]";
+	"                    [--strategy NAME] [--budget SIZE] [--cpu NAME] [--set KEY=VALUE ...] [--dump-llvm DIR]";
 static const char about[] =
 	"Compiles SPEC's training step (the spec's optimiser and batch) and its forward\n"
 	"pass to native code for this machine (or the CPU --cpu names) and writes a\n"
@@ -33,10 +35,11 @@ static const cli_opt opts[] = {
 	{"dump-llvm", 0, "DIR", "write the module's .ll before and after optimisation"},
 	CLI_CPU_OPT,
 	CLI_SET_OPT,
+	{"budget", 0, "SIZE", "--strategy auto: the fastest decisions whose planned total fits SIZE"},
 	{"help", 'h', NULL, "show this help"},
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_OUTPUT, OPT_HEADER, OPT_NAME, OPT_STRATEGY, OPT_DUMP, OPT_CPU, OPT_SET, OPT_HELP };
+enum { OPT_OUTPUT, OPT_HEADER, OPT_NAME, OPT_STRATEGY, OPT_DUMP, OPT_CPU, OPT_SET, OPT_BUDGET, OPT_HELP };
 CLI_OPTS_MATCH(opts, OPT_HELP + 1);
 
 /* What the command line asked for. */
@@ -64,8 +67,15 @@ static int parse(cli_args *a, compile_args *c)
 		case OPT_HEADER: c->e.header = val; break;
 		case OPT_NAME: name = val; break;
 		case OPT_STRATEGY:
-			if (!cli_parse_strategy(a->cmd, val, &c->e.strategy))
+			c->e.minimum = strcmp(val, "min") == 0; /* auto at its lower end */
+			if (c->e.minimum)
+				c->e.strategy = REVC_AUTO;
+			else if (!cli_parse_strategy(a->cmd, val, &c->e.strategy))
 				return EXIT_USAGE;
+			break;
+		case OPT_BUDGET:
+			if (!revc_parse_size(val, &c->e.budget))
+				return cli_usage_error(a->cmd, "--budget must be a size such as 512MiB, 1.5GB or 1000000, not '%s'", val);
 			break;
 		case OPT_DUMP: c->e.dump_llvm = val; break;
 		case OPT_CPU:
@@ -83,6 +93,8 @@ static int parse(cli_args *a, compile_args *c)
 	}
 	if (!c->spec)
 		return cli_usage_error(a->cmd, "missing SPEC or FILE.ir");
+	if (c->e.budget >= 0 && c->e.strategy != REVC_AUTO)
+		return cli_usage_error(a->cmd, "--budget goes with --strategy auto");
 	if (!c->out || !revc_emit_default_prefix(c->out, c->prefix, sizeof c->prefix))
 		return cli_usage_error(a->cmd, "-o must name a libNAME.so or NAME.o file");
 	if (name)

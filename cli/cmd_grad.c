@@ -9,7 +9,7 @@ static const char usage[] =
 	"revc grad SPEC|FILE.ir --params DIR --input X.npy --labels Y.npy --out DIR\n"
 	"                 [--dtype f32|f64] [--strategy store|revnet|checkpoint] [--engine interp|jit]\n"
 	"                 [--cpu NAME] [--threads N] [--state-out DIR] [--check-numerics] [--max-memory SIZE]\n"
-	"                 [--set KEY=VALUE ...] [pass options]\n"
+	"                 [--set KEY=VALUE ...] [--decisions LETTERS] [pass options]\n"
 	"       revc grad SPEC --params DIR --input X.npy --labels Y.npy --train-steps K --lr LR\n"
 	"                 --params-out DIR [...]";
 static const char about[] =
@@ -53,12 +53,13 @@ static const cli_opt opts[] = {
 	CLI_CHECK_NUMERICS_OPT,
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
+	CLI_DECISIONS_OPT,
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_PARAMS, OPT_INPUT, OPT_LABELS, OPT_OUT, OPT_DTYPE, OPT_STRATEGY, OPT_BUDGET, OPT_STATE_OUT, OPT_STEPS,
-	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CPU, OPT_THREADS, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_HELP,
+	OPT_LR, OPT_PARAMS_OUT, OPT_ENGINE, OPT_CPU, OPT_THREADS, OPT_CHECK_NUMERICS, OPT_MAX_MEMORY, OPT_SET, OPT_DECISIONS, OPT_HELP,
 	OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 

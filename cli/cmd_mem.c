@@ -10,7 +10,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"revc mem SPEC|FILE.ir [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|auto|all]\n"
+	"revc mem SPEC|FILE.ir [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|auto|min|all]\n"
 	"                [--no-order-edges] [--budget SIZE] [--decisions LETTERS] [--json] [--timeline FILE.svg]\n"
 	"                [--engine interp|jit] [--threads N] [--measure] [pass options]";
 static const char about[] =
@@ -37,10 +37,13 @@ static const char about[] =
 	"total fits --budget (none: store everything), found by a dynamic program\n"
 	"the planner confirms; or the decisions --decisions spells, one letter a\n"
 	"unit: s store, i invert, r recompute, c rerun from here, + rerun with the\n"
-	"unit before (docs/ir.md).  A budget below the minimum exits 3 naming it.";
+	"unit before (docs/ir.md); S or R among them stores or recomputes a segment\n"
+	"outside the units (the stem, the head).  A budget below the minimum exits 3\n"
+	"naming it.  --strategy min takes the minimum-memory decisions (auto at its\n"
+	"lower end).";
 
 static const cli_opt opts[] = {
-	{"strategy", 0, "NAME", "store, revnet, checkpoint, auto or all (default " CLI_STRATEGY_DEFAULT ")"},
+	{"strategy", 0, "NAME", "store, revnet, checkpoint, auto, min or all (default " CLI_STRATEGY_DEFAULT ")"},
 	{"no-order-edges", 0, NULL, "no ordering edges; a naive as-soon-as-possible order"},
 	{"budget", 0, "SIZE", "exit 3 if the planned total exceeds SIZE"},
 	{"json", 0, NULL, "print JSON (schema: docs/mem.md)"},
@@ -50,7 +53,7 @@ static const cli_opt opts[] = {
 	CLI_ENGINE_OPT,
 	{"threads", 0, "N", "threads the kernels are planned for (default 2)"},
 	CLI_SET_OPT,
-	{"decisions", 0, "LETTERS", "strategy auto: these decisions, one letter a unit (s, i, r, c, +)"},
+	{"decisions", 0, "LETTERS", "strategy auto: these decisions, one letter a unit (s, i, r, c, +) or segment (S, R)"},
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
@@ -93,7 +96,9 @@ static void print_auto(const revc_auto *au, int64_t budget)
 	revc_format_bytes(b1, sizeof b1, au->total_bytes);
 	revc_format_bytes(b2, sizeof b2, au->model_bytes);
 	revc_format_bytes(b3, sizeof b3, au->minimum_bytes);
-	if (budget >= 0) {
+	if (au->minimum) {
+		printf("\nmin: the minimum-memory decisions plan %s (the model said %s)\n", b1, b2);
+	} else if (budget >= 0) {
 		char b4[32];
 		revc_format_bytes(b4, sizeof b4, budget);
 		printf("\nauto: within %s, the fastest decisions plan %s (the model said %s; minimum %s)\n", b4, b1, b2, b3);
@@ -232,7 +237,7 @@ static int report(revc_model *m, bool all, revc_options *o, bool json, const cha
 	revc_auto au;
 	bool chose = !all && o->strategy == REVC_AUTO && !o->decisions;
 	if (chose) {
-		if (!revc_auto_choose(m, o, budget, &au, &err))
+		if (o->minimum ? !revc_auto_minimum(m, o, &au, &err) : !revc_auto_choose(m, o, budget, &au, &err))
 			return cli_revc_error(err);
 		o->decisions = au.decisions;
 	}
@@ -290,7 +295,10 @@ int cmd_mem(int argc, char **argv)
 			break;
 		case OPT_STRATEGY:
 			all = strcmp(val, "all") == 0;
-			if (!all && !revc_strategy_parse(val, &o.strategy))
+			o.minimum = strcmp(val, "min") == 0; /* auto at its lower end */
+			if (o.minimum)
+				o.strategy = REVC_AUTO;
+			else if (!all && !revc_strategy_parse(val, &o.strategy))
 				return cli_usage_error(a.cmd, "--strategy must be store, revnet, checkpoint, auto or all, not '%s'", val);
 			break;
 		case OPT_NO_EDGES: o.no_order_edges = true; break;

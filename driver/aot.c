@@ -305,6 +305,7 @@ static void plan(drv_aot *a, const revc_model *m, ir_graph **step, ir_graph **fw
 	ps_ctx_init(&ctx);
 	ps_ctx_init(&fctx);
 	ctx.strategy = a->o.strategy;
+	ctx.decisions = a->o.decisions;
 	fctx.optimizer = false;
 	ctx.workspace = fctx.workspace = cg_workspace;
 	ctx.workspace_user = fctx.workspace_user = &a->cg;

@@ -15,7 +15,51 @@
 #include "internal.h"
 
 /* Plans at most: one by one down the model's order, then by the excess. */
-enum { WALK_TRIES = 24, MAX_TRIES = 40, IMPROVE_PLANS = 48 };
+enum { WALK_TRIES = 24, MAX_TRIES = 40, IMPROVE_PLANS = 48, PROBE_STEPS = 8, PAIR_PLANS = 32, TRIPLE_PLANS = 128, PAIR_ROUNDS = 4,
+	PAIR_PLACES = 12, TRIPLE_PLACES = 8 };
+
+/* Decisions under way: each unit's, and each segment's (recomputed?). */
+typedef struct {
+	const ps_auto_model *am;
+	ps_keep *d;
+	bool *rec;
+	int *at; /* the segments' places */
+} choice;
+
+static void choice_init(choice *c, const ps_auto_model *am)
+{
+	c->am = am;
+	c->d = calloc((size_t)am->n + 1, sizeof *c->d);
+	c->rec = calloc((size_t)am->nseg + 1, sizeof *c->rec);
+	c->at = calloc((size_t)am->nseg + 1, sizeof *c->at);
+	if (!c->d || !c->rec || !c->at)
+		IR_DIE("out of memory");
+	for (int j = 0; j < am->nseg; j++)
+		c->at[j] = am->seg[j].at;
+}
+
+static void choice_copy(choice *to, const choice *from)
+{
+	memcpy(to->d, from->d, (size_t)from->am->n * sizeof *to->d);
+	memcpy(to->rec, from->rec, (size_t)from->am->nseg * sizeof *to->rec);
+}
+
+static void choice_free(choice *c)
+{
+	free(c->d);
+	free(c->rec);
+	free(c->at);
+}
+
+static void choice_letters(const choice *c, char *buf)
+{
+	ps_decisions_format(c->d, c->am->n, c->at, c->rec, c->am->nseg, buf);
+}
+
+static double choice_cost(const choice *c)
+{
+	return ps_auto_model_cost(c->am, c->d, c->rec);
+}
 
 /* The training step after autodiff, decided nothing (strategy store). */
 static ir_graph *step_graph(revc_model *m, const revc_options *o, revc_error **err)
@@ -38,14 +82,22 @@ static ir_graph *step_graph(revc_model *m, const revc_options *o, revc_error **e
 	return g;
 }
 
-/* The planned total of decisions d (letters). */
-static bool plan_total(revc_model *m, const revc_options *o, const char *d, int64_t *total, revc_error **err)
+static revc_options plan_options(const revc_options *o, const char *d)
 {
 	revc_options to = *o;
 	to.strategy = REVC_AUTO;
 	to.decisions = d;
 	to.dump_after = to.dump_dir = to.stop_after = to.passes = NULL;
 	to.verify_each = to.measure = false;
+	return to;
+}
+
+/* The planned total of choice c. */
+static bool plan_total(revc_model *m, const revc_options *o, const choice *c, int64_t *total, revc_error **err)
+{
+	char s[REVC_MAX_LETTERS + 1];
+	choice_letters(c, s);
+	revc_options to = plan_options(o, s);
 	revc_memory r;
 	if (!revc_memory_plan(m, REVC_AUTO, &to, &r, err))
 		return false;
@@ -53,41 +105,67 @@ static bool plan_total(revc_model *m, const revc_options *o, const char *d, int6
 	return true;
 }
 
-/* Below the minimum-memory decisions d (total *total): while some unit's
- * decision can change so that the plan needs less, take the change that
- * needs least, until the total fits budget.  At most IMPROVE_PLANS plans. */
-static bool lower(revc_model *m, const revc_options *o, const ps_auto_model *am, int64_t budget, ps_keep *d,
-	int64_t *total, revc_auto *out, revc_error **err)
+/* The single changes of a choice: unit k to decision alt (k < n), or
+ * segment k - n stored or recomputed the other way. */
+static const ir_unit_keep alts[] = {IR_KEEP_STORE, IR_KEEP_RECOMPUTE, IR_KEEP_INVERT, IR_KEEP_RERUN};
+enum { NALT = sizeof alts / sizeof alts[0] };
+
+/* Makes change (k, j) on c (false: not a change there), undone by the
+ * same call with undo. */
+static bool change(choice *c, int k, int j, ps_keep *was, bool undo)
 {
-	static const ir_unit_keep alt[] = {IR_KEEP_STORE, IR_KEEP_RECOMPUTE, IR_KEEP_INVERT, IR_KEEP_RERUN};
-	int n = am->n, plans = 0;
-	char s[REVC_MAX_UNITS + 1];
+	int n = c->am->n;
+	if (k >= n) {
+		if (j > 0 || !ps_auto_seg_choice(c->am, k - n))
+			return false;
+		c->rec[k - n] = !c->rec[k - n];
+		return true;
+	}
+	if (undo) {
+		c->d[k] = *was;
+		return true;
+	}
+	*was = c->d[k];
+	if (alts[j] == was->keep || (alts[j] == IR_KEEP_INVERT && !c->am->unit[k].invertible))
+		return false;
+	if (was->keep == IR_KEEP_RERUN && (was->from != k || (k + 1 < n && c->d[k + 1].keep == IR_KEEP_RERUN &&
+							      c->d[k + 1].from == k)))
+		return false; /* inside a segment, or its head */
+	c->d[k] = (ps_keep){alts[j], k};
+	return true;
+}
+
+/* Below the minimum-memory decisions c (total *total): while some single
+ * change makes the plan need less, take the one that needs least, until the
+ * total fits budget (< 0: as low as it goes).  At most IMPROVE_PLANS plans. */
+static bool lower(revc_model *m, const revc_options *o, int64_t budget, choice *c, int64_t *total, revc_auto *out,
+	revc_error **err)
+{
+	int n = c->am->n, plans = 0;
 	for (bool better = true; better && *total > budget && plans < IMPROVE_PLANS;) {
 		better = false;
-		int bk = -1;
-		ir_unit_keep bd = IR_KEEP_NONE;
+		int bk = -1, bj = 0;
 		int64_t bt = *total;
-		for (int k = 0; k < n && plans < IMPROVE_PLANS; k++) {
-			ps_keep was = d[k];
-			for (size_t j = 0; j < sizeof alt / sizeof alt[0] && plans < IMPROVE_PLANS; j++) {
-				if (alt[j] == was.keep || (alt[j] == IR_KEEP_INVERT && !am->unit[k].invertible))
+		for (int k = 0; k < n + c->am->nseg && plans < IMPROVE_PLANS; k++)
+			for (int j = 0; j < NALT && plans < IMPROVE_PLANS; j++) {
+				ps_keep was;
+				if (!change(c, k, j, &was, false))
 					continue;
-				d[k] = (ps_keep){alt[j], k};
-				ps_keep_format(d, n, s);
 				int64_t t;
-				if (!plan_total(m, o, s, &t, err))
+				bool ok = plan_total(m, o, c, &t, err);
+				change(c, k, j, &was, true);
+				if (!ok)
 					return false;
 				plans++;
 				if (t < bt) {
 					bt = t;
 					bk = k;
-					bd = alt[j];
+					bj = j;
 				}
-				d[k] = was;
 			}
-		}
 		if (bk >= 0) {
-			d[bk] = (ps_keep){bd, bk};
+			ps_keep was;
+			change(c, bk, bj, &was, false);
 			*total = bt;
 			better = true;
 		}
@@ -96,48 +174,42 @@ static bool lower(revc_model *m, const revc_options *o, const ps_auto_model *am,
 	return true;
 }
 
-/* The planner's word on the program's choice d (fitting, total in out):
- * while some unit's decision can change to a cheaper one whose plan still
- * fits, take the cheapest such change.  At most IMPROVE_PLANS plans. */
-static bool improve(revc_model *m, const revc_options *o, const ps_auto_model *am, int64_t budget, ps_keep *d,
-	revc_auto *out, revc_error **err)
+/* The planner's word on the program's choice c (fitting, total in out):
+ * while some single change to a cheaper choice still fits when planned,
+ * take the cheapest such change.  At most IMPROVE_PLANS plans. */
+static bool improve(revc_model *m, const revc_options *o, int64_t budget, choice *c, revc_auto *out,
+	revc_error **err)
 {
-	static const ir_unit_keep alt[] = {IR_KEEP_STORE, IR_KEEP_RECOMPUTE, IR_KEEP_INVERT, IR_KEEP_RERUN};
-	int n = am->n, plans = 0;
-	char s[REVC_MAX_UNITS + 1];
+	int n = c->am->n, plans = 0;
 	for (bool better = true; better && plans < IMPROVE_PLANS;) {
 		better = false;
-		double base = ps_auto_model_cost(am, d), best = base;
-		int bk = -1;
-		ir_unit_keep bd = IR_KEEP_NONE;
+		double best = choice_cost(c);
+		int bk = -1, bj = 0;
 		int64_t bt = 0;
-		for (int k = 0; k < n && plans < IMPROVE_PLANS; k++) {
-			ps_keep was = d[k];
-			for (size_t j = 0; j < sizeof alt / sizeof alt[0] && plans < IMPROVE_PLANS; j++) {
-				if (alt[j] == was.keep || (alt[j] == IR_KEEP_INVERT && !am->unit[k].invertible))
+		for (int k = 0; k < n + c->am->nseg && plans < IMPROVE_PLANS; k++)
+			for (int j = 0; j < NALT && plans < IMPROVE_PLANS; j++) {
+				ps_keep was;
+				if (!change(c, k, j, &was, false))
 					continue;
-				if (was.keep == IR_KEEP_RERUN && was.from != k)
-					continue; /* inside a segment */
-				d[k] = (ps_keep){alt[j], k};
-				double c = ps_auto_model_cost(am, d);
-				int64_t total;
-				if (c < best) {
-					ps_keep_format(d, n, s);
-					if (!plan_total(m, o, s, &total, err))
-						return false;
-					plans++;
-					if (total <= budget) {
-						best = c;
-						bk = k;
-						bd = alt[j];
-						bt = total;
-					}
+				double cost = choice_cost(c);
+				int64_t total = 0;
+				bool ok = true, planned = cost < best;
+				if (planned)
+					ok = plan_total(m, o, c, &total, err);
+				change(c, k, j, &was, true);
+				if (!ok)
+					return false;
+				plans += planned;
+				if (planned && total <= budget) {
+					best = cost;
+					bk = k;
+					bj = j;
+					bt = total;
 				}
-				d[k] = was;
 			}
-		}
 		if (bk >= 0) {
-			d[bk] = (ps_keep){bd, bk};
+			ps_keep was;
+			change(c, bk, bj, &was, false);
 			out->total_bytes = bt;
 			out->improved++;
 			better = true;
@@ -147,6 +219,209 @@ static bool improve(revc_model *m, const revc_options *o, const ps_auto_model *a
 	return true;
 }
 
+/* A change of up to three places (k[i] < 0: none), and the cost of the
+ * choice it makes. */
+typedef struct {
+	int k[3], j[3];
+	double cost;
+	int64_t peak; /* the model's total */
+} multi_move;
+
+static int by_cost(const void *a, const void *b)
+{
+	double x = ((const multi_move *)a)->cost, y = ((const multi_move *)b)->cost;
+	return (x > y) - (x < y);
+}
+
+static int by_peak(const void *a, const void *b)
+{
+	int64_t x = ((const multi_move *)a)->peak, y = ((const multi_move *)b)->peak;
+	return (x > y) - (x < y);
+}
+
+typedef struct {
+	multi_move *v;
+	int n, cap;
+} moves;
+
+/* Adds to mv the changes of places from `from` on, on top of cur (depth
+ * places so far), whose choice costs less than base. */
+static void collect(choice *c, int from, int depth, int max_depth, multi_move cur, double base, moves *mv)
+{
+	int places = c->am->n + c->am->nseg;
+	for (int k = from; k < places; k++)
+		for (int j = 0; j < NALT; j++) {
+			ps_keep was;
+			if (!change(c, k, j, &was, false))
+				continue;
+			multi_move m = cur;
+			m.k[depth] = k;
+			m.j[depth] = j;
+			m.cost = choice_cost(c);
+			m.peak = ps_auto_model_peak(c->am, c->d, c->rec);
+			if (depth > 0 && m.cost < base) {
+				if (mv->n == mv->cap && !(mv->v = realloc(mv->v, (size_t)(mv->cap = 2 * mv->cap + 64) * sizeof *mv->v)))
+					IR_DIE("out of memory");
+				mv->v[mv->n++] = m;
+			}
+			if (depth + 1 < max_depth)
+				collect(c, k + 1, depth + 1, max_depth, m, base, mv);
+			change(c, k, j, &was, true);
+		}
+}
+
+static void apply_move(choice *c, const multi_move *m, ps_keep *was, bool undo)
+{
+	for (int i = undo ? 2 : 0; undo ? i >= 0 : i < 3; i += undo ? -1 : 1)
+		if (m->k[i] >= 0)
+			change(c, m->k[i], m->j[i], &was[i], undo);
+}
+
+/* Changes of two (or, max_depth 3, three) places at once, which single
+ * changes cannot reach one at a time (each alone does not fit, or costs
+ * more): those cheaper than c, planned cheapest first (three: those the
+ * model gives least memory first) until one fits (at most PAIR_PLANS plans,
+ * TRIPLE_PLANS for three); that one is taken.  *found says whether one was. */
+static bool improve_multi(revc_model *m, const revc_options *o, int64_t budget, choice *c, int max_depth,
+	revc_auto *out, bool *found, revc_error **err)
+{
+	moves mv = {0};
+	multi_move none = {{-1, -1, -1}, {0, 0, 0}, 0, 0};
+	collect(c, 0, 0, max_depth, none, choice_cost(c), &mv);
+	/* Pairs cheapest first; triples (many more) least memory first. */
+	qsort(mv.v, (size_t)mv.n, sizeof *mv.v, max_depth > 2 ? by_peak : by_cost);
+	*found = false;
+	bool ok = true;
+	int limit = max_depth > 2 ? TRIPLE_PLANS : PAIR_PLANS;
+	for (int i = 0, plans = 0; i < mv.n && plans < limit && ok && !*found; i++, plans++) {
+		ps_keep was[3];
+		apply_move(c, &mv.v[i], was, false);
+		int64_t total;
+		ok = plan_total(m, o, c, &total, err);
+		out->plans++;
+		*found = ok && total <= budget;
+		if (*found) {
+			out->total_bytes = total;
+			out->improved++;
+		} else {
+			apply_move(c, &mv.v[i], was, true);
+		}
+	}
+	free(mv.v);
+	return ok;
+}
+
+/* The program's choices at budgets raised step by step above budget (by
+ * budget / 2^k, k = PROBE_STEPS .. 1): a cheaper one than c the model puts
+ * over the budget may fit when planned (the model errs either way); the
+ * cheapest that does replaces c. */
+static bool probe(revc_model *m, const revc_options *o, const ps_auto_model *am, int64_t budget, choice *c,
+	revc_auto *out, revc_error **err)
+{
+	choice t;
+	choice_init(&t, am);
+	bool ok = true;
+	double best = choice_cost(c), tried = -1;
+	for (int k = PROBE_STEPS; k >= 1 && ok; k--) {
+		if (!ps_auto_solve(am, budget + (budget >> k), t.d, t.rec))
+			continue;
+		double cost = choice_cost(&t);
+		if (!(cost < best) || cost == tried)
+			continue;
+		tried = cost;
+		int64_t total;
+		ok = plan_total(m, o, &t, &total, err);
+		out->plans++;
+		if (ok && total <= budget) {
+			choice_copy(c, &t);
+			best = cost;
+			out->total_bytes = total;
+			out->improved++;
+		}
+	}
+	choice_free(&t);
+	return ok;
+}
+
+/* The minimum-memory decisions, planned: every unit inverted or, with a
+ * downsample, recomputed (revnet's), and each segment recomputed where the
+ * plan then needs less (one at a time); calibrates the model on them. */
+static bool minimum(revc_model *m, const revc_options *o, ps_auto_model *am, choice *low, revc_auto *out,
+	revc_error **err)
+{
+	for (int k = 0; k < am->n; k++)
+		low->d[k] = (ps_keep){am->unit[k].invertible ? IR_KEEP_INVERT : IR_KEEP_RECOMPUTE, k};
+	if (!plan_total(m, o, low, &out->minimum_bytes, err))
+		return false;
+	out->plans++;
+	for (int j = 0; j < am->nseg && ps_auto_seg_choice(am, j); j++) {
+		low->rec[j] = true;
+		int64_t t;
+		if (!plan_total(m, o, low, &t, err))
+			return false;
+		out->plans++;
+		if (t < out->minimum_bytes)
+			out->minimum_bytes = t;
+		else
+			low->rec[j] = false;
+	}
+	char s[REVC_MAX_LETTERS + 1];
+	choice_letters(low, s);
+	revc_options lo = plan_options(o, s);
+	int64_t total, fwd_end, bwd_peak;
+	if (!drv_memory_phases(m, &lo, &total, &fwd_end, &bwd_peak, err))
+		return false;
+	out->plans++;
+	ps_auto_model_calibrate(am, low->d, low->rec, fwd_end, bwd_peak);
+	return true;
+}
+
+/* What revc_auto_choose and revc_auto_minimum share: m's model, or an
+ * error when it has no units to decide. */
+static bool model_of(revc_model *m, const revc_options *o, ps_auto_model *am, revc_auto *out, revc_error **err)
+{
+	memset(out, 0, sizeof *out);
+	ir_graph *g = step_graph(m, o, err);
+	if (!g)
+		return false;
+	ps_auto_model_build(g, am);
+	ir_graph_free(g);
+	if (am->n == 0 || am->n > REVC_MAX_UNITS) {
+		drv_errorf(err, REVC_ERR_USAGE, "strategy auto: %s has %d reversible units (it decides for 1 to %d)", m->name,
+			am->n, REVC_MAX_UNITS);
+		ps_auto_model_free(am);
+		return false;
+	}
+	out->units = am->n;
+	out->step_flops = am->step_flops;
+	return true;
+}
+
+bool revc_auto_minimum(revc_model *m, const revc_options *o, revc_auto *out, revc_error **err)
+{
+	revc_options defaults;
+	if (!o) {
+		revc_options_init(&defaults);
+		o = &defaults;
+	}
+	ps_auto_model am;
+	if (!model_of(m, o, &am, out, err))
+		return false;
+	choice low;
+	choice_init(&low, &am);
+	bool ok = minimum(m, o, &am, &low, out, err) && lower(m, o, -1, &low, &out->minimum_bytes, out, err);
+	if (ok) {
+		choice_letters(&low, out->decisions);
+		out->minimum = true;
+		out->total_bytes = out->minimum_bytes;
+		out->model_bytes = ps_auto_model_peak(&am, low.d, low.rec);
+		out->recompute_flops = choice_cost(&low);
+	}
+	choice_free(&low);
+	ps_auto_model_free(&am);
+	return ok;
+}
+
 bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc_auto *out, revc_error **err)
 {
 	revc_options defaults;
@@ -154,90 +429,76 @@ bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc
 		revc_options_init(&defaults);
 		o = &defaults;
 	}
-	memset(out, 0, sizeof *out);
-	ir_graph *g = step_graph(m, o, err);
-	if (!g)
-		return false;
 	ps_auto_model am;
-	ps_auto_model_build(g, &am);
-	ir_graph_free(g);
+	if (!model_of(m, o, &am, out, err))
+		return false;
 	int n = am.n;
 	bool ok = false;
-	ps_keep *d = calloc((size_t)n + 1, sizeof *d), *low = calloc((size_t)n + 1, sizeof *low);
-	if (!d || !low)
-		IR_DIE("out of memory");
-	if (n == 0 || n > REVC_MAX_UNITS) {
-		drv_errorf(err, REVC_ERR_USAGE, "strategy auto: %s has %d reversible units (it decides for 1 to %d)", m->name,
-			n, REVC_MAX_UNITS);
+	choice c, low;
+	choice_init(&c, &am);
+	choice_init(&low, &am);
+	if (!minimum(m, o, &am, &low, out, err))
 		goto done;
-	}
-	out->units = n;
-	out->step_flops = am.step_flops;
-	char low_s[REVC_MAX_UNITS + 1];
-	for (int k = 0; k < n; k++)
-		low[k] = (ps_keep){am.unit[k].invertible ? IR_KEEP_INVERT : IR_KEEP_RECOMPUTE, k};
-	ps_keep_format(low, n, low_s);
-	revc_options lo = *o;
-	lo.strategy = REVC_AUTO;
-	lo.decisions = low_s;
-	lo.dump_after = lo.dump_dir = lo.stop_after = lo.passes = NULL;
-	lo.verify_each = lo.measure = false;
-	int64_t fwd_end, bwd_peak;
-	if (!drv_memory_phases(m, &lo, &out->minimum_bytes, &fwd_end, &bwd_peak, err))
-		goto done;
-	out->plans = 1;
-	ps_auto_model_calibrate(&am, low, fwd_end, bwd_peak);
 	if (budget < 0) { /* no budget: the fastest */
 		for (int k = 0; k < n; k++)
-			d[k] = (ps_keep){IR_KEEP_STORE, k};
+			c.d[k] = (ps_keep){IR_KEEP_STORE, k};
 	} else if (budget < out->minimum_bytes) {
-		if (!lower(m, o, &am, budget, low, &out->minimum_bytes, out, err))
+		if (!lower(m, o, budget, &low, &out->minimum_bytes, out, err))
 			goto done;
 	}
 	if (budget >= 0 && budget < out->minimum_bytes) {
-		ps_keep_format(low, n, low_s);
-		char b1[32], b2[32];
+		char b1[32], b2[32], s[REVC_MAX_LETTERS + 1];
+		choice_letters(&low, s);
 		revc_format_bytes(b1, sizeof b1, out->minimum_bytes);
 		revc_format_bytes(b2, sizeof b2, budget);
 		drv_errorf(err, REVC_ERR_BUDGET,
 			"strategy auto: the budget of %s is below the minimum, %s (%lld bytes: decisions %s)", b2, b1,
-			(long long)out->minimum_bytes, low_s);
+			(long long)out->minimum_bytes, s);
 		goto done;
 	}
 	int64_t model_budget = budget;
-	if (budget >= 0 && budget >= out->minimum_bytes && ps_auto_model_peak(&am, low) > budget)
+	if (budget >= 0 && ps_auto_model_peak(&am, low.d, low.rec) > budget)
 		model_budget = -1; /* only what lower found fits */
 	for (int tries = 0; budget >= 0; tries++) {
-		if (tries == MAX_TRIES || !ps_auto_solve(&am, model_budget, d)) {
-			memcpy(d, low, (size_t)n * sizeof *d); /* fits: planned above */
+		if (tries == MAX_TRIES || !ps_auto_solve(&am, model_budget, c.d, c.rec)) {
+			choice_copy(&c, &low); /* fits: planned above */
 			out->total_bytes = out->minimum_bytes;
 			break;
 		}
-		ps_keep_format(d, n, out->decisions);
-		if (!plan_total(m, o, out->decisions, &out->total_bytes, err))
+		if (!plan_total(m, o, &c, &out->total_bytes, err))
 			goto done;
 		out->plans++;
 		if (out->total_bytes <= budget)
 			break;
 		out->retries++;
 		/* Next the cheapest the model puts lower, one by one at first. */
-		int64_t mp = ps_auto_model_peak(&am, d);
+		int64_t mp = ps_auto_model_peak(&am, c.d, c.rec);
 		model_budget = tries < WALK_TRIES ? mp - 1 : mp - (out->total_bytes - budget);
 	}
-	if (budget >= 0 && !improve(m, o, &am, budget, d, out, err))
+	if (budget >= 0 && (!probe(m, o, &am, budget, &c, out, err) || !improve(m, o, budget, &c, out, err)))
 		goto done;
-	ps_keep_format(d, n, out->decisions);
+	/* Small chains: pairs too, and on the smallest triples (on long ones
+	 * the plans would cost too much). */
+	int depth = n + am.nseg <= TRIPLE_PLACES ? 3 : n + am.nseg <= PAIR_PLACES ? 2 : 0;
+	for (int dd = 2; budget >= 0 && dd <= depth; dd++)
+		for (int r = 0, found = 1; found && r < PAIR_ROUNDS; r++) {
+			bool f;
+			if (!improve_multi(m, o, budget, &c, dd, out, &f, err) || (f && !improve(m, o, budget, &c, out, err)))
+				goto done;
+			found = f;
+		}
+	choice_letters(&c, out->decisions);
 	if (budget < 0) {
-		if (!plan_total(m, o, out->decisions, &out->total_bytes, err))
+		if (!plan_total(m, o, &c, &out->total_bytes, err))
 			goto done;
 		out->plans++;
 	}
-	out->model_bytes = ps_auto_model_peak(&am, d);
-	out->recompute_flops = ps_auto_model_cost(&am, d);
+	out->model_bytes = ps_auto_model_peak(&am, c.d, c.rec);
+	out->recompute_flops = choice_cost(&c);
 	ok = true;
 done:
-	free(d);
-	free(low);
+	choice_free(&c);
+	choice_free(&low);
 	ps_auto_model_free(&am);
 	return ok;
 }
@@ -256,17 +517,16 @@ bool revc_auto_cost(revc_model *m, const revc_options *o, const char *decisions,
 	ps_auto_model am;
 	ps_auto_model_build(g, &am);
 	ir_graph_free(g);
-	ps_keep *d = calloc((size_t)am.n + 1, sizeof *d);
-	if (!d)
-		IR_DIE("out of memory");
+	choice c;
+	choice_init(&c, &am);
 	char why[200];
-	bool ok = ps_keep_parse(decisions, am.n, d, why, sizeof why);
+	bool ok = ps_keep_parse(decisions, am.n, c.d, why, sizeof why) &&
+		  ps_segments_parse(decisions, am.nseg, c.rec, why, sizeof why);
 	if (ok)
-		*recompute_flops = ps_auto_model_cost(&am, d);
-
+		*recompute_flops = choice_cost(&c);
 	else
 		drv_errorf(err, REVC_ERR_USAGE, "decisions '%s' for %s: %s", decisions, m->name, why);
-	free(d);
+	choice_free(&c);
 	ps_auto_model_free(&am);
 	return ok;
 }

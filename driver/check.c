@@ -206,8 +206,6 @@ typedef struct {
  * options stopped the pipeline first. */
 static bool build(revc_model *m, const revc_options *o, uint64_t seed, check_graphs *c, bool *cut, revc_error **err)
 {
-	if (o->strategy == REVC_AUTO && !o->decisions)
-		return drv_errorf(err, REVC_ERR_USAGE, "strategy auto is for mem, train, grad and bench, not yet for check");
 	ps_ctx ctx, fctx;
 	ps_ctx_init(&ctx);
 	ps_ctx_init(&fctx);
@@ -257,6 +255,18 @@ bool revc_check_gradients(revc_model *m, const revc_options *o, const revc_check
 		return drv_errorf(err, REVC_ERR_USAGE, "the check needs samples >= 1 and a tolerance and step in (0, 1)");
 	if (!revc_options_check(&opts, err))
 		return false;
+	/* Strategy auto: its choice for the f64 step the check differentiates. */
+	char letters[REVC_MAX_LETTERS + 1];
+	if (opts.strategy == REVC_AUTO && !opts.decisions) {
+		revc_options ao = opts;
+		ao.dtype = REVC_F64;
+		revc_auto au;
+		if (opts.minimum ? !revc_auto_minimum(m, &ao, &au, err)
+				 : !revc_auto_choose(m, &ao, opts.budget >= 0 ? opts.budget : opts.max_memory, &au, err))
+			return false;
+		memcpy(letters, au.decisions, sizeof letters);
+		opts.decisions = letters;
+	}
 	uint64_t seed = (uint64_t)(c.seed >= 0 ? c.seed : revc_model_seed(m));
 	check_graphs g = {0};
 	rt_store_init(&g.store);

@@ -246,7 +246,9 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 		return false;
 	if (m->opts.strategy == REVC_AUTO && !m->opts.decisions) {
 		revc_auto au;
-		if (!revc_auto_choose(m, &m->opts, m->opts.budget >= 0 ? m->opts.budget : m->opts.max_memory, &au, err))
+		if (m->opts.minimum ? !revc_auto_minimum(m, &m->opts, &au, err)
+				    : !revc_auto_choose(m, &m->opts, m->opts.budget >= 0 ? m->opts.budget : m->opts.max_memory,
+					      &au, err))
 			return false;
 		memcpy(m->decisions, au.decisions, sizeof m->decisions);
 		m->opts.decisions = m->decisions;

@@ -199,7 +199,7 @@ struct revc_model {
 	char *dumps;            /* every dump of the passes, in order */
 	size_t dumps_len;
 	char label[96], cpu[64];
-	char decisions[REVC_MAX_UNITS + 1]; /* strategy auto's choice (opts.decisions) */
+	char decisions[REVC_MAX_LETTERS + 1]; /* strategy auto's choice (opts.decisions) */
 	int64_t data_bytes;     /* of the datasets loaded for it (max_memory) */
 	char loaded[RT_PATH_MAX]; /* the directory revc_load read last, or "" */
 	const char *schedule;   /* the heuristic the step's schedule chose */

@@ -90,16 +90,45 @@ static void decisions(const ir_graph *g, char *out)
 	ps_unit *u;
 	int nu = ps_units_find(g, &u);
 	ps_keep *keep = calloc((size_t)nu + 1, sizeof *keep);
-	if (!keep)
+	int *at = malloc(((size_t)nu + 1) * sizeof *at);
+	bool *rec = calloc((size_t)nu + 1, sizeof *rec);
+	if (!keep || !at || !rec)
 		IR_DIE("out of memory");
 	ps_keep_read(u, nu, keep);
 	for (int k = 0; k < nu; k++)
 		if (keep[k].keep == IR_KEEP_NONE)
 			keep[k] = (ps_keep){IR_KEEP_STORE, k};
+	/* The segments on the planned graph: those a gradient reads (stored)
+	 * or whose nodes say recompute. */
+	bool *read = calloc((size_t)g->n + 1, sizeof *read);
+	if (!read)
+		IR_DIE("out of memory");
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->role == IR_ROLE_BWD)
+			for (int k = 0; k < g->nodes[i]->nin; k++)
+				read[g->nodes[i]->in[k]->id] = true;
+	int ns = 0;
+	for (int i = 0, j = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->role != IR_ROLE_FWD || ir_op_has(n->op, IR_OPF_SRC) || ir_op_has(n->op, IR_OPF_FX))
+			continue;
+		if (n->unit >= 0 && n->unit + 1 > j)
+			j = n->unit + 1;
+		if (n->unit >= 0 || !(read[n->id] || n->keep == IR_KEEP_RECOMPUTE))
+			continue;
+		if (ns == 0 || at[ns - 1] != j) {
+			at[ns] = j;
+			rec[ns++] = false;
+		}
+		rec[ns - 1] |= n->keep == IR_KEEP_RECOMPUTE;
+	}
+	free(read);
 	if (nu <= REVC_MAX_UNITS)
-		ps_keep_format(keep, nu, out);
+		ps_decisions_format(keep, nu, at, rec, ns, out);
 	else
 		out[0] = '\0';
+	free(rec);
+	free(at);
 	free(keep);
 	free(u);
 }

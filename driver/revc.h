@@ -112,6 +112,9 @@ typedef struct {
 	 * revc_auto_choose within this total (-1, the default: max_memory,
 	 * or with none, no budget: store). */
 	int64_t budget;
+	/* REVC_AUTO without decisions: the minimum-memory decisions instead
+	 * (revc_auto_minimum; --strategy min), whatever the budget. */
+	bool minimum;
 } revc_options;
 
 /* The defaults above. */
@@ -209,6 +212,8 @@ const char *revc_model_cpu(const revc_model *m);
  * (docs/mem.md), for one strategy. */
 #define REVC_MEM_TOP 5
 #define REVC_MAX_UNITS 1000
+/* A letter a unit and a segment (the forward outside the units: docs/ir.md). */
+#define REVC_MAX_LETTERS (2 * REVC_MAX_UNITS + 1)
 typedef struct {
 	revc_strategy strategy;
 	bool cut;               /* the pass options stopped before plan: no figures */
@@ -235,7 +240,7 @@ typedef struct {
 	int64_t measured_bytes;
 	/* The units' decisions the plan carried out, one letter a unit (as
 	 * revc_options.decisions; store's are all s), "" past REVC_MAX_UNITS. */
-	char decisions[REVC_MAX_UNITS + 1];
+	char decisions[REVC_MAX_LETTERS + 1];
 } revc_memory;
 
 /* The categories of at_peak, in its order: their JSON keys ("saved") and
@@ -257,7 +262,7 @@ bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, rev
 
 /* The decisions strategy auto takes within a budget, and what they cost. */
 typedef struct {
-	char decisions[REVC_MAX_UNITS + 1]; /* as revc_options.decisions */
+	char decisions[REVC_MAX_LETTERS + 1]; /* as revc_options.decisions */
 	int units;
 	double step_flops;      /* FLOPs of the step storing everything */
 	double recompute_flops; /* what the decisions add (docs/mem.md: the cost model) */
@@ -267,6 +272,7 @@ typedef struct {
 	int plans;              /* plans it took */
 	int retries;            /* times the planner disagreed and the program chose again */
 	int improved;           /* single-unit changes the planner then found cheaper and fitting */
+	bool minimum;           /* revc_auto_minimum's: the least memory, not the fastest within a budget */
 } revc_auto;
 
 /* The fastest decisions for m's training step (under o: engine, threads,
@@ -274,6 +280,10 @@ typedef struct {
  * budget, every unit stored).  A budget below the minimum-memory
  * decisions' total is a REVC_ERR_BUDGET error naming it. */
 bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc_auto *out, revc_error **err);
+/* The minimum-memory decisions (strategy min, auto at its lower end): the
+ * least planned total single changes reach from revnet's decisions with
+ * every segment that helps recomputed (docs/mem.md). */
+bool revc_auto_minimum(revc_model *m, const revc_options *o, revc_auto *out, revc_error **err);
 /* The FLOPs decisions (letters) add to m's step in the cost model. */
 bool revc_auto_cost(revc_model *m, const revc_options *o, const char *decisions, double *recompute_flops,
 	revc_error **err);
@@ -551,6 +561,12 @@ typedef struct {
 	const char *cpu;        /* NULL or "native" (default), or an LLVM CPU name */
 	const char *dump_llvm;  /* NULL, or a directory for the module's .ll before and after optimisation */
 	int64_t arena_bytes;    /* out: the training step's arena */
+	/* REVC_AUTO: the decisions (letters), or NULL: revc_auto_choose's
+	 * within budget (-1, the default: none, store), or with minimum
+	 * revc_auto_minimum's, for the f32 step native code runs. */
+	const char *decisions;
+	int64_t budget;
+	bool minimum;
 } revc_emit_options;
 
 void revc_emit_options_init(revc_emit_options *e);

@@ -87,6 +87,7 @@ typedef struct {
 	const char *cpu;       /* NULL or "native", or an LLVM CPU name */
 	const char *dump_llvm; /* a directory for the module's .ll, or NULL */
 	const char *source;    /* the spec's path, named in the header */
+	const char *decisions; /* strategy auto's (ps_ctx.decisions) */
 } drv_aot_options;
 
 /* The prefix from "dir/libfoo.so" or "dir/foo.o" ("foo"), and whether the

@@ -22,7 +22,7 @@ static bool spec_error(const revc_model *m, const ir_diags *d, revc_error **err)
 
 void revc_emit_options_init(revc_emit_options *e)
 {
-	*e = (revc_emit_options){.strategy = REVC_REVNET};
+	*e = (revc_emit_options){.strategy = REVC_REVNET, .budget = -1};
 }
 
 bool revc_emit_default_prefix(const char *path, char *buf, size_t n)
@@ -53,10 +53,22 @@ bool revc_emit_with(const revc_model *m, const char *path, revc_emit_options *e,
 		snprintf(name, sizeof name, "%s", e->prefix);
 	if (!drv_aot_valid_prefix(name))
 		return drv_errorf(err, REVC_ERR_USAGE, "'%s' is not a C identifier", name);
-	if (e->strategy == REVC_AUTO)
-		return drv_errorf(err, REVC_ERR_USAGE, "strategy auto is for mem, train, grad and bench, not yet for compile");
+	revc_auto au;
+	const char *decisions = e->decisions;
+	if (e->strategy == REVC_AUTO && !decisions) {
+		revc_options ao;
+		revc_options_init(&ao);
+		ao.engine = REVC_JIT;
+		ao.cpu = e->cpu;
+		/* choosing plans the model; it changes nothing the caller sees */
+		revc_model *mm = (revc_model *)m;
+		if (e->minimum ? !revc_auto_minimum(mm, &ao, &au, err) : !revc_auto_choose(mm, &ao, e->budget, &au, err))
+			return false;
+		decisions = au.decisions;
+	}
 	drv_aot_options o = {.out = path, .header = e->header, .prefix = name, .strategy = (ps_strategy)e->strategy,
-		.cpu = e->cpu, .dump_llvm = e->dump_llvm, .source = m->is_spec ? m->spec.path : m->ir_path};
+		.cpu = e->cpu, .dump_llvm = e->dump_llvm, .source = m->is_spec ? m->spec.path : m->ir_path,
+		.decisions = decisions};
 	drv_aot a;
 	ir_diags d;
 	ir_diags_init(&d);

@@ -331,6 +331,15 @@ static bool parse_annotations(parser *p, ir_node *n)
 		if (!expect(p, TK_RPAREN, "')'"))
 			return false;
 	}
+	if (accept_word(p, "keep")) { /* a segment's decision, outside the units */
+		if (!expect(p, TK_LPAREN, "'('"))
+			return false;
+		if (p->tok.kind != TK_IDENT || !ir_unit_keep_lookup(p->tok.text, p->tok.len, &n->keep))
+			return expected(p, "a segment's decision (store or recompute)");
+		next(p);
+		if (!expect(p, TK_RPAREN, "')'"))
+			return false;
+	}
 	if (accept_word(p, "scope")) {
 		if (!expect(p, TK_LPAREN, "'('"))
 			return false;

@@ -127,6 +127,8 @@ static void print_node(FILE *out, const ir_node *n)
 		if (n->keep == IR_KEEP_RERUN)
 			fprintf(out, ", %d", n->keep_from);
 		fputc(')', out);
+	} else if (n->keep != IR_KEEP_NONE) {
+		fprintf(out, " keep(%s)", ir_unit_keep_name(n->keep));
 	}
 	if (n->scope) {
 		fputs(" scope(", out);

@@ -90,7 +90,17 @@ static int check_decisions(const ir_graph *g, ir_diags *d, const unit_info *u, i
 			has_d[n->unit] = true;
 		if (n->keep == IR_KEEP_NONE)
 			continue;
-		if (n->unit < 0 || n->role != IR_ROLE_FWD || n->part != IR_PART_Y1) {
+		if (n->unit < 0 && n->role == IR_ROLE_FWD && !ir_op_has(n->op, IR_OPF_SRC) && !ir_op_has(n->op, IR_OPF_FX)) {
+			if (n->keep != IR_KEEP_STORE && n->keep != IR_KEEP_RECOMPUTE) {
+				ir_diag_node(d, n, "is outside the units and carries decision %s: a segment's node is stored or recomputed",
+					ir_unit_keep_name(n->keep));
+				errors++;
+			}
+		} else if (n->unit < 0 && n->role == IR_ROLE_FWD) {
+			ir_diag_node(d, n, "carries a decision (%s), but a %s is neither a unit's y1 nor recomputable",
+				ir_unit_keep_name(n->keep), ir_op_has(n->op, IR_OPF_SRC) ? "source" : "node with side effects");
+			errors++;
+		} else if (n->unit < 0 || n->role != IR_ROLE_FWD || n->part != IR_PART_Y1) {
 			ir_diag_node(d, n, "carries a unit's decision (%s), which only a unit's forward y1 may", ir_unit_keep_name(n->keep));
 			errors++;
 		} else {

@@ -31,7 +31,15 @@
  * both and whose every prefix fits; the cheapest pair at the end wins.
  * The choices are store, recompute and (where the unit has no D) invert.
  * Rerunning costs more than recomputing and, in the model, holds the same,
- * so the program never chooses it (the decision exists for checkpointing). */
+ * so the program never chooses it (the decision exists for checkpointing).
+ *
+ * Segments (the forward outside the units: the stem, the head) are stored
+ * or recomputed: a stored one keeps its values S_j (those a gradient
+ * reads) from its place until its backward, which holds 2 S_j either way
+ * (values and gradients); recomputing costs its forward again.  The
+ * program runs once for each choice of the segments it decides
+ * (ps_auto_seg_choice: the head stays stored), each segment at its place
+ * in the walk, and keeps the cheapest. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +104,22 @@ void ps_auto_model_build(const ir_graph *g, ps_auto_model *am)
 			t->recompute_flops += ps_node_flops(n);
 		t->rerun_flops += ps_node_flops(n);
 	}
+	int *seg = malloc(((size_t)g->n + 1) * sizeof *seg);
+	am->seg = calloc((size_t)nu + 2, sizeof *am->seg);
+	if (!seg || !am->seg)
+		IR_DIE("out of memory");
+	ps_segments_index(g, seg);
+	for (int j = 0; j <= nu; j++) {
+		ps_auto_seg t = {j, 0, 0.0};
+		for (int i = 0; i < g->n; i++)
+			if (seg[i] == j) {
+				t.saved_bytes += read[i] ? ir_type_bytes(&g->nodes[i]->type) : 0;
+				t.flops += ps_node_flops(g->nodes[i]);
+			}
+		if (t.saved_bytes > 0) /* present: a gradient reads it */
+			am->seg[am->nseg++] = t;
+	}
+	free(seg);
 	for (int k = 0; k < nu; k++) {
 		ps_auto_unit *t = &am->unit[k];
 		t->invertible = u[k].invertible;
@@ -115,7 +139,9 @@ void ps_auto_model_build(const ir_graph *g, ps_auto_model *am)
 void ps_auto_model_free(ps_auto_model *am)
 {
 	free(am->unit);
+	free(am->seg);
 	am->unit = NULL;
+	am->seg = NULL;
 }
 
 static double unit_cost(const ps_auto_unit *t, ir_unit_keep d)
@@ -152,32 +178,63 @@ static int64_t working(const ps_auto_unit *t, ir_unit_keep d)
 	return t->saved_bytes + 3 * t->out_bytes + inputs(t, d);
 }
 
-int64_t ps_auto_model_peak(const ps_auto_model *am, const ps_keep *d)
+static int64_t max64(int64_t a, int64_t b)
 {
-	int64_t p = 0, peak = 0;
-	for (int k = 0; k < am->n; k++) {
-		int64_t w = p + working(&am->unit[k], d[k].keep);
-		peak = w > peak ? w : peak;
-		p += kept(am, k, d[k].keep, k + 1 < am->n ? d[k + 1].keep : IR_KEEP_NONE);
-	}
-	return p + am->c_fwd > peak + am->c_bwd ? p + am->c_fwd : peak + am->c_bwd;
+	return a > b ? a : b;
 }
 
-void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *d, int64_t fwd_end, int64_t bwd_peak)
+/* A segment's backward holds its values (stored or recomputed) and their
+ * gradients; a stored one keeps its values until then. */
+static int64_t seg_working(const ps_auto_seg *s)
+{
+	return 2 * s->saved_bytes;
+}
+
+/* Decisions d, rec without the constants: the bytes kept when the forward
+ * pass ends (*fwd) and the largest backward working set (*bwd). */
+static void phases(const ps_auto_model *am, const ps_keep *d, const bool *rec, int64_t *fwd, int64_t *bwd)
 {
 	int64_t p = 0, peak = 0;
-	for (int k = 0; k < am->n; k++) {
-		int64_t w = p + working(&am->unit[k], d[k].keep);
-		peak = w > peak ? w : peak;
+	for (int k = 0, j = 0; k <= am->n; k++) {
+		for (; j < am->nseg && am->seg[j].at == k; j++) {
+			peak = max64(peak, p + seg_working(&am->seg[j]));
+			p += rec[j] ? 0 : am->seg[j].saved_bytes;
+		}
+		if (k == am->n)
+			break;
+		peak = max64(peak, p + working(&am->unit[k], d[k].keep));
 		p += kept(am, k, d[k].keep, k + 1 < am->n ? d[k + 1].keep : IR_KEEP_NONE);
 	}
+	*fwd = p;
+	*bwd = peak;
+}
+
+int64_t ps_auto_model_peak(const ps_auto_model *am, const ps_keep *d, const bool *rec)
+{
+	int64_t p, peak;
+	phases(am, d, rec, &p, &peak);
+	return max64(p + am->c_fwd, peak + am->c_bwd);
+}
+
+void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *d, const bool *rec, int64_t fwd_end, int64_t bwd_peak)
+{
+	int64_t p, peak;
+	phases(am, d, rec, &p, &peak);
 	am->c_fwd = fwd_end - p;
 	am->c_bwd = bwd_peak - peak;
 }
 
-double ps_auto_model_cost(const ps_auto_model *am, const ps_keep *d)
+static double seg_cost(const ps_auto_model *am, const bool *rec)
 {
 	double c = 0;
+	for (int j = 0; j < am->nseg; j++)
+		c += rec[j] ? am->seg[j].flops : 0.0;
+	return c;
+}
+
+double ps_auto_model_cost(const ps_auto_model *am, const ps_keep *d, const bool *rec)
+{
+	double c = seg_cost(am, rec);
 	for (int k = 0; k < am->n; k++)
 		c += unit_cost(&am->unit[k], d[k].keep);
 	return c;
@@ -245,22 +302,41 @@ static int options(const ps_auto_unit *t, ir_unit_keep *out)
 	return n;
 }
 
-bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out)
+/* The segments at place k with decisions rec, from bytes kept *p: false
+ * when one's backward does not fit budget; *p grows by what they keep. */
+static bool segs_fit(const ps_auto_model *am, int k, const bool *rec, int64_t budget, int64_t *p)
+{
+	for (int j = 0; j < am->nseg; j++) {
+		if (am->seg[j].at != k)
+			continue;
+		if (*p + seg_working(&am->seg[j]) + am->c_bwd > budget)
+			return false;
+		*p += rec[j] ? 0 : am->seg[j].saved_bytes;
+	}
+	return true;
+}
+
+/* The program for one choice of the segments (rec): the cheapest units'
+ * decisions into out, and their cost, or a negative cost when none fits. */
+static double solve_units(const ps_auto_model *am, int64_t budget, const bool *rec, ps_keep *out)
 {
 	int n = am->n;
 	states *layer = calloc((size_t)n + 1, sizeof *layer);
 	if (!layer)
 		IR_DIE("out of memory");
-	/* layer[k]: states after unit k's decision; p counts units before k. */
-	for (int k = 0; k < n; k++) {
+	int64_t p0 = 0;
+	bool fits = segs_fit(am, 0, rec, budget, &p0);
+	/* layer[k]: states after unit k's decision; p counts what is kept before k. */
+	for (int k = 0; k < n && fits; k++) {
 		ir_unit_keep opt[3];
 		int no = options(&am->unit[k], opt);
 		int nprev = k == 0 ? 1 : layer[k - 1].n;
 		for (int i = 0; i < nprev; i++) {
 			const state *prev = k == 0 ? NULL : &layer[k - 1].s[i];
 			for (int j = 0; j < no; j++) {
-				int64_t p = prev ? prev->p + kept(am, k - 1, prev->d, opt[j]) : 0;
-				if (p + working(&am->unit[k], opt[j]) + am->c_bwd > budget)
+				int64_t p = prev ? prev->p + kept(am, k - 1, prev->d, opt[j]) : p0;
+				if ((k > 0 && !segs_fit(am, k, rec, budget, &p)) ||
+				    p + working(&am->unit[k], opt[j]) + am->c_bwd > budget)
 					continue;
 				push(&layer[k], (state){p, (prev ? prev->cost : 0) + unit_cost(&am->unit[k], opt[j]), i, opt[j]});
 			}
@@ -271,10 +347,12 @@ bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out)
 	if (n > 0)
 		for (int i = 0; i < layer[n - 1].n; i++) {
 			const state *s = &layer[n - 1].s[i];
-			if (s->p + kept(am, n - 1, s->d, IR_KEEP_NONE) + am->c_fwd <= budget &&
+			int64_t p = s->p + kept(am, n - 1, s->d, IR_KEEP_NONE);
+			if (segs_fit(am, n, rec, budget, &p) && p + am->c_fwd <= budget &&
 			    (best < 0 || s->cost < layer[n - 1].s[best].cost))
 				best = i;
 		}
+	double cost = best >= 0 ? layer[n - 1].s[best].cost + seg_cost(am, rec) : -1.0;
 	for (int k = n - 1, i = best; k >= 0 && best >= 0; k--) {
 		out[k] = (ps_keep){layer[k].s[i].d, k};
 		i = layer[k].s[i].parent;
@@ -282,5 +360,38 @@ bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out)
 	for (int k = 0; k < n; k++)
 		free(layer[k].s);
 	free(layer);
-	return n > 0 && best >= 0;
+	return cost;
+}
+
+bool ps_auto_seg_choice(const ps_auto_model *am, int j)
+{
+	return am->seg[j].at < am->n && j < 4;
+}
+
+/* Every choice of the segments that are choices (ps_auto_seg_choice) is
+ * tried; the others stay stored. */
+bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out, bool *rec)
+{
+	int ns = am->nseg;
+	bool *r = calloc((size_t)ns + 1, sizeof *r);
+	ps_keep *d = calloc((size_t)am->n + 1, sizeof *d);
+	if (!r || !d)
+		IR_DIE("out of memory");
+	double best = -1;
+	int free_bits = 0;
+	while (free_bits < ns && ps_auto_seg_choice(am, free_bits))
+		free_bits++;
+	for (int mask = 0; mask < 1 << free_bits; mask++) {
+		for (int j = 0; j < ns; j++)
+			r[j] = j < free_bits && (mask >> j & 1);
+		double c = solve_units(am, budget, r, d);
+		if (c >= 0 && (best < 0 || c < best)) {
+			best = c;
+			memcpy(out, d, (size_t)am->n * sizeof *d);
+			memcpy(rec, r, (size_t)ns * sizeof *r);
+		}
+	}
+	free(r);
+	free(d);
+	return am->n > 0 && best >= 0;
 }

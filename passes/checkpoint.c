@@ -45,7 +45,7 @@ int ps_checkpoint(ir_graph *g, ps_ctx *ctx)
 			keep[j] = (ps_keep){IR_KEEP_RERUN, start + (j - start) / k * k};
 		end = start - 1;
 	}
-	ps_keep_apply(g, u, nu, keep);
+	ps_keep_apply(g, u, nu, keep, NULL, NULL, 0);
 	free(keep);
 	free(u);
 	return 0;

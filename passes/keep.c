@@ -16,7 +16,15 @@
  * New nodes have role recompute and the marking (and scope) of the node
  * they stand for, a reconstruction that of y2 (y1); batch norms among them
  * use batch statistics and never touch running statistics.  A unit whose two
- * inputs are one value (duplicated streams) reconstructs it once, as x2. */
+ * inputs are one value (duplicated streams) reconstructs it once, as x2.
+ *
+ * The forward nodes outside the units form segments (passes.h): a stored
+ * segment's gradients read its stored values; a recomputed one's forward
+ * (the nodes marked keep(recompute)) reruns, in list order, from its stored
+ * inputs just before the first gradient that reads one of its values, and
+ * its gradients read the recomputations.  In the letters a segment is
+ * S (stored) or R (recomputed), at its place among the units'; a string
+ * without them stores every segment. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,11 +34,21 @@ static const char letters[IR_KEEP_COUNT] = {
 	[IR_KEEP_STORE] = 's', [IR_KEEP_INVERT] = 'i', [IR_KEEP_RECOMPUTE] = 'r', [IR_KEEP_RERUN] = 'c',
 };
 
-bool ps_keep_parse(const char *s, int nu, ps_keep *out, char *why, size_t whylen)
+static bool segment_letter(char c)
 {
-	int n = (int)strlen(s);
-	if (n != nu) {
-		snprintf(why, whylen, "%d decisions for %d units", n, nu);
+	return c == 'S' || c == 'R';
+}
+
+bool ps_keep_parse(const char *str, int nu, ps_keep *out, char *why, size_t whylen)
+{
+	char s[PS_MAX_LETTERS + 1];
+	int n = 0;
+	for (; *str && n < PS_MAX_LETTERS; str++)
+		if (!segment_letter(*str))
+			s[n++] = *str;
+	s[n] = '\0';
+	if (n != nu || *str) {
+		snprintf(why, whylen, "%d decisions for %d units", n + (int)strlen(str), nu);
 		return false;
 	}
 	for (int k = 0; k < nu; k++) {
@@ -59,6 +77,144 @@ void ps_keep_format(const ps_keep *keep, int nu, char *buf)
 	for (int k = 0; k < nu; k++)
 		buf[k] = keep[k].keep == IR_KEEP_RERUN && keep[k].from < k ? '+' : letters[keep[k].keep];
 	buf[nu] = '\0';
+}
+
+/* ---- segments ------------------------------------------------------------ */
+
+static bool recomputable(const ir_node *n);
+
+void ps_segments_index(const ir_graph *g, int *seg)
+{
+	int j = 0;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		seg[i] = -1;
+		if (n->role != IR_ROLE_FWD)
+			continue;
+		if (n->unit >= 0)
+			j = n->unit + 1 > j ? n->unit + 1 : j;
+		else if (recomputable(n))
+			seg[i] = j;
+	}
+}
+
+static int *segment_map(ir_graph *g)
+{
+	ir_graph_renumber(g);
+	int *seg = malloc(((size_t)g->n + 1) * sizeof *seg);
+	if (!seg)
+		IR_DIE("out of memory");
+	ps_segments_index(g, seg);
+	return seg;
+}
+
+int ps_segments_find(ir_graph *g, int nu, int *at)
+{
+	int *seg = segment_map(g);
+	bool *present = calloc((size_t)nu + 2, sizeof *present);
+	if (!present)
+		IR_DIE("out of memory");
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->role == IR_ROLE_BWD)
+			for (int k = 0; k < n->nin; k++)
+				if (seg[n->in[k]->id] >= 0 && seg[n->in[k]->id] <= nu)
+					present[seg[n->in[k]->id]] = true;
+	}
+	int ns = 0;
+	for (int j = 0; j <= nu; j++)
+		if (present[j])
+			at[ns++] = j;
+	free(present);
+	free(seg);
+	return ns;
+}
+
+bool ps_segments_parse(const char *s, int ns, bool *rec, char *why, size_t whylen)
+{
+	int n = 0;
+	for (; *s; s++)
+		if (segment_letter(*s)) {
+			if (n < ns)
+				rec[n] = *s == 'R';
+			n++;
+		}
+	if (n == 0)
+		for (int j = 0; j < ns; j++)
+			rec[j] = false;
+	if (n != 0 && n != ns) {
+		snprintf(why, whylen, "%d segment decisions (S, R) for %d segments", n, ns);
+		return false;
+	}
+	return true;
+}
+
+void ps_decisions_format(const ps_keep *keep, int nu, const int *at, const bool *rec, int ns, char *buf)
+{
+	bool any = false;
+	for (int j = 0; j < ns; j++)
+		any |= rec[j];
+	int o = 0;
+	for (int k = 0, j = 0; k <= nu; k++) {
+		for (; any && j < ns && at[j] == k; j++)
+			buf[o++] = rec[j] ? 'R' : 'S';
+		if (k < nu)
+			buf[o++] = keep[k].keep == IR_KEEP_RERUN && keep[k].from < k ? '+' : letters[keep[k].keep];
+	}
+	buf[o] = '\0';
+}
+
+void ps_segments_read(ir_graph *g, int nu, const int *at, int ns, bool *rec)
+{
+	int *seg = segment_map(g);
+	for (int j = 0; j < ns; j++)
+		rec[j] = false;
+	for (int i = 0; i < g->n; i++)
+		for (int j = 0; j < ns; j++)
+			if (seg[i] == at[j] && at[j] <= nu && g->nodes[i]->keep == IR_KEEP_RECOMPUTE)
+				rec[j] = true;
+	free(seg);
+}
+
+/* Marks the recomputable nodes of the segments at[j] with rec[j]. */
+static void segments_write(ir_graph *g, const int *seg, const int *at, const bool *rec, int ns)
+{
+	for (int i = 0; i < g->n; i++)
+		for (int j = 0; j < ns; j++)
+			if (seg[i] == at[j])
+				g->nodes[i]->keep = rec[j] ? IR_KEEP_RECOMPUTE : IR_KEEP_NONE;
+}
+
+/* Segment j's marked nodes recomputed before the first gradient reading
+ * one of them; the gradients that read them read the recomputations. */
+static void segment_recompute(ps_recompute *r, const int *seg, int j)
+{
+	ir_graph *g = r->g;
+	const ir_node *at = NULL;
+	bool *reads = calloc((size_t)r->n + 1, sizeof *reads);
+	if (!reads)
+		IR_DIE("out of memory");
+	for (int i = 0; i < r->n; i++) {
+		const ir_node *n = r->orig[i];
+		if (n->role != IR_ROLE_BWD)
+			continue;
+		for (int k = 0; k < n->nin; k++)
+			if (n->in[k]->id < r->n && r->orig[n->in[k]->id] == n->in[k] && seg[n->in[k]->id] == j &&
+			    n->in[k]->keep == IR_KEEP_RECOMPUTE)
+				reads[i] = true;
+		if (reads[i] && !at)
+			at = n;
+	}
+	if (at) {
+		for (int i = 0; i < r->n; i++)
+			if (seg[i] == j && r->orig[i]->keep == IR_KEEP_RECOMPUTE)
+				ps_recompute_set(r, r->orig[i], ps_recompute_clone(r, r->orig[i], at));
+		for (int i = 0; i < r->n; i++)
+			if (reads[i])
+				ps_recompute_redirect(r, r->orig[i]);
+	}
+	(void)g;
+	free(reads);
 }
 
 bool ps_keep_read(const ps_unit *u, int nu, ps_keep *out)
@@ -177,13 +333,18 @@ static void segment_rerun(ps_recompute *r, const ps_unit_map *m, int a, int b)
 	free(ids);
 }
 
-void ps_keep_apply(ir_graph *g, const ps_unit *u, int nu, const ps_keep *keep)
+void ps_keep_apply(ir_graph *g, const ps_unit *u, int nu, const ps_keep *keep, const int *at, const bool *rec,
+	int ns)
 {
 	keep_write(u, nu, keep);
 	ps_unit_map m;
 	ps_unit_map_build(g, nu, &m);
+	int *seg = segment_map(g);
+	if (rec)
+		segments_write(g, seg, at, rec, ns);
 	ps_recompute r;
 	ps_recompute_init(&r, g);
+	segment_recompute(&r, seg, nu);
 	for (int k = nu - 1; k >= 0; k--) {
 		switch (keep[k].keep) {
 		case IR_KEEP_NONE:
@@ -196,8 +357,10 @@ void ps_keep_apply(ir_graph *g, const ps_unit *u, int nu, const ps_keep *keep)
 			k = keep[k].from;
 			break;
 		}
+		segment_recompute(&r, seg, k);
 	}
 	ps_recompute_finish(&r);
+	free(seg);
 	ps_unit_map_free(&m);
 }
 

@@ -34,7 +34,7 @@ typedef int64_t (*ps_workspace_fn)(const ir_node *n, void *user);
 typedef struct {
 	ir_diags diags;       /* user-facing errors from passes */
 	ps_strategy strategy; /* revbwd (default PS_STRATEGY_DEFAULT) */
-	const char *decisions; /* revbwd, strategy auto: one letter a unit (ps_keep_parse); NULL: all stored */
+	const char *decisions; /* revbwd, strategy auto: one letter a unit and segment (ps_keep_parse); NULL: all stored */
 	bool no_order_edges;  /* schedule: no ordering edges, naive order */
 	bool optimizer;       /* optim: add the SGD step (else gradients stay outputs) */
 	double momentum;      /* optim: SGD momentum (docs/model.md: 0.9) */
@@ -188,10 +188,32 @@ typedef struct {
  * out[0 .. nu) or says why not (false); format writes nu letters and a NUL. */
 bool ps_keep_parse(const char *s, int nu, ps_keep *out, char *why, size_t whylen);
 void ps_keep_format(const ps_keep *keep, int nu, char *buf);
+/* The longest decisions string: a letter a unit and a segment. */
+#define PS_MAX_LETTERS 2048
+
+/* Non-invertible segments: the forward nodes outside the units (no sources,
+ * nothing with side effects), segment j being those after unit j - 1's
+ * forward nodes and before unit j's in list order (0 the stem, nu the
+ * head); a segment is present when a gradient reads one of its values.
+ * Find writes the present segments' places (0 .. nu) to at (nu + 1 slots)
+ * and returns how many.  Parse reads the S (store) and R (recompute)
+ * letters of s, one a present segment, in order (none: all stored); read
+ * gives what the graph's nodes carry (keep(recompute)).  Decisions format
+ * writes the units' letters with the segments' at their places, or the
+ * units' alone when every segment is stored. */
+int ps_segments_find(ir_graph *g, int nu, int *at);
+/* seg[i]: the segment of node i (ids current), -1 for nodes of units,
+ * sources and nodes with side effects. */
+void ps_segments_index(const ir_graph *g, int *seg);
+bool ps_segments_parse(const char *s, int ns, bool *rec, char *why, size_t whylen);
+void ps_segments_read(ir_graph *g, int nu, const int *at, int ns, bool *rec);
+void ps_decisions_format(const ps_keep *keep, int nu, const int *at, const bool *rec, int ns, char *buf);
 /* The decisions units carry (on their y1), and whether any does. */
 bool ps_keep_read(const ps_unit *u, int nu, ps_keep *out);
-/* Writes keep on the units' y1 and carries it out (keep.c says how). */
-void ps_keep_apply(ir_graph *g, const ps_unit *u, int nu, const ps_keep *keep);
+/* Writes keep on the units' y1 (and, rec given, rec on the ns segments at
+ * at: ps_segments_find) and carries them out (keep.c says how). */
+void ps_keep_apply(ir_graph *g, const ps_unit *u, int nu, const ps_keep *keep, const int *at, const bool *rec,
+	int ns);
 /* Whether some unit of g is inverted (so ordering edges apply). */
 bool ps_keep_inverts(const ir_graph *g);
 
@@ -209,9 +231,19 @@ typedef struct {
 	bool follows;            /* continues the previous unit's chain */
 } ps_auto_unit;
 
+/* A segment (the forward outside the units, ps_segments_find): stored or
+ * recomputed. */
+typedef struct {
+	int at;                  /* its place: 0 the stem, n the head */
+	int64_t saved_bytes;     /* its values a gradient reads */
+	double flops;            /* its forward again */
+} ps_auto_seg;
+
 typedef struct {
 	int n;
 	ps_auto_unit *unit;
+	int nseg;
+	ps_auto_seg *seg;        /* in order of place */
 	double step_flops;       /* the step without recomputation */
 	int64_t c_fwd, c_bwd;    /* the calibrated constants (0 until calibrated) */
 } ps_auto_model;
@@ -224,13 +256,18 @@ void ps_auto_model_build(const ir_graph *g, ps_auto_model *am);
 void ps_auto_model_free(ps_auto_model *am);
 /* Sets the constants so that the model's forward end and backward peak of
  * decisions d are fwd_end and bwd_peak (bytes, as totals). */
-void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *d, int64_t fwd_end, int64_t bwd_peak);
-/* The model's total and the recomputation FLOPs of decisions d. */
-int64_t ps_auto_model_peak(const ps_auto_model *am, const ps_keep *d);
-double ps_auto_model_cost(const ps_auto_model *am, const ps_keep *d);
+void ps_auto_model_calibrate(ps_auto_model *am, const ps_keep *d, const bool *rec, int64_t fwd_end,
+	int64_t bwd_peak);
+/* The model's total and the recomputation FLOPs of decisions d, with the
+ * segments recomputed where rec says (nseg of them). */
+int64_t ps_auto_model_peak(const ps_auto_model *am, const ps_keep *d, const bool *rec);
+double ps_auto_model_cost(const ps_auto_model *am, const ps_keep *d, const bool *rec);
+/* Whether the program decides segment j: the first four before the head
+ * (the head, whose backward comes right after its forward, stays stored). */
+bool ps_auto_seg_choice(const ps_auto_model *am, int j);
 /* The cheapest decisions whose model total is at most budget, into out[0 ..
- * n); false when none fits. */
-bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out);
+ * n) and rec[0 .. nseg); false when none fits. */
+bool ps_auto_solve(const ps_auto_model *am, int64_t budget, ps_keep *out, bool *rec);
 
 /* ---- the memory model (passes/memory.c) --------------------------------- */
 

@@ -18,6 +18,7 @@
  *   Under other strategies a graph without decisions is left alone.  The
  *   ordering edges that make this pay are the schedule pass's job. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "passes.h"
 
@@ -28,10 +29,21 @@ int ps_revbwd(ir_graph *g, ps_ctx *ctx)
 	ps_keep *keep = calloc((size_t)nu + 1, sizeof *keep);
 	if (!keep)
 		IR_DIE("out of memory");
-	bool given = ps_keep_read(units, nu, keep);
+	int *at = malloc(((size_t)nu + 1) * sizeof *at);
+	bool *rec = calloc((size_t)nu + 1, sizeof *rec);
+	if (!at || !rec)
+		IR_DIE("out of memory");
+	int ns = ps_segments_find(g, nu, at);
+	ps_segments_read(g, nu, at, ns, rec);
+	/* The graph's own decisions: the units' (then the segments' too), or
+	 * only the segments' (the strategy decides the units). */
+	bool given = ps_keep_read(units, nu, keep), segs_given = given || memchr(rec, true, (size_t)ns);
 	int rc = 0;
-	if (!given && ctx->strategy != PS_REVNET && ctx->strategy != PS_AUTO)
+	if (!given && ctx->strategy != PS_REVNET && ctx->strategy != PS_AUTO) {
+		if (segs_given && ctx->strategy == PS_STORE) /* checkpoint carries them out with its own */
+			ps_keep_apply(g, units, nu, keep, at, NULL, ns);
 		goto done;
+	}
 	if (nu == 0) {
 		ir_diag_add(&ctx->diags, (ir_pos){0}, "revbwd: graph @%s has no reversible units", g->name);
 		rc = 1;
@@ -46,7 +58,8 @@ int ps_revbwd(ir_graph *g, ps_ctx *ctx)
 	} else if (!ctx->decisions) { /* auto without a budget: the fastest */
 		for (int k = 0; k < nu; k++)
 			keep[k] = (ps_keep){IR_KEEP_STORE, k};
-	} else if (!ps_keep_parse(ctx->decisions, nu, keep, why, sizeof why)) {
+	} else if (!ps_keep_parse(ctx->decisions, nu, keep, why, sizeof why) ||
+		   (!segs_given && !ps_segments_parse(ctx->decisions, ns, rec, why, sizeof why))) {
 		ir_diag_add(&ctx->diags, (ir_pos){0}, "revbwd: strategy auto for graph @%s: %s", g->name, why);
 		rc = 1;
 		goto done;
@@ -58,8 +71,10 @@ int ps_revbwd(ir_graph *g, ps_ctx *ctx)
 			rc = 1;
 			goto done;
 		}
-	ps_keep_apply(g, units, nu, keep);
+	ps_keep_apply(g, units, nu, keep, at, segs_given ? NULL : rec, ns);
 done:
+	free(at);
+	free(rec);
 	free(keep);
 	free(units);
 	return rc;

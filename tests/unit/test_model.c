@@ -29,9 +29,10 @@ static const char *root(void)
 	return r ? r : ".";
 }
 
-/* Builds a preset's training step (sets: "KEY=VALUE" overrides). */
-static ir_graph *build(const char *preset, const char *const *sets, int nsets, ir_dtype dt,
-	ps_strategy strategy, bool optimizer, bool edges)
+/* Builds a preset's training step (sets: "KEY=VALUE" overrides), under
+ * strategy auto with the decisions given (letters) when there are some. */
+static ir_graph *build_decided(const char *preset, const char *const *sets, int nsets, ir_dtype dt,
+	ps_strategy strategy, bool optimizer, bool edges, const char *decisions)
 {
 	char path[1024];
 	snprintf(path, sizeof path, "%s/models/%s.rev", root(), preset);
@@ -51,6 +52,7 @@ static ir_graph *build(const char *preset, const char *const *sets, int nsets, i
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	ctx.strategy = strategy;
+	ctx.decisions = decisions;
 	ctx.optimizer = optimizer;
 	ctx.no_order_edges = !edges;
 	ctx.momentum = s.momentum;
@@ -63,6 +65,12 @@ static ir_graph *build(const char *preset, const char *const *sets, int nsets, i
 	ir_diags_free(&d);
 	free(text);
 	return g;
+}
+
+static ir_graph *build(const char *preset, const char *const *sets, int nsets, ir_dtype dt,
+	ps_strategy strategy, bool optimizer, bool edges)
+{
+	return build_decided(preset, sets, nsets, dt, strategy, optimizer, edges, NULL);
 }
 
 /* ---- comparing tensors ---------------------------------------------------- */
@@ -446,11 +454,39 @@ END_TEST
 
 /* ---- memory -------------------------------------------------------------------- */
 
+/* The minimum-memory decisions (revc mem --strategy min at revnet-110,
+ * batch 100): the stem recomputed (R), every unit inverted or, with a
+ * downsample, recomputed, the head stored (S). */
+static void minimum_letters(const char *preset, const char *const *sets, char *out)
+{
+	ir_graph *g = build(preset, sets, 1, IR_F32, PS_STORE, true, true);
+	ps_unit *u;
+	int nu = ps_units_find(g, &u);
+	ck_assert_int_lt(nu, 200);
+	out[0] = 'R';
+	for (int k = 0; k < nu; k++)
+		out[k + 1] = u[k].invertible ? 'i' : 'r';
+	snprintf(out + nu + 1, 2, "S");
+	free(u);
+	ir_graph_free(g);
+}
+
 START_TEST(test_tracking_equals_plan)
 {
 	static const char *const sets[] = {"batch=2"};
-	for (int st = 0; st < PS_STRATEGY_COUNT; st++) {
-		ir_graph *g = build(presets[_i], sets, 1, IR_F32, (ps_strategy)st, true, true);
+	char low[256];
+	minimum_letters(presets[_i], sets, low);
+	for (int st = 0; st <= PS_STRATEGY_COUNT; st++) {
+		/* Past the strategies: auto with the minimum-memory decisions. */
+		ir_graph *g = st < PS_STRATEGY_COUNT ? build(presets[_i], sets, 1, IR_F32, (ps_strategy)st, true, true)
+						     : build_decided(presets[_i], sets, 1, IR_F32, PS_AUTO, true, true, low);
+		if (st == PS_STRATEGY_COUNT) { /* the stem's forward is recomputed */
+			bool recomputed = false;
+			for (int i = 0; i < g->n; i++)
+				recomputed |= g->nodes[i]->role == IR_ROLE_RECOMPUTE && g->nodes[i]->op == IR_OP_CONV2D &&
+					      g->nodes[i]->unit < 0;
+			ck_assert_msg(recomputed, "%s %s: the stem is not recomputed", presets[_i], low);
+		}
 		ps_memory m;
 		ps_memory_compute(g, g->nodes, rt_workspace_fn, NULL, &m);
 		rt_store s;
@@ -461,7 +497,8 @@ START_TEST(test_tracking_equals_plan)
 		ck_assert_msg(x, "%s", e.msg);
 		ck_assert(rt_exec_run(x, &e));
 		ck_assert_msg(rt_exec_peak_bytes(x) == m.peak, "%s %s: tracked %lld, planned %lld", presets[_i],
-			ps_strategy_name((ps_strategy)st), (long long)rt_exec_peak_bytes(x), (long long)m.peak);
+			st < PS_STRATEGY_COUNT ? ps_strategy_name((ps_strategy)st) : low, (long long)rt_exec_peak_bytes(x),
+			(long long)m.peak);
 		/* The plan fits in its arena and is at least the peak. */
 		ck_assert_int_ge(ps_arena_bytes(g), m.peak);
 		rt_exec_free(x);
