@@ -288,8 +288,8 @@ static int report(revc_model *m, bool all, revc_options *o, bool json, const cha
 
 /* What --sweep and --max-batch go with, checked before anything is
  * planned; EXIT_OK or a usage (or, for --plot, user) error. */
-static int sweep_usage(const char *cmd, bool sweep, int64_t max_batch, bool strategy_given, int64_t budget,
-	const char *timeline, const char *plot, int64_t points, int64_t steps, const revc_options *o)
+static int sweep_usage(const char *cmd, const char *spec, bool sweep, int64_t max_batch, bool strategy_given,
+	int64_t budget, const char *timeline, const char *plot, int64_t points, int64_t steps, const revc_options *o)
 {
 	if (sweep && max_batch > 0)
 		return cli_usage_error(cmd, "--sweep and --max-batch are two reports: give one");
@@ -303,6 +303,9 @@ static int sweep_usage(const char *cmd, bool sweep, int64_t max_batch, bool stra
 		if (timeline)
 			return cli_usage_error(cmd, "%s plans many graphs: --timeline draws one (with --strategy)", what);
 	}
+	if (max_batch > 0 && !cli_is_spec(spec))
+		return cli_usage_error(cmd, "--max-batch needs a spec (a .rev file): the batch of %s is its input x's first "
+			"dimension, fixed by the graph", spec);
 	if (max_batch > 0 && o->measure)
 		return cli_usage_error(cmd, "--measure goes with --sweep or a strategy, not --max-batch");
 	if (!sweep && (plot || points))
@@ -379,7 +382,7 @@ int cmd_mem(int argc, char **argv)
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
-	int many = sweep_usage(a.cmd, sweep, max_batch, strategy_given, budget, timeline, plot, points, steps, &o);
+	int many = sweep_usage(a.cmd, spec, sweep, max_batch, strategy_given, budget, timeline, plot, points, steps, &o);
 	if (many != EXIT_OK)
 		return many;
 	if (o.decisions && (all || o.strategy != REVC_AUTO))

@@ -13,6 +13,8 @@
 #include "cli.h"
 
 #define MIB 1048576.0
+/* The plan pass's largest arena (2^40 bytes): a size above is no budget. */
+#define MAX_ARENA ((int64_t)1 << 40)
 
 /* ---- progress ----------------------------------------------------------- */
 
@@ -269,6 +271,10 @@ bool cli_max_batch_size(const char *cmd, const char *val, int64_t *out)
 		cli_usage_error(cmd, "--max-batch must be a size such as 1GiB or 512MB, not '%s'", val);
 		return false;
 	}
+	if (*out > MAX_ARENA) {
+		cli_usage_error(cmd, "--max-batch must be at most 1TiB, the largest arena revc plans, not '%s'", val);
+		return false;
+	}
 	if (!n || !isalpha((unsigned char)val[n - 1])) {
 		cli_usage_error(cmd, "--max-batch takes a size with a unit, such as 1GiB or 512MB, not '%s' (the batch is "
 			"what it finds)", val);
@@ -363,9 +369,6 @@ static bool search(revc_model *m, const revc_options *o, revc_strategy st, int64
 
 int cli_mem_max_batch(revc_model *m, const revc_options *o, int64_t size, const cli_sweep_args *a)
 {
-	if (!cli_is_spec(a->spec))
-		return cli_usage_error("revc mem", "--max-batch needs a spec (a .rev file): the batch of %s is its input x's "
-			"first dimension, fixed by the graph", a->spec);
 	bool tty = isatty(STDERR_FILENO);
 	int64_t batch0 = revc_model_batch(m);
 	static const revc_strategy which[] = {REVC_AUTO, REVC_STORE, REVC_REVNET};
