@@ -35,7 +35,7 @@ static void clear_line(bool tty)
 
 /* ---- --measure -------------------------------------------------------------- */
 
-/* The median of a->steps timed steps of point p, compiled afresh. */
+/* The fastest of a->steps timed steps of point p, compiled afresh. */
 static bool measure_point(const cli_sweep_args *a, const revc_options *o, revc_sweep_point *p, bool tty,
 	const char *what)
 {
@@ -66,7 +66,7 @@ static bool measure_point(const cli_sweep_args *a, const revc_options *o, revc_s
 		cli_revc_error(err);
 		return false;
 	}
-	p->measured_seconds = r.median_seconds;
+	p->measured_seconds = r.min_seconds; /* the least disturbed by other load */
 	return true;
 }
 

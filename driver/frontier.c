@@ -130,7 +130,7 @@ char *revc_sweep_svg(const revc_model *m, const revc_sweep *s)
 		(long long)revc_model_batch(m));
 	snprintf(rate, sizeof rate, "%.1f", REVC_SWEEP_FLOP_RATE / 1e9);
 	snprintf(sub, sizeof sub, "strategy auto's %d schedules (of %d choices); predicted time = cost-model FLOPs "
-		"at %s GFLOP/s%s", s->npoints, s->choices, rate, meas ? "; measured: median of timed JIT steps" : "");
+		"at %s GFLOP/s%s", s->npoints, s->choices, rate, meas ? "; measured: fastest of the timed steps" : "");
 	static const char *const legend[] = {"auto (predicted)", "auto (measured)", "fixed strategies (predicted)",
 		"fixed strategies (measured)"};
 	double lw = 0;

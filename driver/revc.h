@@ -298,7 +298,7 @@ typedef struct {
 	double flops;            /* the step's in the cost model, recomputation included */
 	double recompute_flops;  /* of which recomputation */
 	double predicted_seconds; /* flops / REVC_SWEEP_FLOP_RATE */
-	double measured_seconds; /* median of timed steps when the caller measured it; else -1 */
+	double measured_seconds; /* the fastest timed step when the caller measured it; else -1 */
 } revc_sweep_point;
 
 typedef struct {
