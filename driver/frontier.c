@@ -135,7 +135,8 @@ char *revc_sweep_svg(const revc_model *m, const revc_sweep *s)
 		"fixed strategies (measured)"};
 	double lw = 0;
 	for (int i = 0; i < 4; i++)
-		lw = fmax(lw, drv_svg_text_w(legend[i], FONT));
+		if (meas || i % 2 == 0)
+			lw = fmax(lw, drv_svg_text_w(legend[i], FONT));
 	double W = fr.L + fr.PW + 28 + 30 + lw + 16;
 	W = fmax(W, 16 + fmax(drv_svg_text_w(title, TITLE_FONT * 1.1), drv_svg_text_w(sub, FONT)) + 16);
 	double H = fr.T + fr.PH + 60;
