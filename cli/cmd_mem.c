@@ -57,7 +57,8 @@ static const cli_opt opts[] = {
 	{"json", 0, NULL, "print JSON (schema: docs/mem.md)"},
 	{"timeline", 0, "FILE.svg", "draw live bytes per schedule step, by category"},
 	{"dtype", 0, "f32|f64", "precision (default f32)"},
-	{"measure", 0, NULL, "also run one step in tracking mode and report its real high-water mark (--engine interp)"},
+	{"measure", 0, NULL, "also run one step in tracking mode and report its real high-water mark (--engine interp); "
+		"with --sweep, time each schedule's steps"},
 	CLI_ENGINE_OPT,
 	{"threads", 0, "N", "threads the kernels are planned for (default 2)"},
 	CLI_SET_OPT,
@@ -302,6 +303,8 @@ static int sweep_usage(const char *cmd, const char *spec, bool sweep, int64_t ma
 				sweep ? "it sweeps every budget" : "SIZE is the budget");
 		if (timeline)
 			return cli_usage_error(cmd, "%s plans many graphs: --timeline draws one (with --strategy)", what);
+		if (o->dump_after || o->dump_dir || o->stop_after || o->passes || o->verify_each)
+			return cli_usage_error(cmd, "%s plans many graphs: the pass options go with one strategy", what);
 	}
 	if (max_batch > 0 && !cli_is_spec(spec))
 		return cli_usage_error(cmd, "--max-batch needs a spec (a .rev file): the batch of %s is its input x's first "
