@@ -92,6 +92,10 @@ int cli_revc_error(revc_error *err);
 
 /* Writes text to path atomically, or to stdout when path is NULL or "-". */
 bool cli_write_output(const char *path, const char *text, size_t len);
+/* Whether cli_write_output could write path (its directory exists and is
+ * writable, and path is no directory), checked before long work; else
+ * prints why and returns false. */
+bool cli_output_writable(const char *path);
 
 /* ---- models and their options (cli/args.c) ------------------------------ */
 
@@ -144,6 +148,25 @@ int cli_engine_check(const char *cmd, revc_engine kind, const char *cpu);
 /* The engine as JSON members on stdout: "engine":"jit","cpu":"znver4",
  * (cpu null for the interpreter), each with its comma. */
 void cli_model_engine_json(const revc_model *m);
+
+/* ---- revc mem --sweep and --max-batch (cli/mem_sweep.c) ------------------ */
+
+typedef struct {
+	const char *spec;       /* the model's file, opened afresh for each schedule --measure times */
+	const cli_sets *sets;
+	bool json, measure;
+	const char *plot;       /* --plot FILE.svg, or NULL */
+	int64_t steps;          /* --measure: timed steps a schedule */
+	int points;             /* budgets walked at most (0: the library's default) */
+} cli_sweep_args;
+
+/* --max-batch SIZE: a size with a unit (1GiB, 512MB), so that it cannot
+ * be taken for a batch; prints a usage error. */
+bool cli_max_batch_size(const char *cmd, const char *val, int64_t *out);
+/* Prints (and draws, and times) strategy auto's frontier for m; an exit status. */
+int cli_mem_sweep(revc_model *m, const revc_options *o, const cli_sweep_args *a);
+/* Prints the largest batches at which auto, store and revnet fit size. */
+int cli_mem_max_batch(revc_model *m, const revc_options *o, int64_t size, const cli_sweep_args *a);
 
 /* ---- progress (cli/progress.c) ---------------------------------------------- */
 

@@ -12,7 +12,9 @@
 static const char usage[] =
 	"revc mem SPEC|FILE.ir [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|auto|min|all]\n"
 	"                [--no-order-edges] [--budget SIZE] [--decisions LETTERS] [--json] [--timeline FILE.svg]\n"
-	"                [--engine interp|jit] [--threads N] [--measure] [pass options]";
+	"                [--engine interp|jit] [--threads N] [--measure] [pass options]\n"
+	"       revc mem SPEC|FILE.ir --sweep [--plot FILE.svg] [--points N] [--measure [--steps K]] [--json] [...]\n"
+	"       revc mem SPEC --max-batch SIZE [--json] [...]";
 static const char about[] =
 	"Builds SPEC's training step (f32, the spec's optimiser), schedules it and plans its\n"
 	"arena, then prints the peak bytes by category (parameters, parameter gradients,\n"
@@ -40,7 +42,16 @@ static const char about[] =
 	"unit before (docs/ir.md); S or R among them stores or recomputes a segment\n"
 	"outside the units (the stem, the head).  A budget below the minimum exits 3\n"
 	"naming it.  --strategy min takes the minimum-memory decisions (auto at its\n"
-	"lower end).";
+	"lower end).\n"
+	"\n"
+	"--sweep prints the memory/time frontier: strategy auto's choices for the\n"
+	"budgets from the minimum-memory decisions' total up to store's (at most\n"
+	"--points budgets, besides the three strategies' totals), each with its\n"
+	"planned total, saved + transient peak, FLOPs and predicted step time, and\n"
+	"store, revnet and checkpoint on the same axes; --plot draws it, --measure\n"
+	"also compiles each schedule and times --steps steps of it (revc bench).\n"
+	"--max-batch SIZE (with a unit: 1GiB) finds the largest batch whose best\n"
+	"schedule fits SIZE, and the largest store and revnet alone allow.";
 
 static const cli_opt opts[] = {
 	{"strategy", 0, "NAME", "store, revnet, checkpoint, auto, min or all (default " CLI_STRATEGY_DEFAULT ")"},
@@ -49,17 +60,25 @@ static const cli_opt opts[] = {
 	{"json", 0, NULL, "print JSON (schema: docs/mem.md)"},
 	{"timeline", 0, "FILE.svg", "draw live bytes per schedule step, by category"},
 	{"dtype", 0, "f32|f64", "precision (default f32)"},
-	{"measure", 0, NULL, "also run one step in tracking mode and report its real high-water mark (--engine interp)"},
+	{"measure", 0, NULL, "also run one step in tracking mode and report its real high-water mark (--engine interp); "
+		"with --sweep, time each schedule's steps"},
 	CLI_ENGINE_OPT,
 	{"threads", 0, "N", "threads the kernels are planned for (default 2)"},
 	CLI_SET_OPT,
 	{"decisions", 0, "LETTERS", "strategy auto: these decisions, one letter a unit (s, i, r, c, +) or segment (S, R)"},
+	/* the frontier and the largest batch (mem_sweep.c) */
+	{"sweep", 0, NULL, "print strategy auto's memory/time frontier, with the fixed strategies"},
+	{"plot", 0, "FILE.svg", "--sweep: draw the frontier"},
+	{"points", 0, "N", "--sweep: budgets walked at most (default 40)"},
+	{"steps", 0, "K", "--sweep --measure: timed steps of each schedule (default 2)"},
+	{"max-batch", 0, "SIZE", "the largest batch whose best schedule fits SIZE (and store's, revnet's)"},
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_STRATEGY, OPT_NO_EDGES, OPT_BUDGET, OPT_JSON, OPT_TIMELINE, OPT_DTYPE, OPT_MEASURE, OPT_ENGINE,
-	OPT_THREADS, OPT_SET, OPT_DECISIONS, OPT_HELP, OPT_PASS0 };
+	OPT_THREADS, OPT_SET, OPT_DECISIONS, OPT_SWEEP, OPT_PLOT, OPT_POINTS, OPT_STEPS, OPT_MAX_BATCH, OPT_HELP,
+	OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 static void describe(const revc_memory *r, int k, char *buf, size_t n)
@@ -273,13 +292,46 @@ static int report(revc_model *m, bool all, revc_options *o, bool json, const cha
 	return status;
 }
 
+/* What --sweep and --max-batch go with, checked before anything is
+ * planned; EXIT_OK or a usage (or, for --plot, user) error. */
+static int sweep_usage(const char *cmd, const char *spec, bool sweep, int64_t max_batch, bool strategy_given,
+	int64_t budget, const char *timeline, const char *plot, int64_t points, int64_t steps, const revc_options *o)
+{
+	if (sweep && max_batch > 0)
+		return cli_usage_error(cmd, "--sweep and --max-batch are two reports: give one");
+	const char *what = sweep ? "--sweep" : "--max-batch";
+	if (sweep || max_batch > 0) {
+		if (strategy_given)
+			return cli_usage_error(cmd, "%s chooses the strategies itself: leave out --strategy", what);
+		if (budget >= 0)
+			return cli_usage_error(cmd, "%s takes no --budget (%s)", what,
+				sweep ? "it sweeps every budget" : "SIZE is the budget");
+		if (timeline)
+			return cli_usage_error(cmd, "%s plans many graphs: --timeline draws one (with --strategy)", what);
+		if (o->dump_after || o->dump_dir || o->stop_after || o->passes || o->verify_each)
+			return cli_usage_error(cmd, "%s plans many graphs: the pass options go with one strategy", what);
+	}
+	if (max_batch > 0 && !cli_is_spec(spec))
+		return cli_usage_error(cmd, "--max-batch needs a spec (a .rev file): the batch of %s is its input x's first "
+			"dimension, fixed by the graph", spec);
+	if (max_batch > 0 && o->measure)
+		return cli_usage_error(cmd, "--measure goes with --sweep or a strategy, not --max-batch");
+	if (!sweep && (plot || points))
+		return cli_usage_error(cmd, "--%s goes with --sweep", plot ? "plot" : "points");
+	if (steps > 0 && !(sweep && o->measure))
+		return cli_usage_error(cmd, "--steps goes with --sweep --measure");
+	return plot && !cli_output_writable(plot) ? EXIT_USER : EXIT_OK;
+}
+
 int cmd_mem(int argc, char **argv)
 {
 	cli_args a;
 	cli_args_init(&a, "revc mem", argc, argv);
 	const char *spec = NULL, *timeline = NULL, *val;
 	bool json = false, all = false;
-	int64_t budget = -1;
+	int64_t budget = -1, max_batch = -1, points = 0, steps = -1;
+	bool sweep = false, strategy_given = false;
+	const char *plot = NULL;
 	revc_options o;
 	revc_options_init(&o);
 	o.threads = 2;
@@ -294,6 +346,7 @@ int cmd_mem(int argc, char **argv)
 			spec = val;
 			break;
 		case OPT_STRATEGY:
+			strategy_given = true;
 			all = strcmp(val, "all") == 0;
 			o.minimum = strcmp(val, "min") == 0; /* auto at its lower end */
 			if (o.minimum)
@@ -307,6 +360,20 @@ int cmd_mem(int argc, char **argv)
 				return cli_usage_error(a.cmd, "--budget must be a size such as 512MiB, 1.5GB or 1000000, not '%s'", val);
 			break;
 		case OPT_DECISIONS: o.decisions = val; break;
+		case OPT_SWEEP: sweep = true; break;
+		case OPT_PLOT: plot = val; break;
+		case OPT_POINTS:
+			if (!cli_parse_int(a.cmd, "--points", val, 2, 1000, &points))
+				return EXIT_USAGE;
+			break;
+		case OPT_STEPS:
+			if (!cli_parse_int(a.cmd, "--steps", val, 1, 100, &steps))
+				return EXIT_USAGE;
+			break;
+		case OPT_MAX_BATCH:
+			if (!cli_max_batch_size(a.cmd, val, &max_batch))
+				return EXIT_USAGE;
+			break;
 		case OPT_JSON: json = true; break;
 		case OPT_TIMELINE: timeline = val; break;
 		case OPT_MEASURE: o.measure = true; break;
@@ -326,10 +393,13 @@ int cmd_mem(int argc, char **argv)
 	}
 	if (!spec)
 		return cli_usage_error(a.cmd, "missing SPEC");
+	int many = sweep_usage(a.cmd, spec, sweep, max_batch, strategy_given, budget, timeline, plot, points, steps, &o);
+	if (many != EXIT_OK)
+		return many;
 	if (o.decisions && (all || o.strategy != REVC_AUTO))
 		return cli_usage_error(a.cmd, "--decisions goes with --strategy auto");
 	/* Tracking mode is the interpreter's: it measures what that plan says. */
-	if (o.measure && o.engine != REVC_INTERP)
+	if (o.measure && !sweep && o.engine != REVC_INTERP)
 		return cli_usage_error(a.cmd, "--measure runs the interpreter's tracking mode: add --engine interp");
 	int ready = cli_pass_options_ready(a.cmd, &o);
 	if (ready != EXIT_OK)
@@ -339,7 +409,10 @@ int cmd_mem(int argc, char **argv)
 					      : revc_model_from_ir(spec, &err);
 	if (!model)
 		return cli_revc_error(err);
-	int status = report(model, all, &o, json, timeline, budget);
+	cli_sweep_args sa = {spec, &m, json, o.measure, plot, steps > 0 ? steps : 2, (int)points};
+	int status = sweep ? cli_mem_sweep(model, &o, &sa)
+		: max_batch > 0 ? cli_mem_max_batch(model, &o, max_batch, &sa)
+		: report(model, all, &o, json, timeline, budget);
 	revc_model_free(model);
 	return status;
 }

@@ -2,6 +2,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -73,4 +75,34 @@ void cli_model_engine_json(const revc_model *m)
 		printf("\"cpu\":\"%s\",", revc_model_cpu(m));
 	else
 		printf("\"cpu\":null,");
+}
+
+bool cli_output_writable(const char *path)
+{
+	if (!path || strcmp(path, "-") == 0)
+		return true;
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else
+		snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	struct stat st;
+	if (slash && !slash[1]) {
+		cli_error("cannot write %s: it names a directory", path);
+		return false;
+	}
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		cli_error("cannot write %s: %s is not a directory", path, dir);
+		return false;
+	}
+	if (access(dir, W_OK) != 0) {
+		cli_error("cannot write %s: directory %s is not writable", path, dir);
+		return false;
+	}
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		cli_error("cannot write %s: it is a directory", path);
+		return false;
+	}
+	return true;
 }

@@ -139,6 +139,24 @@ struct revc_dataset {
 /* The memory timeline of planned g as SVG text (driver/timeline.c). */
 char *drv_timeline_svg(const char *model, int64_t batch, ps_strategy s, const ir_graph *g, const ps_memory *m);
 
+/* ---- SVG figures (driver/svg.c) -------------------------------------------- */
+
+/* Width of a character, in font sizes: above DejaVu Sans's average. */
+#define DRV_SVG_EM 0.62
+/* The estimated width of s at font size size. */
+double drv_svg_text_w(const char *s, double size);
+/* s as SVG character data. */
+void drv_svg_escaped(FILE *f, const char *s);
+/* A <text> at (x, y), anchored (NULL: start), with extra attributes. */
+void drv_svg_text(FILE *f, double x, double y, const char *anchor, const char *extra, const char *s);
+/* 1, 2, 2.5 or 5 times a power of ten: at most `want` intervals over span. */
+double drv_svg_nice_step(double span, int want);
+/* "12.5" with as many decimals as step needs. */
+void drv_svg_tick_label(char *buf, size_t n, double v, double step);
+/* A stream into *buf (the caller closes it, then frees *buf) that has the
+ * header of a W x H canvas with a white background written. */
+FILE *drv_svg_open(double W, double H, double font, char **buf, size_t *len);
+
 /* ---- an IR file's training settings (driver/ir_settings.c) ----------------- */
 
 /* Where the `train { ... }` block ahead of an IR file's graph is. */

@@ -292,6 +292,54 @@ bool revc_auto_cost(revc_model *m, const revc_options *o, const char *decisions,
  * schedule step by category, as SVG text the caller frees. */
 char *revc_memory_timeline_svg(revc_model *m, revc_strategy s, const revc_options *o, revc_error **err);
 
+/* ---- the memory/time frontier (revc mem --sweep, --max-batch) ------------- */
+
+/* The FLOP rate predicted seconds assume (the cost model's FLOPs a second
+ * of one training step on 2 threads, measured: docs/mem.md). */
+#define REVC_SWEEP_FLOP_RATE 13.0e9
+
+/* One schedule on the frontier's axes. */
+typedef struct {
+	revc_strategy strategy;  /* REVC_AUTO for auto's choices */
+	char decisions[REVC_MAX_UNITS + 1];
+	int64_t budget_bytes;    /* auto: the least budget swept that chose it */
+	int64_t total_bytes;     /* planned: parameters + optimiser state + arena */
+	int64_t saved_transient_bytes;
+	double flops;            /* the step's in the cost model, recomputation included */
+	double recompute_flops;  /* of which recomputation */
+	double predicted_seconds; /* flops / REVC_SWEEP_FLOP_RATE */
+	double measured_seconds; /* the fastest timed step when the caller measured it; else -1 */
+} revc_sweep_point;
+
+typedef struct {
+	int max_points;          /* budgets walked at most (besides the fixed strategies'; default 40) */
+	/* NULL, or called before each budget of the walk (done so far, the budget next). */
+	void (*on_point)(void *user, int done, int64_t budget);
+	void *user;
+} revc_sweep_options;
+
+void revc_sweep_options_init(revc_sweep_options *so);
+
+typedef struct {
+	int npoints;             /* the frontier, by total descending (cost ascending) */
+	revc_sweep_point *points;
+	revc_sweep_point fixed[3]; /* store, revnet, checkpoint */
+	double step_flops;       /* store's */
+	int64_t minimum_bytes;   /* the least total auto found */
+	int choices, plans;      /* auto's choices made, and the plans they took */
+	int dominated;           /* choices left off because another needs no more and costs no more */
+} revc_sweep;
+
+/* Auto's choices for m's step under o for the budgets from store's total
+ * down to the minimum, the frontier of them, and the fixed strategies. */
+bool revc_sweep_run(revc_model *m, const revc_options *o, const revc_sweep_options *so, revc_sweep *out,
+	revc_error **err);
+void revc_sweep_free(revc_sweep *s);
+/* The frontier's point a budget gets (the fastest whose total fits), or NULL. */
+const revc_sweep_point *revc_sweep_at(const revc_sweep *s, int64_t budget);
+/* The frontier as an SVG figure (revc mem --plot), text the caller frees. */
+char *revc_sweep_svg(const revc_model *m, const revc_sweep *s);
+
 /* ---- tensors --------------------------------------------------------------- */
 
 #define REVC_MAX_RANK 8

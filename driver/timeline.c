@@ -6,7 +6,7 @@
  * The leading steps that change no live bytes (parameters, state and
  * inputs being brought in) are left off the step axis when they are more
  * than a few percent of it, and the axis says so.  SVG cannot measure
- * text, so widths are estimated generously (TEXT_EM of the font size a
+ * text, so widths are estimated generously (DRV_SVG_EM of the font size a
  * character, more for bold) and the canvas is laid out around the widest
  * label: nothing overlaps and nothing is cut off.  tests/cli/timeline.sh
  * checks that with the same estimate. */
@@ -18,9 +18,7 @@
 
 #define FONT 12.0
 #define TITLE_FONT 16.0
-/* Width of a character, in font sizes: above DejaVu Sans's average; bold
- * text counts as BOLD times its size. */
-#define TEXT_EM 0.62
+/* Bold text counts as BOLD times its size (drv_svg_text_w). */
 #define BOLD 1.1
 #define MIB 1048576.0
 /* Leading unchanged steps are left out when they are at least this share. */
@@ -46,52 +44,6 @@ static int64_t bytes_at(const ps_memory *m, int t, ps_mem_cat c)
 	if (c == PS_MEM_PARAMS || c == PS_MEM_OPTSTATE)
 		return m->persistent[c];
 	return t < m->steps ? m->live[(size_t)t * PS_MEM_CAT_COUNT + c] : 0;
-}
-
-static double text_w(const char *s, double size)
-{
-	return (double)strlen(s) * size * TEXT_EM;
-}
-
-/* s as SVG character data. */
-static void put_escaped(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		switch (*s) {
-		case '&': fputs("&amp;", f); break;
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '"': fputs("&quot;", f); break;
-		default: fputc(*s, f);
-		}
-	}
-}
-
-static void put_text(FILE *f, double x, double y, const char *anchor, const char *extra, const char *s)
-{
-	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\"%s%s%s%s>", x, y, anchor ? " text-anchor=\"" : "",
-		anchor ? anchor : "", anchor ? "\"" : "", extra ? extra : "");
-	put_escaped(f, s);
-	fputs("</text>\n", f);
-}
-
-/* 1, 2, 2.5 or 5 times a power of ten: at most `want` intervals over span. */
-static double nice_step(double span, int want)
-{
-	if (!(span > 0))
-		return 1;
-	double raw = span / want, p = pow(10, floor(log10(raw)));
-	return raw <= p ? p : raw <= 2 * p ? 2 * p : raw <= 2.5 * p ? 2.5 * p : raw <= 5 * p ? 5 * p
-		: 10 * p;
-}
-
-/* "12.5" with as many decimals as step needs. */
-static void tick_label(char *buf, size_t n, double v, double step)
-{
-	int dec = 0;
-	for (double k = step; dec < 6 && fabs(k - round(k)) > 1e-6 * k; k *= 10)
-		dec++;
-	snprintf(buf, n, "%.*f", dec, v);
 }
 
 /* The plot box and what it maps: steps [s0, n) across, bytes [0, ymax] up. */
@@ -161,17 +113,17 @@ static void axes(FILE *f, const frame *fr, double step, int skipped)
 		double y = fy(fr, (int64_t)(k * step * MIB));
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n",
 			fr->L - 4, y, fr->L, y);
-		tick_label(lab, sizeof lab, k * step, step);
-		put_text(f, fr->L - 7, y + 4, "end", NULL, lab);
+		drv_svg_tick_label(lab, sizeof lab, k * step, step);
+		drv_svg_text(f, fr->L - 7, y + 4, "end", NULL, lab);
 	}
 	/* Steps: ticks at round numbers, and the first step drawn when the
 	 * axis starts late, with a break mark. */
-	double sstep = ceil(nice_step(fr->n - fr->s0, 8));
+	double sstep = ceil(drv_svg_nice_step(fr->n - fr->s0, 8));
 	double first = ceil(fr->s0 / sstep) * sstep, s0_w = 0;
 	if (skipped) {
 		snprintf(lab, sizeof lab, "%d", fr->s0);
-		s0_w = text_w(lab, FONT);
-		put_text(f, fr->L, fr->T + fr->PH + 18, "middle", NULL, lab);
+		s0_w = drv_svg_text_w(lab, FONT);
+		drv_svg_text(f, fr->L, fr->T + fr->PH + 18, "middle", NULL, lab);
 		double y = fr->T + fr->PH;
 		fprintf(f, "<path d=\"M%.1f,%.1f l6,-10 M%.1f,%.1f l6,-10\" stroke=\"black\"/>\n",
 			fr->L + 4, y + 5, fr->L + 9, y + 5);
@@ -179,15 +131,15 @@ static void axes(FILE *f, const frame *fr, double step, int skipped)
 	for (double s = first; s <= fr->n; s += sstep) {
 		double x = fx(fr, s);
 		snprintf(lab, sizeof lab, "%.0f", s);
-		if (skipped && x - fr->L < (s0_w + text_w(lab, FONT)) / 2 + 8)
+		if (skipped && x - fr->L < (s0_w + drv_svg_text_w(lab, FONT)) / 2 + 8)
 			continue;
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", x,
 			fr->T + fr->PH, x, fr->T + fr->PH + 4);
-		put_text(f, x, fr->T + fr->PH + 18, "middle", NULL, lab);
+		drv_svg_text(f, x, fr->T + fr->PH + 18, "middle", NULL, lab);
 	}
 	fprintf(f, "<rect id=\"plot\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
 		"stroke=\"black\"/>\n", fr->L, fr->T, fr->PW, fr->PH);
-	put_text(f, fr->L - 7, fr->T - 14, "end", NULL, "MiB");
+	drv_svg_text(f, fr->L - 7, fr->T - 14, "end", NULL, "MiB");
 }
 
 /* One polygon per category over the levels lev (NSTACK rows of fr->n): the
@@ -220,29 +172,29 @@ static double legend(FILE *f, const ps_memory *m, int p, double x, double y, con
 {
 	const double swatch = 12, gap = 8, col = 16;
 	char values[NSTACK][32];
-	double name_w = text_w("total", FONT * BOLD), value_w = text_w(total, FONT * BOLD);
+	double name_w = drv_svg_text_w("total", FONT * BOLD), value_w = drv_svg_text_w(total, FONT * BOLD);
 	for (int c = 0; c < NSTACK; c++) {
 		revc_format_bytes(values[c], sizeof values[c], bytes_at(m, p, stack[c]));
-		name_w = fmax(name_w, text_w(ps_mem_cat_name(stack[c]), FONT));
-		value_w = fmax(value_w, text_w(values[c], FONT));
+		name_w = fmax(name_w, drv_svg_text_w(ps_mem_cat_name(stack[c]), FONT));
+		value_w = fmax(value_w, drv_svg_text_w(values[c], FONT));
 	}
-	double width = fmax(swatch + gap + name_w + col + value_w, text_w(head, FONT * BOLD));
+	double width = fmax(swatch + gap + name_w + col + value_w, drv_svg_text_w(head, FONT * BOLD));
 	if (!f)
 		return width;
 	double vx = x + swatch + gap + name_w + col + value_w;
 	fprintf(f, "<g id=\"legend\">\n");
-	put_text(f, x, y + 10, NULL, " font-weight=\"bold\"", head);
+	drv_svg_text(f, x, y + 10, NULL, " font-weight=\"bold\"", head);
 	y += 22;
 	for (int c = NSTACK - 1; c >= 0; c--, y += 20) {
 		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" fill=\"%s\"/>\n",
 			x, y, swatch, swatch, colour[stack[c]]);
-		put_text(f, x + swatch + gap, y + 10, NULL, NULL, ps_mem_cat_name(stack[c]));
-		put_text(f, vx, y + 10, "end", NULL, values[c]);
+		drv_svg_text(f, x + swatch + gap, y + 10, NULL, NULL, ps_mem_cat_name(stack[c]));
+		drv_svg_text(f, vx, y + 10, "end", NULL, values[c]);
 	}
 	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", x,
 		y, vx, y);
-	put_text(f, x + swatch + gap, y + 16, NULL, " font-weight=\"bold\"", "total");
-	put_text(f, vx, y + 16, "end", " font-weight=\"bold\"", total);
+	drv_svg_text(f, x + swatch + gap, y + 16, NULL, " font-weight=\"bold\"", "total");
+	drv_svg_text(f, vx, y + 16, "end", " font-weight=\"bold\"", total);
 	fprintf(f, "</g>\n");
 	return width;
 }
@@ -254,7 +206,7 @@ static void peak_mark(FILE *f, const frame *fr, int p, int64_t bytes, double W, 
 	const char *line2)
 {
 	double px = fx(fr, p + 0.5), py = fy(fr, bytes);
-	double label_w = fmax(text_w(line1, FONT * BOLD), text_w(line2, FONT));
+	double label_w = fmax(drv_svg_text_w(line1, FONT * BOLD), drv_svg_text_w(line2, FONT));
 	double ly = fr->T - 44;
 	bool right = px + 8 + label_w <= W - 16;
 	double lx = right ? px + 8 : fmax(16 + label_w, px - 8);
@@ -264,8 +216,8 @@ static void peak_mark(FILE *f, const frame *fr, int p, int64_t bytes, double W, 
 		"stroke-dasharray=\"4,3\"/>\n", px, ly - 10, px, fr->T + fr->PH);
 	fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"white\" stroke=\"black\"/>\n",
 		px, py);
-	put_text(f, lx, ly, anchor, " font-weight=\"bold\"", line1);
-	put_text(f, lx, ly + 16, anchor, NULL, line2);
+	drv_svg_text(f, lx, ly, anchor, " font-weight=\"bold\"", line1);
+	drv_svg_text(f, lx, ly + 16, anchor, NULL, line2);
 	fprintf(f, "</g>\n");
 }
 
@@ -318,38 +270,31 @@ char *drv_timeline_svg(const char *model, int64_t batch, ps_strategy s,
 	/* Layout: title and the peak's label above the plot, tick labels to
 	 * its left, the legend to its right. */
 	frame fr = {.T = 112, .PW = 720, .PH = 320, .s0 = skipped, .n = n};
-	double ystep = nice_step((double)top / MIB, 6);
+	double ystep = drv_svg_nice_step((double)top / MIB, 6);
 	fr.ymax = ceil((double)top / MIB / ystep - 1e-9) * ystep * MIB;
 	if (fr.ymax < (double)top)
 		fr.ymax = (double)top;
 	char lab[64];
-	tick_label(lab, sizeof lab, fr.ymax / MIB, ystep);
-	fr.L = 16 + fmax(text_w(lab, FONT), text_w("MiB", FONT)) + 12;
+	drv_svg_tick_label(lab, sizeof lab, fr.ymax / MIB, ystep);
+	fr.L = 16 + fmax(drv_svg_text_w(lab, FONT), drv_svg_text_w("MiB", FONT)) + 12;
 	double legend_x = fr.L + fr.PW + 28;
 	double W = legend_x + legend(NULL, m, p, 0, 0, legend_head, total_s) + 16;
-	W = fmax(W, 16 + fmax(text_w(title, TITLE_FONT * BOLD), text_w(subtitle, FONT)) + 16);
-	W = fmax(W, fr.L + fr.PW / 2 + text_w(note, FONT) / 2 + 16);
+	W = fmax(W, 16 + fmax(drv_svg_text_w(title, TITLE_FONT * BOLD), drv_svg_text_w(subtitle, FONT)) + 16);
+	W = fmax(W, fr.L + fr.PW / 2 + drv_svg_text_w(note, FONT) / 2 + 16);
 	double H = fr.T + fr.PH + 56;
 
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		IR_DIE("open_memstream failed");
-	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-		"viewBox=\"0 0 %.0f %.0f\" font-family=\"DejaVu Sans, Verdana, sans-serif\" "
-		"font-size=\"%.0f\">\n", ceil(W), H, ceil(W), H, FONT);
-	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+	char *buf;
+	size_t len;
+	FILE *f = drv_svg_open(W, H, FONT, &buf, &len);
 	char big[64];
 	snprintf(big, sizeof big, " font-size=\"%.0f\" font-weight=\"bold\"", TITLE_FONT);
-	put_text(f, 16, 26, NULL, big, title);
-	put_text(f, 16, 46, NULL, " fill=\"#555555\"", subtitle);
+	drv_svg_text(f, 16, 26, NULL, big, title);
+	drv_svg_text(f, 16, 46, NULL, " fill=\"#555555\"", subtitle);
 
 	grid(f, &fr, ystep);
 	bands(f, &fr, lev);
 	axes(f, &fr, ystep, skipped);
-	put_text(f, fr.L + fr.PW / 2, fr.T + fr.PH + 40, "middle", NULL, note);
+	drv_svg_text(f, fr.L + fr.PW / 2, fr.T + fr.PH + 40, "middle", NULL, note);
 
 	peak_mark(f, &fr, p, peak_total, W, peak1, peak2);
 	legend(f, m, p, legend_x, fr.T + 4, legend_head, total_s);
