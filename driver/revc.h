@@ -112,6 +112,12 @@ typedef struct {
 	 * revc_auto_choose within this total (-1, the default: max_memory,
 	 * or with none, no budget: store). */
 	int64_t budget;
+	/* ---- data parallelism (issue 15; docs/distributed.md) */
+	/* The processes the training step is for: 0 (the default) the world's
+	 * size (1 without mpirun, and then the step sums nothing); K >= 1 the
+	 * step of one of K processes, its reductions included (1: the
+	 * allreduce pass forced on, which changes no result). */
+	int ranks;
 } revc_options;
 
 /* The defaults above. */
