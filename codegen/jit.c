@@ -213,6 +213,8 @@ static LLVMErrorRef blas_symbols(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef dylib)
 		{"cblas_dgemm", (void (*)(void))cblas_dgemm},
 		/* the world's sum (k_comm.c) */
 		{"revc_comm_allreduce_sum", (void (*)(void))revc_comm_allreduce_sum},
+		{"revc_comm_allreduce_begin", (void (*)(void))revc_comm_allreduce_begin},
+		{"revc_comm_allreduce_end", (void (*)(void))revc_comm_allreduce_end},
 	};
 	enum { N = sizeof blas / sizeof blas[0] };
 	LLVMOrcCSymbolMapPair pairs[N];

@@ -302,7 +302,7 @@ static bool build(drv_aot *a, const fe_spec *s, const ir_graph *step, const ir_g
 static bool distributed(const ir_graph *g, ir_diags *d)
 {
 	for (int i = 0; i < g->n; i++)
-		if (g->nodes[i]->op == IR_OP_ALLREDUCE) {
+		if (g->nodes[i]->op == IR_OP_ALLREDUCE || g->nodes[i]->op == IR_OP_ALLREDUCE_START) {
 			const ir_node *n = g->nodes[i];
 			ir_diag_add(d, n->pos, "a data-parallel step (allreduce, as under mpirun or --ranks) cannot be compiled "
 				"into a model library: it runs on one process; train it with revc train");

@@ -170,6 +170,7 @@ static void context(revc_model *m, int k, ps_ctx *ctx)
 	ctx->optimizer = k == DRV_STEP;
 	if (k != DRV_EVAL)
 		ctx->ranks = drv_ranks(&m->opts);
+	ctx->allreduce_overlap = m->opts.allreduce_overlap;
 	drv_engine_plan(&m->engine, ctx);
 }
 

@@ -118,6 +118,10 @@ typedef struct {
 	 * step of one of K processes, its reductions included (1: the
 	 * allreduce pass forced on, which changes no result). */
 	int ranks;
+	/* Each gradient's sum starts where the gradient is final and is waited
+	 * for after the backward pass, instead of blocking there (experimental:
+	 * docs/distributed.md says what is wrong with it). */
+	bool allreduce_overlap;
 } revc_options;
 
 /* The defaults above. */

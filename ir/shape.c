@@ -989,3 +989,11 @@ bool ir_rule_bn_merge(const ir_node *n, ir_type *out, ir_diags *d)
 {
 	return stats_rows(n, 3, 2, out, d);
 }
+
+/* allreduce_wait(s), s an allreduce_start */
+bool ir_rule_allreduce_wait(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (n->in[0]->op != IR_OP_ALLREDUCE_START)
+		return fail(n, d, "operand 0 must be an allreduce_start");
+	return ir_rule_allreduce(n, out, d);
+}

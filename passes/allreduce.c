@@ -13,10 +13,20 @@
  *   - the backward's batch sums are reduced: bn_dx's dgamma and dbeta are
  *     allreduce {factor=1/K} of themselves, and so is every value that
  *     read them (the gamma and beta gradients among them);
- *   - every other "grad:NAME" output reads allreduce(g) {factor=1/K} of
- *     its gradient g, placed right after g: the sum over ranks of each
- *     rank's gradient of its mean loss over b examples, divided by K, is
- *     the gradient of the mean loss over the K·b examples.
+ *   - every other "grad:NAME" output reads the sum over the ranks of its
+ *     gradient g, times 1/K: the sum of each rank's gradient of its mean
+ *     loss over b examples, divided by K, is the gradient of the mean loss
+ *     over the K·b examples: w = allreduce(g) {factor=1/K}, one blocking
+ *     sum right after g.  With ctx->allreduce_overlap the sum is started
+ *     as soon as g is final and waited for after the backward pass:
+ *         s = allreduce_start(g)            right after g, marked as g
+ *         w = allreduce_wait(s) {factor=1/K}  in no unit
+ *     Marked as g, s is one of the gradient nodes of its unit's part that
+ *     the reconstruction of the unit's input runs after (edges.c), so the
+ *     backward pass goes on to the unit before only once the sum is under
+ *     way; ordering edges make the first wait run after every start and
+ *     each wait after the one before, so the waits come after the whole
+ *     backward pass, in the order of the gradient outputs.
  *   The factor is left out when K is 1, so the step of one process is the
  *   step without the pass, to the bit (kern_comm.c says why bn_merge is
  *   exact there).  Collectives run in schedule order, which is the same on
@@ -85,16 +95,21 @@ static void sync_sum(syncer *S, ir_node *x)
 
 /* Whether v is the same on every rank already: a reduction, or a sum of
  * such (a parameter's gradient from several synchronised batch norms). */
+static bool reduced(const ir_node *v)
+{
+	return v->op == IR_OP_ALLREDUCE || v->op == IR_OP_ALLREDUCE_WAIT;
+}
+
 static bool global(const ir_node *v, int depth)
 {
-	if (v->op == IR_OP_ALLREDUCE)
+	if (reduced(v))
 		return true;
 	return v->op == IR_OP_ADD && depth < 64 && global(v->in[0], depth + 1) && global(v->in[1], depth + 1);
 }
 
 static bool touches_global(const ir_node *v, int depth)
 {
-	if (v->op == IR_OP_ALLREDUCE)
+	if (reduced(v))
 		return true;
 	return v->op == IR_OP_ADD && depth < 64 &&
 	       (touches_global(v->in[0], depth + 1) || touches_global(v->in[1], depth + 1));
@@ -160,7 +175,10 @@ int ps_allreduce(ir_graph *g, ps_ctx *ctx)
 			if (v->id < S.n0 && S.repl[v->id])
 				g->nodes[i]->in[k] = S.repl[v->id];
 		}
-	int rc = 0;
+	int rc = 0, nstarts = 0;
+	ir_node **starts = malloc(((size_t)S.n0 + 1) * sizeof *starts), **waits = malloc(((size_t)S.n0 + 1) * sizeof *waits);
+	if (!starts || !waits)
+		IR_DIE("out of memory");
 	for (int i = 0; i < S.n0; i++) {
 		ir_node *o = g->nodes[i];
 		if (!is_grad(o) || global(o->in[0], 0))
@@ -171,8 +189,28 @@ int ps_allreduce(ir_graph *g, ps_ctx *ctx)
 			rc = 1;
 			break;
 		}
-		o->in[0] = reduce(&S, o->in[0], o->in[0]);
+		if (!ctx->allreduce_overlap) {
+			o->in[0] = reduce(&S, o->in[0], o->in[0]);
+			continue;
+		}
+		ir_node *st = after(&S, IR_OP_ALLREDUCE_START, o->in[0], o->in[0]);
+		st->type = o->in[0]->type;
+		ir_node *w = after(&S, IR_OP_ALLREDUCE_WAIT, st, st);
+		ir_node_set_unit(w, -1, IR_PART_NONE);
+		w->type = st->type;
+		if (S.ranks > 1)
+			ir_node_set_float(g, w, IR_ATTR_FACTOR, 1.0 / S.ranks);
+		o->in[0] = w;
+		starts[nstarts] = st;
+		waits[nstarts++] = w;
 	}
+	/* the first wait after every start, each after the one before */
+	for (int j = 0; j < nstarts; j++)
+		ir_node_add_after(g, waits[0], starts[j]);
+	for (int j = 1; j < nstarts; j++)
+		ir_node_add_after(g, waits[j], waits[j - 1]);
+	free(starts);
+	free(waits);
 	place(&S);
 	free(S.follow);
 	free(S.repl);

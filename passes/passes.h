@@ -46,6 +46,7 @@ typedef struct {
 	const char *schedule; /* schedule: the heuristic it chose (set by the pass) */
 	/* ---- data parallelism (issue 15) */
 	int ranks;            /* allreduce: the processes the step is for (0: the pass is off) */
+	bool allreduce_overlap; /* allreduce: gradients' sums as start/wait pairs (else each one blocks) */
 } ps_ctx;
 
 void ps_ctx_init(ps_ctx *ctx);

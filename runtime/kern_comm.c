@@ -1,5 +1,5 @@
-/* kern_comm.c: the reference kernels of data parallelism: allreduce,
- * bn_share, bn_merge (ops.def's block for issue 15; docs/distributed.md).
+/* kern_comm.c: the reference kernels of data parallelism: allreduce (and
+ * its halves allreduce_start, allreduce_wait), bn_share, bn_merge (ops.def's block for issue 15; docs/distributed.md).
  *
  * allreduce hands its buffer to the world (comm.h) through the same entry
  * point generated code calls, so the interpreter and the JIT reach one
@@ -22,6 +22,17 @@
 #include "comm.h"
 #include "kernels.h"
 
+/* x *= the node's factor, when it has one other than 1. */
+static void scale(const rt_kargs *a, real *x, int64_t count)
+{
+	const ir_attr *f = ir_node_attr(a->n, IR_ATTR_FACTOR);
+	if (f && f->u.f != 1) {
+		real s = (real)f->u.f;
+		for (int64_t i = 0; i < count; i++)
+			x[i] *= s;
+	}
+}
+
 bool K(rt_k_allreduce)(const rt_kargs *a, rt_err *e)
 {
 	(void)e;
@@ -30,12 +41,30 @@ bool K(rt_k_allreduce)(const rt_kargs *a, rt_err *e)
 	if (a->out != a->in[0])
 		memcpy(a->out, a->in[0], (size_t)count * sizeof(real));
 	revc_comm_allreduce_sum(x, count, (int32_t)a->n->type.dtype);
-	const ir_attr *f = ir_node_attr(a->n, IR_ATTR_FACTOR);
-	if (f && f->u.f != 1) {
-		real s = (real)f->u.f;
-		for (int64_t i = 0; i < count; i++)
-			x[i] *= s;
-	}
+	scale(a, x, count);
+	return true;
+}
+
+/* The sum of allreduce_start's result, which must stay untouched until its
+ * allreduce_wait (the planner keeps it live until then). */
+bool K(rt_k_allreduce_start)(const rt_kargs *a, rt_err *e)
+{
+	(void)e;
+	int64_t count = ir_type_elems(&a->n->type);
+	if (a->out != a->in[0])
+		memcpy(a->out, a->in[0], (size_t)count * sizeof(real));
+	revc_comm_allreduce_begin(a->out, count, (int32_t)a->n->type.dtype);
+	return true;
+}
+
+bool K(rt_k_allreduce_wait)(const rt_kargs *a, rt_err *e)
+{
+	(void)e;
+	int64_t count = ir_type_elems(&a->n->type);
+	revc_comm_allreduce_end((void *)a->in[0]);
+	if (a->out != a->in[0])
+		memcpy(a->out, a->in[0], (size_t)count * sizeof(real));
+	scale(a, a->out, count);
 	return true;
 }
 
