@@ -266,6 +266,13 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 		dtype_given = val;
 		return parse_dtype(cmd, val, &o->dtype) ? 1 : -1;
 	}
+	/* ---- data parallelism (issue 15) */
+	if (strcmp(name, "ranks") == 0) {
+		if (!cli_parse_int(cmd, "--ranks", val, 1, 1 << 20, &n))
+			return -1;
+		o->ranks = (int)n;
+		return 1;
+	}
 	return 0;
 }
 

@@ -130,6 +130,10 @@ int cli_model_option(const char *cmd, const char *name, const char *val, revc_op
 #define CLI_BUDGET_OPT {"budget", 0, "SIZE", "--strategy auto: the fastest per-unit decisions whose planned total fits SIZE (default --max-memory)"}
 #define CLI_DECISIONS_OPT {"decisions", 0, "LETTERS", "--strategy auto: these decisions, a letter a unit and segment (docs/ir.md)"}
 
+/* --ranks of the commands that plan a training step: the step of one of K
+ * processes (docs/distributed.md; default: the world's size). */
+#define CLI_RANKS_OPT {"ranks", 0, "K", "the step of one of K data-parallel processes, with its all-reduces (default: mpirun's -np)"}
+
 bool cli_parse_strategy(const char *cmd, const char *val, revc_strategy *out);
 bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
 	int64_t *out);

@@ -26,11 +26,12 @@ static const cli_opt opts[] = {
 	{"strategy", 0, "NAME", "spec input: store, revnet or checkpoint (default " CLI_STRATEGY_DEFAULT ")"},
 	{"eval", 0, NULL, "spec input: the evaluation graph (running statistics, no training)"},
 	CLI_SET_OPT,
+	CLI_RANKS_OPT,
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_FORMAT, OPT_AFTER, OPT_OUTPUT, OPT_DTYPE, OPT_STRATEGY, OPT_EVAL, OPT_SET, OPT_HELP, OPT_PASS0 };
+enum { OPT_FORMAT, OPT_AFTER, OPT_OUTPUT, OPT_DTYPE, OPT_STRATEGY, OPT_EVAL, OPT_SET, OPT_RANKS, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 int cmd_dump(int argc, char **argv)

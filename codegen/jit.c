@@ -34,6 +34,7 @@
 #include <cblas.h>
 #include <llvm-c/LLJIT.h>
 
+#include "comm.h" /* revc_comm_allreduce_sum, which kernels call */
 #include "internal.h"
 
 struct cg_jit {
@@ -199,7 +200,8 @@ static void report_session_error(void *ctx, LLVMErrorRef e)
 	LLVMDisposeErrorMessage(msg);
 }
 
-/* Defines the BLAS functions kernels call (codegen/k_conv.c) at their
+/* Defines the BLAS functions kernels call (codegen/k_conv.c) and the
+ * world's all-reduce (k_comm.c) at their
  * addresses in this process. */
 static LLVMErrorRef blas_symbols(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef dylib)
 {
@@ -209,6 +211,10 @@ static LLVMErrorRef blas_symbols(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef dylib)
 	} blas[] = {
 		{"cblas_sgemm", (void (*)(void))cblas_sgemm},
 		{"cblas_dgemm", (void (*)(void))cblas_dgemm},
+		/* the world's sum (k_comm.c) */
+		{"revc_comm_allreduce_sum", (void (*)(void))revc_comm_allreduce_sum},
+		{"revc_comm_allreduce_begin", (void (*)(void))revc_comm_allreduce_begin},
+		{"revc_comm_allreduce_end", (void (*)(void))revc_comm_allreduce_end},
 	};
 	enum { N = sizeof blas / sizeof blas[0] };
 	LLVMOrcCSymbolMapPair pairs[N];

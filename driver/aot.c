@@ -297,6 +297,20 @@ static bool build(drv_aot *a, const fe_spec *s, const ir_graph *step, const ir_g
 	return link_output(a, d);
 }
 
+/* Whether g sums over processes (passes/allreduce.c): a model library has
+ * no world to call (codegen/k_comm.c), so such a step is refused. */
+static bool distributed(const ir_graph *g, ir_diags *d)
+{
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->op == IR_OP_ALLREDUCE || g->nodes[i]->op == IR_OP_ALLREDUCE_START) {
+			const ir_node *n = g->nodes[i];
+			ir_diag_add(d, n->pos, "a data-parallel step (allreduce, as under mpirun or --ranks) cannot be compiled "
+				"into a model library: it runs on one process; train it with revc train");
+			return true;
+		}
+	return false;
+}
+
 /* Plans the step and the forward pass for the code generator's
  * workspace; NULL in *step or *fwd with errors in d. */
 static void plan(drv_aot *a, const revc_model *m, ir_graph **step, ir_graph **fwd, ir_diags *d)
@@ -318,6 +332,8 @@ static void plan(drv_aot *a, const revc_model *m, ir_graph **step, ir_graph **fw
 	else if (!(*fwd = m->is_spec ? drv_spec_plan(s, IR_F32, FE_LOWER_EVAL, &fctx, &eval)
 				     : drv_ir_plan(m, DRV_EVAL, &fctx, &eval)))
 		drv_diags_append(d, &fctx.diags);
+	if (*step && distributed(*step, d))
+		*fwd = NULL;
 	ps_ctx_free(&ctx);
 	ps_ctx_free(&fctx);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "cpu.h"
 #include "internal.h"
 
@@ -50,6 +51,9 @@ bool revc_options_check(const revc_options *o, revc_error **err)
 	if (cpu && !cg_cpu_known(cpu))
 		return drv_errorf(err, REVC_ERR_USAGE,
 			"--cpu must be native or an LLVM CPU name such as x86-64-v3 or znver3, not '%s'", cpu);
+	int world = rt_comm_world()->size;
+	if (o->ranks < 0 || (o->ranks > 1 && world > 1 && o->ranks != world))
+		return drv_errorf(err, REVC_ERR_USAGE, "--ranks must be the number of processes (%d), not %d", world, o->ranks);
 	char bad[64];
 	if (!revc_pass_names_ok(o, bad, sizeof bad))
 		return drv_errorf(err, REVC_ERR_USAGE, "unknown pass '%s'; 'revc dump --print-passes' lists them", bad);
@@ -150,6 +154,12 @@ ir_graph *drv_model_plan_ir(revc_model *m, ps_ctx *ctx, const ps_options *popts,
 	return g;
 }
 
+int drv_ranks(const revc_options *o)
+{
+	int world = rt_comm_world()->size;
+	return o->ranks ? o->ranks : world > 1 ? world : 0;
+}
+
 /* The context graph k of a spec plans in. */
 static void context(revc_model *m, int k, ps_ctx *ctx)
 {
@@ -158,6 +168,9 @@ static void context(revc_model *m, int k, ps_ctx *ctx)
 	ctx->decisions = m->opts.decisions;
 	ctx->no_order_edges = m->opts.no_order_edges;
 	ctx->optimizer = k == DRV_STEP;
+	if (k != DRV_EVAL)
+		ctx->ranks = drv_ranks(&m->opts);
+	ctx->allreduce_overlap = m->opts.allreduce_overlap;
 	drv_engine_plan(&m->engine, ctx);
 }
 

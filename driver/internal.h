@@ -230,6 +230,9 @@ const fe_spec *drv_model_settings(const revc_model *m);
 bool drv_no_settings(const revc_model *m, const char *what, revc_error **err);
 /* The dtype m computes in: an IR file's graph's; a spec's as asked. */
 revc_dtype drv_model_dtype(const revc_model *m, revc_dtype asked);
+/* The processes a training step under o is for (ps_ctx.ranks): o->ranks,
+ * or the world's size when that is more than 1, else 0 (no reductions). */
+int drv_ranks(const revc_options *o);
 /* Plans spec graph k under m's options and popts; prepares it to run. */
 bool drv_model_plan(revc_model *m, int k, const ps_options *popts, revc_error **err);
 bool drv_model_exec(revc_model *m, int k, revc_error **err);

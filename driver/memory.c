@@ -199,6 +199,8 @@ static ir_graph *plan_with(revc_model *m, revc_strategy s, const revc_options *o
 	ctx->strategy = (ps_strategy)s;
 	ctx->decisions = o->decisions;
 	ctx->no_order_edges = o->no_order_edges;
+	ctx->ranks = drv_ranks(o);
+	ctx->allreduce_overlap = o->allreduce_overlap;
 	drv_engine_plan(e, ctx);
 	ps_options popts;
 	drv_pass_options(o, &popts);

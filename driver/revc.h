@@ -115,6 +115,16 @@ typedef struct {
 	/* REVC_AUTO without decisions: the minimum-memory decisions instead
 	 * (revc_auto_minimum; --strategy min), whatever the budget. */
 	bool minimum;
+	/* ---- data parallelism (issue 15; docs/distributed.md) */
+	/* The processes the training step is for: 0 (the default) the world's
+	 * size (1 without mpirun, and then the step sums nothing); K >= 1 the
+	 * step of one of K processes, its reductions included (1: the
+	 * allreduce pass forced on, which changes no result). */
+	int ranks;
+	/* Each gradient's sum starts where the gradient is final and is waited
+	 * for after the backward pass, instead of blocking there (experimental:
+	 * docs/distributed.md says what is wrong with it). */
+	bool allreduce_overlap;
 } revc_options;
 
 /* The defaults above. */

@@ -954,3 +954,46 @@ bool ir_rule_token_mean_grad(const ir_node *n, ir_type *out, ir_diags *d)
 	out->dtype = dy->dtype;
 	return true;
 }
+
+/* ---- data parallelism (issue 15) ---------------------------------------- */
+
+/* allreduce(x), times factor */
+bool ir_rule_allreduce(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_float(n, 0, -1, d) || !finite_factor(n, d))
+		return false;
+	*out = *in(n, 0);
+	return true;
+}
+
+/* Batch statistics [rows,C] of operand 0 to [to,C] (bn_share: 2 to 3, bn_merge:
+ * 3 to 2). */
+static bool stats_rows(const ir_node *n, int64_t rows, int64_t to, ir_type *out, ir_diags *d)
+{
+	if (!need_float(n, 0, 2, d))
+		return false;
+	if (in(n, 0)->dim[0] != rows)
+		return fail(n, d, "operand 0 must be %s batch statistics [%lld,C]", rows == 2 ? "the" : "shared",
+			(long long)rows);
+	int64_t dims[2] = {to, in(n, 0)->dim[1]};
+	*out = ir_type_make(in(n, 0)->dtype, 2, dims);
+	return true;
+}
+
+bool ir_rule_bn_share(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	return stats_rows(n, 2, 3, out, d);
+}
+
+bool ir_rule_bn_merge(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	return stats_rows(n, 3, 2, out, d);
+}
+
+/* allreduce_wait(s), s an allreduce_start */
+bool ir_rule_allreduce_wait(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (n->in[0]->op != IR_OP_ALLREDUCE_START)
+		return fail(n, d, "operand 0 must be an allreduce_start");
+	return ir_rule_allreduce(n, out, d);
+}

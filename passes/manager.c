@@ -204,7 +204,10 @@ int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps
 					p->requires);
 				return 1;
 			}
-			if (p->run(g, ctx) != 0)
+			int rc = p->run(g, ctx);
+			if (rc == PS_NOT_APPLIED)
+				goto next;
+			if (rc != 0)
 				return 1;
 			ir_graph_mark_pass(g, p->name);
 			last = p->name;
@@ -215,6 +218,7 @@ int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps
 				strcmp(opts->dump_after, p->name) == 0) && dump(opts, seq, p->name, g, ctx) != 0)
 				return 1;
 		}
+	next:
 		if (opts->stop_after && strcmp(opts->stop_after, p->name) == 0)
 			break;
 	}

@@ -44,12 +44,19 @@ typedef struct {
 	ps_workspace_fn workspace; /* schedule, liveness, plan: the backend's needs (NULL: none) */
 	void *workspace_user;      /* passed to workspace */
 	const char *schedule; /* schedule: the heuristic it chose (set by the pass) */
+	/* ---- data parallelism (issue 15) */
+	int ranks;            /* allreduce: the processes the step is for (0: the pass is off) */
+	bool allreduce_overlap; /* allreduce: gradients' sums as start/wait pairs (else each one blocks) */
 } ps_ctx;
 
 void ps_ctx_init(ps_ctx *ctx);
 void ps_ctx_free(ps_ctx *ctx);
 
 typedef int (*ps_fn)(ir_graph *g, ps_ctx *ctx);
+/* What a pass that does not apply to this compilation returns (allreduce
+ * for one process): the manager neither records nor dumps it, so the graph
+ * reads as if the pass were not in the pipeline. */
+#define PS_NOT_APPLIED (-1)
 
 typedef struct {
 	const char *name;
@@ -98,7 +105,7 @@ bool ps_claims_check(ir_graph *g, ir_diags *d);
 /* Runs the pipeline table over g.  Passes the graph already lists as applied
  * are skipped; a pass is not run on a graph that lists one after it in the
  * table (whose result it would leave stale); each pass that runs is
- * recorded on the graph.  The result is
+ * recorded on the graph (unless it returns PS_NOT_APPLIED).  The result is
  * verified after every pass with verify_each, and always at the end.
  * Returns 0, or nonzero with diagnostics in ctx->diags. */
 int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps_options *opts);
@@ -329,6 +336,8 @@ void ps_order_edges(ir_graph *g);
 int ps_fuse(ir_graph *g, ps_ctx *ctx);
 int ps_liveness(ir_graph *g, ps_ctx *ctx);
 int ps_plan(ir_graph *g, ps_ctx *ctx);
+/* Data parallelism (issue 15): the reductions over ctx->ranks processes. */
+int ps_allreduce(ir_graph *g, ps_ctx *ctx);
 
 /* Arena offsets are multiples of this. */
 #define PS_ALIGN 64

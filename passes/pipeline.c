@@ -7,6 +7,7 @@
 static const ps_pass pipeline[] = {
 	{"shape", ps_shape, NULL, "infer every value's type and check it against its op's rule"},
 	{"autodiff", ps_autodiff, "shape", "reverse mode: gradients of the loss for every parameter"},
+	{"allreduce", ps_allreduce, "autodiff", "data parallelism: sum gradients and batch statistics over the ranks"},
 	{"revbwd", ps_revbwd, "autodiff", "strategy revnet: reconstruct unit inputs instead of storing them"},
 	{"checkpoint", ps_checkpoint, "autodiff", "strategy checkpoint: keep sqrt(n) unit outputs, recompute the rest"},
 	{"optim", ps_optim, "autodiff", "momentum SGD with weight decay consumes the gradients"},

@@ -65,3 +65,33 @@ void revc_comm_wait(int64_t ticket)
 {
 	world->wait(world, ticket);
 }
+
+/* ---- tickets by buffer (comm.h: allreduce_start / allreduce_wait) ---- */
+
+static struct {
+	void *buf;
+	int64_t ticket;
+} pending[RT_COMM_PENDING];
+static int npending;
+
+void revc_comm_allreduce_begin(void *buf, int64_t count, int32_t dtype)
+{
+	if (npending == RT_COMM_PENDING) {
+		world->allreduce_sum(world, buf, count, (ir_dtype)dtype);
+		return;
+	}
+	pending[npending].buf = buf;
+	pending[npending++].ticket = world->allreduce_start(world, buf, count, (ir_dtype)dtype);
+}
+
+void revc_comm_allreduce_end(void *buf)
+{
+	for (int i = npending - 1; i >= 0; i--)
+		if (pending[i].buf == buf) {
+			int64_t t = pending[i].ticket;
+			pending[i] = pending[--npending];
+			world->wait(world, t);
+			return;
+		}
+	/* finished at once by begin: nothing is pending */
+}

@@ -49,5 +49,12 @@ void rt_comm_set_world(rt_comm *c);
 void revc_comm_allreduce_sum(void *buf, int64_t count, int32_t dtype);
 int64_t revc_comm_allreduce_start(void *buf, int64_t count, int32_t dtype);
 void revc_comm_wait(int64_t ticket);
+/* ---- the allreduce_start / allreduce_wait ops (kern_comm.c, codegen/k_comm.c):
+ * the same sum, started on buf and finished by naming buf again, so that
+ * a kernel needs no ticket of its own; the tickets of started buffers are
+ * kept here (past RT_COMM_PENDING of them the sum is finished at once). */
+#define RT_COMM_PENDING 4096
+void revc_comm_allreduce_begin(void *buf, int64_t count, int32_t dtype);
+void revc_comm_allreduce_end(void *buf);
 
 #endif

@@ -32,7 +32,7 @@ run() { # run NAME EXTRA...: the command NAME with EXTRA options; out, err, rc
 # having run nothing (no summary, no gradients written, no data read).
 for name in train grad bench eval check mem; do
   run "$name" --print-passes
-  [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 10 ] && head -1 "$tmp/out" | grep -q '^shape ' ||
+  [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 11 ] && head -1 "$tmp/out" | grep -q '^shape ' ||
     bad "$name --print-passes (exit $rc)"
   run "$name" --dump-after schedule --stop-after schedule --verify-each
   head=$([ "$name" = eval ] && echo "eval: after" || echo "after")
