@@ -612,6 +612,22 @@ typedef struct {
 bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *b, revc_bench_result *r,
 	revc_error **err);
 
+/* ---- distributed training (driver/world.c; docs/distributed.md) ----------- */
+
+/* Joins the world of processes an MPI launcher started this one in (mpirun
+ * -np K: OMPI_COMM_WORLD_SIZE in the environment); without a launcher it
+ * does nothing and the world stays the singleton of one process.  When a
+ * collective fails later, fatal gets one line before the job ends on every
+ * rank.  An error when the build has no MPI and the launcher asked for more
+ * than one process. */
+bool revc_world_init(void (*fatal)(const char *msg), revc_error **err);
+/* This process's rank in [0, size), and the number of processes. */
+int revc_world_rank(void);
+int revc_world_size(void);
+/* Leaves the world before the process exits: with status 0 every rank
+ * leaves together; another status ends the job on every rank. */
+void revc_world_end(int status);
+
 #ifdef __cplusplus
 }
 #endif
