@@ -7,6 +7,7 @@
  * job; otherwise it says its own error, naming its rank ("revc train:
  * error: rank 1: ..."), and ends the job on every rank. */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -51,8 +52,8 @@ int cli_world_begin(void)
 	return EXIT_OK;
 }
 
-/* Copies what the rank said to its real stderr, its rank after each
- * "error: ". */
+/* Copies what the rank said from its first error on (not its progress)
+ * to its real stderr, its rank after each "error: ". */
 static void replay(void)
 {
 	fflush(stderr);
@@ -61,8 +62,12 @@ static void replay(void)
 		return;
 	rewind(w.kept);
 	char line[4096];
+	bool said = false;
 	while (fgets(line, sizeof line, w.kept)) {
 		char *at = strstr(line, "error: ");
+		said = said || at;
+		if (!said)
+			continue;
 		if (at) {
 			at += strlen("error: ");
 			fprintf(out, "%.*srank %d: %s", (int)(at - line), line, w.rank, at);
@@ -76,7 +81,11 @@ static void replay(void)
 int cli_world_end(int status)
 {
 	if (w.size > 1 && w.rank > 0 && status != 0) {
-		struct timespec pause = {.tv_sec = 2};
+		/* (The job's end comes as SIGTERM: it must end this wait, not
+		 * be caught by the command's handler.) */
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		struct timespec pause = {.tv_sec = 3};
 		nanosleep(&pause, NULL);
 		replay();
 	}

@@ -386,6 +386,10 @@ typedef struct {
 	bool stopped;
 	int64_t saved_step;         /* the last checkpoint this call wrote, or 0 */
 	char kept[4200];            /* with save_dir: what it holds now ("the last checkpoint (step 30) is in ck") */
+	/* mpi: the world's processes (1 without mpirun), each at the model's
+	 * batch, and the seconds the steps spent blocked in communication. */
+	int ranks;
+	double comm_seconds;
 } revc_train_result;
 
 /* Trains the compiled model with the spec's optimiser (momentum SGD, or

@@ -161,7 +161,7 @@ START_TEST(test_manifest_errors)
 		{"revc-manifest 1\n", "m: no kind line"},
 		{"revc-manifest 1\nkind params\nkind params\n", "m:3: a second kind"},
 		{"revc-manifest 1\nkind weights\n", "m:2: kind must be checkpoint, params, gradients or state"},
-		{"revc-manifest 1\nkind params\ncolour blue\n", "m:3: unknown entry (expected tensor, kind, model, step or seed)"},
+		{"revc-manifest 1\nkind params\ncolour blue\n", "m:3: unknown entry (expected tensor, kind, model, step, seed, ranks or batch)"},
 		{"revc-manifest 1\nkind params\n\n", "m:3: empty line"},
 		{"revc-manifest 1\nkind params\nstep -1\n", "m:3: expected a non-negative integer"},
 		{"revc-manifest 1\nkind params\nstep 1 2\n", "m:3: unexpected text at the end of the line"},
