@@ -631,6 +631,10 @@ int revc_world_size(void);
 /* Leaves the world before the process exits: with status 0 every rank
  * leaves together; another status ends the job on every rank. */
 void revc_world_end(int status);
+/* What one training step of m sums over the processes: the bytes of its
+ * parameter gradients (the return value), and in *bn_bytes those of its
+ * synchronised batch-norm statistics; -1 before m has a graph. */
+int64_t revc_model_comm_bytes(const revc_model *m, int64_t *bn_bytes);
 
 #ifdef __cplusplus
 }
