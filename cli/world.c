@@ -34,8 +34,15 @@ static void fatal(const char *msg)
 int cli_world_begin(void)
 {
 	revc_error *err = NULL;
-	if (!revc_world_init(fatal, &err))
+	if (!revc_world_init(fatal, &err)) {
+		/* (Every rank fails alike: the first says it.) */
+		const char *r = getenv("OMPI_COMM_WORLD_RANK");
+		if (r && strcmp(r, "0") != 0) {
+			revc_error_free(err);
+			return EXIT_USER;
+		}
 		return cli_revc_error(err);
+	}
 	w.rank = revc_world_rank();
 	w.size = revc_world_size();
 	if (w.rank == 0)
