@@ -18,7 +18,11 @@ set -u
 revc=$(realpath "$1") root=$2
 [ "${REVC_HAVE_MPI:-0}" = 1 ] || { echo "SKIP: this build has no MPI (-Dmpi=disabled or no libopenmpi-dev)"; exit 77; }
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun (openmpi-bin)"; exit 77; }
-tmp=$(mktemp -d); pgid=; trap '[ -n "$pgid" ] && kill -9 -- -"$pgid" 2>/dev/null; rm -rf "$tmp"' EXIT
+# The job: mpirun ($mp) and its ranks, its children (each in a process group
+# of its own).
+mp=
+kill_job() { [ -n "$mp" ] && kill -9 $(pgrep -P "$mp") "$mp" 2>/dev/null; }
+tmp=$(mktemp -d); trap 'kill_job; rm -rf "$tmp"' EXIT
 cd "$root" || exit 1
 export OMPI_MCA_mpi_yield_when_idle=1 # (2 cores, shared: no busy waits)
 # (Under ASan, no leak check in these processes: OpenMPI keeps allocations
@@ -68,11 +72,11 @@ grep -qx 'ranks 2' "$tmp/a/revc-manifest.txt" && grep -qx 'batch 10' "$tmp/a/rev
   { echo "FAIL: the manifest does not record ranks 2 and batch 10"; cat "$tmp/a/revc-manifest.txt"; fail=1; }
 
 # ---- resume after SIGKILL of the whole job.
-setsid "${mpi[@]}" "$revc" train "${args[@]}" --json --steps 30 --save "$tmp/c" --save-every 4 >"$tmp/c1.log" 2>&1 &
-pgid=$!
+"${mpi[@]}" "$revc" train "${args[@]}" --json --steps 30 --save "$tmp/c" --save-every 4 >"$tmp/c1.log" 2>&1 &
+mp=$!
 for _ in $(seq 1 6000); do [ -e "$tmp/c/step.npy" ] && break; sleep 0.01; done
 sleep 0.$((RANDOM % 5))
-kill -9 -- -"$pgid" 2>/dev/null; wait "$pgid" 2>/dev/null; pgid=
+kill_job; wait "$mp" 2>/dev/null; mp=
 grep -q '"event":"summary"' "$tmp/c1.log" && { echo "FAIL: the job finished before it was killed"; exit 1; }
 [ -e "$tmp/c/step.npy" ] || { echo "FAIL: no checkpoint survived the kill"; ls -la "$tmp"; exit 1; }
 run c2 --steps 30 --resume "$tmp/c" --save "$tmp/c" && same_dirs "$tmp/a" "$tmp/c" "resumed after SIGKILL" || fail=1
@@ -88,24 +92,24 @@ grep -q 'global batch of 20 (2 processes x 10), this run.s is 10' "$tmp/one10.lo
 
 # ---- SIGKILL of one rank: the job ends, non-zero, within 30 s.
 rm -rf "$tmp/d"
-setsid "${mpi[@]}" "$revc" train "${args[@]}" --steps 100000 --save "$tmp/d" --save-every 3 >"$tmp/d.log" 2>&1 &
-pgid=$!
+"${mpi[@]}" "$revc" train "${args[@]}" --steps 100000 --save "$tmp/d" --save-every 3 >"$tmp/d.log" 2>&1 &
+mp=$!
 for _ in $(seq 1 6000); do [ -e "$tmp/d/step.npy" ] && break; sleep 0.01; done
 rank1=
-for p in $(pgrep -g "$pgid"); do
+for p in $(pgrep -P "$mp"); do
   tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && rank1=$p
 done
 [ -n "$rank1" ] || { echo "FAIL: no rank 1 process"; cat "$tmp/d.log"; exit 1; }
 kill -9 "$rank1"
 t0=$(date +%s)
-while kill -0 "$pgid" 2>/dev/null && [ $(($(date +%s) - t0)) -le 30 ]; do sleep 0.2; done
-if kill -0 "$pgid" 2>/dev/null; then
+while kill -0 "$mp" 2>/dev/null && [ $(($(date +%s) - t0)) -le 30 ]; do sleep 0.2; done
+if kill -0 "$mp" 2>/dev/null; then
   echo "FAIL: the job still runs 30 s after rank 1 was killed"; fail=1
 else
-  wait "$pgid"; rc=$?
+  wait "$mp"; rc=$?
   [ $rc -ne 0 ] || { echo "FAIL: the job exited 0 after rank 1 was killed"; fail=1; }
 fi
-kill -9 -- -"$pgid" 2>/dev/null; pgid=
+kill_job; mp=
 "$revc" eval models/fashion.rev --set units=1,1,1 --set batch=10 --data synthetic --params "$tmp/d" >"$tmp/d-eval.log" 2>&1 ||
   { echo "FAIL: the last checkpoint does not load"; cat "$tmp/d-eval.log"; fail=1; }
 
