@@ -193,6 +193,15 @@ double cli_rss_mib(void);
 /* Clears a progress bar being drawn, before other output. */
 void cli_progress_break(cli_progress *p);
 
+/* ---- the world of processes (cli/world.c) ------------------------------- */
+
+/* Joins the world mpirun started (if any); on ranks other than 0, sets
+ * stdout aside and keeps stderr.  EXIT_OK, or the status of an error said. */
+int cli_world_begin(void);
+/* Leaves it with the command's status (said by a rank other than 0 only
+ * when rank 0 has not ended the job first); returns status. */
+int cli_world_end(int status);
+
 /* ---- signals (cli/signals.c) ---------------------------------------------- */
 
 /* From now on SIGINT and SIGTERM set a flag instead of ending the process

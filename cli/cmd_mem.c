@@ -51,7 +51,13 @@ static const char about[] =
 	"store, revnet and checkpoint on the same axes; --plot draws it, --measure\n"
 	"also compiles each schedule and times --steps steps of it (revc bench).\n"
 	"--max-batch SIZE (with a unit: 1GiB) finds the largest batch whose best\n"
-	"schedule fits SIZE, and the largest store and revnet alone allow.";
+	"schedule fits SIZE, and the largest store and revnet alone allow.\n"
+	"\n"
+	"--ranks K plans the step of one of K processes of `mpirun -np K revc train`,\n"
+	"each at the spec's batch (the global batch is K times it), and adds what\n"
+	"each step sums over the processes: the parameter gradients and the\n"
+	"batch-norm statistics, and what a ring all-reduce sends per process\n"
+	"(docs/distributed.md).";
 
 static const cli_opt opts[] = {
 	{"strategy", 0, "NAME", "store, revnet, checkpoint, auto, min or all (default " CLI_STRATEGY_DEFAULT ")"},
@@ -72,13 +78,15 @@ static const cli_opt opts[] = {
 	{"points", 0, "N", "--sweep: budgets walked at most (default 40)"},
 	{"steps", 0, "K", "--sweep --measure: timed steps of each schedule (default 2)"},
 	{"max-batch", 0, "SIZE", "the largest batch whose best schedule fits SIZE (and store's, revnet's)"},
+	/* mpi */
+	{"ranks", 0, "K", "the step of one of K data-parallel processes, and what it sums each step"},
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_STRATEGY, OPT_NO_EDGES, OPT_BUDGET, OPT_JSON, OPT_TIMELINE, OPT_DTYPE, OPT_MEASURE, OPT_ENGINE,
-	OPT_THREADS, OPT_SET, OPT_DECISIONS, OPT_SWEEP, OPT_PLOT, OPT_POINTS, OPT_STEPS, OPT_MAX_BATCH, OPT_HELP,
-	OPT_PASS0 };
+	OPT_THREADS, OPT_SET, OPT_DECISIONS, OPT_SWEEP, OPT_PLOT, OPT_POINTS, OPT_STEPS, OPT_MAX_BATCH, OPT_RANKS,
+	OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 static void describe(const revc_memory *r, int k, char *buf, size_t n)
@@ -179,7 +187,35 @@ static void print_text(const revc_memory *r, int nr, const revc_model *m, const 
 	}
 }
 
-static void print_json(const revc_memory *r, int nr, const revc_model *m, const revc_auto *au, int64_t budget)
+/* mpi: --ranks K: what one of K processes sums each step, and what a ring
+ * all-reduce of it sends (2(K-1)/K of it; docs/distributed.md). */
+typedef struct {
+	int64_t grads, bn, ring;
+} comm_bytes;
+
+static comm_bytes comm_of(const revc_model *m, int64_t ranks)
+{
+	comm_bytes c;
+	c.grads = revc_model_comm_bytes(m, &c.bn);
+	c.ring = c.grads < 0 ? -1 : (int64_t)((double)(c.grads + c.bn) * 2 * (double)(ranks - 1) / (double)ranks);
+	return c;
+}
+
+static void print_ranks(const revc_model *m, int64_t ranks)
+{
+	comm_bytes c = comm_of(m, ranks);
+	char g[32], bn[32], ring[32];
+	revc_format_bytes(g, sizeof g, c.grads);
+	revc_format_bytes(bn, sizeof bn, c.bn);
+	revc_format_bytes(ring, sizeof ring, c.ring);
+	printf("\nprocesses: the figures above are each of %lld, at batch %lld (global batch %lld)\n", (long long)ranks,
+		(long long)revc_model_batch(m), (long long)(ranks * revc_model_batch(m)));
+	printf("  summed each step        %s of parameter gradients (in place), %s of batch-norm statistics\n", g, bn);
+	printf("  ring all-reduce         %s sent and received by each process a step\n", ring);
+}
+
+static void print_json(const revc_memory *r, int nr, const revc_model *m, const revc_auto *au, int64_t budget,
+	int64_t ranks)
 {
 	printf("{\"model\":\"");
 	cli_json_string(stdout, revc_model_name(m));
@@ -212,7 +248,14 @@ static void print_json(const revc_memory *r, int nr, const revc_model *m, const 
 		}
 		printf("]}");
 	}
-	printf("]}\n");
+	printf("]");
+	if (ranks > 0) {
+		comm_bytes c = comm_of(m, ranks);
+		printf(",\"ranks\":{\"processes\":%lld,\"global_batch\":%lld,\"gradient_bytes\":%lld,"
+		       "\"batch_norm_bytes\":%lld,\"ring_bytes\":%lld}", (long long)ranks,
+			(long long)(ranks * revc_model_batch(m)), (long long)c.grads, (long long)c.bn, (long long)c.ring);
+	}
+	printf("}\n");
 }
 
 /* The line for a plan over --budget. */
@@ -247,7 +290,8 @@ static bool timeline_svg(revc_model *m, const revc_memory *r, const revc_options
 }
 
 /* The plans of the strategies asked for (all, or o's), reported. */
-static int report(revc_model *m, bool all, revc_options *o, bool json, const char *timeline, int64_t budget)
+static int report(revc_model *m, bool all, revc_options *o, bool json, const char *timeline, int64_t budget,
+	int64_t ranks)
 {
 	revc_memory r[3];
 	int nr = 0;
@@ -278,9 +322,11 @@ static int report(revc_model *m, bool all, revc_options *o, bool json, const cha
 		return EXIT_OK;
 	}
 	if (json)
-		print_json(r, nr, m, chose ? &au : NULL, budget);
+		print_json(r, nr, m, chose ? &au : NULL, budget, ranks);
 	else
 		print_text(r, nr, m, chose ? &au : NULL, budget);
+	if (!json && ranks > 0)
+		print_ranks(m, ranks);
 	if (timeline && !timeline_svg(m, &r[0], o, timeline))
 		return EXIT_USER;
 	int status = EXIT_OK;
@@ -329,7 +375,7 @@ int cmd_mem(int argc, char **argv)
 	cli_args_init(&a, "revc mem", argc, argv);
 	const char *spec = NULL, *timeline = NULL, *val;
 	bool json = false, all = false;
-	int64_t budget = -1, max_batch = -1, points = 0, steps = -1;
+	int64_t budget = -1, max_batch = -1, points = 0, steps = -1, ranks = 0;
 	bool sweep = false, strategy_given = false;
 	const char *plot = NULL;
 	revc_options o;
@@ -374,6 +420,11 @@ int cmd_mem(int argc, char **argv)
 			if (!cli_max_batch_size(a.cmd, val, &max_batch))
 				return EXIT_USAGE;
 			break;
+		case OPT_RANKS:
+			if (!cli_parse_int(a.cmd, "--ranks", val, 1, 1 << 20, &ranks))
+				return EXIT_USAGE;
+			o.ranks = (int)ranks; /* the step with its all-reduces, planned */
+			break;
 		case OPT_JSON: json = true; break;
 		case OPT_TIMELINE: timeline = val; break;
 		case OPT_MEASURE: o.measure = true; break;
@@ -412,7 +463,7 @@ int cmd_mem(int argc, char **argv)
 	cli_sweep_args sa = {spec, &m, json, o.measure, plot, steps > 0 ? steps : 2, (int)points};
 	int status = sweep ? cli_mem_sweep(model, &o, &sa)
 		: max_batch > 0 ? cli_mem_max_batch(model, &o, max_batch, &sa)
-		: report(model, all, &o, json, timeline, budget);
+		: report(model, all, &o, json, timeline, budget, ranks);
 	revc_model_free(model);
 	return status;
 }

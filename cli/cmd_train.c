@@ -75,7 +75,12 @@ typedef struct {
 static void on_start(void *u, int64_t start, int64_t total)
 {
 	const train_user *t = u;
-	if (!t->json)
+	if (!t->json && revc_world_size() > 1) /* (mpi) */
+		fprintf(stderr, "revc train: %s on %s (%lld train / %lld test images), %lld steps of %d processes x %lld\n",
+			revc_model_name(t->model), revc_dataset_name(t->train), (long long)revc_dataset_count(t->train),
+			(long long)revc_dataset_count(t->test), (long long)(total - start), revc_world_size(),
+			(long long)revc_model_batch(t->model));
+	else if (!t->json)
 		fprintf(stderr, "revc train: %s on %s (%lld train / %lld test images), %lld steps of %lld\n",
 			revc_model_name(t->model), revc_dataset_name(t->train), (long long)revc_dataset_count(t->train),
 			(long long)revc_dataset_count(t->test), (long long)(total - start), (long long)revc_model_batch(t->model));
@@ -139,7 +144,7 @@ static int64_t store_arena(revc_model *m, const revc_options *o)
 static void summary(revc_model *m, const revc_options *o, const revc_train_result *r, const revc_dataset *test,
 	bool json)
 {
-	int64_t batch = revc_model_batch(m);
+	int64_t batch = r->ranks * revc_model_batch(m); /* (the global batch) */
 	double ips = r->seconds > 0 ? (double)(r->steps * batch) / r->seconds : 0;
 	double step_s = r->steps ? r->seconds / (double)r->steps : 0;
 	const char *strategy = revc_strategy_name(o->strategy);
@@ -160,6 +165,8 @@ static void summary(revc_model *m, const revc_options *o, const revc_train_resul
 			printf("\"store_arena_bytes\":%lld,", (long long)store_bytes);
 		else
 			printf("\"store_arena_bytes\":null,");
+		if (r->ranks > 1) /* (mpi) */
+			printf("\"ranks\":%d,\"comm_seconds\":%.6f,", r->ranks, r->comm_seconds);
 		printf("\"rss_mib\":%.1f,\"wall_seconds\":%.3f}\n", cli_rss_mib(), r->seconds);
 		return;
 	}
@@ -179,6 +186,10 @@ static void summary(revc_model *m, const revc_options *o, const revc_train_resul
 		snprintf(store, sizeof store, " (store would need %s, %.2fx)", b2, (double)store_bytes / (double)arena);
 	printf("  memory          %s arena planned under %s%s; process RSS %.1f MiB\n", b1, strategy, store,
 		cli_rss_mib());
+	if (r->ranks > 1) /* (mpi) */
+		printf("  processes       %d x batch %lld; blocked in communication %.2f s (%.1f%% of the time)\n",
+			r->ranks, (long long)revc_model_batch(m), r->comm_seconds,
+			r->seconds > 0 ? 100 * r->comm_seconds / r->seconds : 0.0);
 	printf("  wall time       %.1f s\n", r->seconds);
 }
 
@@ -211,7 +222,7 @@ static int train(const char *spec, const cli_sets *sets, const revc_options *o, 
 	    !revc_model_prepare(m, &err) || interrupted_early(json, &status))
 		goto done;
 	u.model = m;
-	cli_progress_init(&u.progress, json, revc_model_batch(m));
+	cli_progress_init(&u.progress, json, revc_world_size() * revc_model_batch(m));
 	c->train = u.train;
 	c->test = u.test;
 	c->user = &u;

@@ -51,7 +51,10 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		if (strcmp(cmd, commands[i].name) == 0) {
 			cli_set_command(commands[i].name);
-			return commands[i].run(argc - 2, argv + 2);
+			int status = cli_world_begin();
+			if (status == EXIT_OK)
+				status = commands[i].run(argc - 2, argv + 2);
+			return cli_world_end(status);
 		}
 	fprintf(stderr, "revc: error: unknown command '%s' (see 'revc --help')\n", cmd);
 	return EXIT_USAGE;

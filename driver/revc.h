@@ -311,7 +311,7 @@ char *revc_memory_timeline_svg(revc_model *m, revc_strategy s, const revc_option
 /* One schedule on the frontier's axes. */
 typedef struct {
 	revc_strategy strategy;  /* REVC_AUTO for auto's choices */
-	char decisions[REVC_MAX_UNITS + 1];
+	char decisions[REVC_MAX_LETTERS + 1]; /* as revc_options.decisions */
 	int64_t budget_bytes;    /* auto: the least budget swept that chose it */
 	int64_t total_bytes;     /* planned: parameters + optimiser state + arena */
 	int64_t saved_transient_bytes;
@@ -454,6 +454,10 @@ typedef struct {
 	bool stopped;
 	int64_t saved_step;         /* the last checkpoint this call wrote, or 0 */
 	char kept[4200];            /* with save_dir: what it holds now ("the last checkpoint (step 30) is in ck") */
+	/* mpi: the world's processes (1 without mpirun), each at the model's
+	 * batch, and the seconds the steps spent blocked in communication. */
+	int ranks;
+	double comm_seconds;
 } revc_train_result;
 
 /* Trains the compiled model with the spec's optimiser (momentum SGD, or
@@ -685,6 +689,26 @@ typedef struct {
  * afterwards (its parameters trained a little). */
 bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *b, revc_bench_result *r,
 	revc_error **err);
+
+/* ---- distributed training (driver/world.c; docs/distributed.md) ----------- */
+
+/* Joins the world of processes an MPI launcher started this one in (mpirun
+ * -np K: OMPI_COMM_WORLD_SIZE in the environment); without a launcher it
+ * does nothing and the world stays the singleton of one process.  When a
+ * collective fails later, fatal gets one line before the job ends on every
+ * rank.  An error when the build has no MPI and the launcher asked for more
+ * than one process. */
+bool revc_world_init(void (*fatal)(const char *msg), revc_error **err);
+/* This process's rank in [0, size), and the number of processes. */
+int revc_world_rank(void);
+int revc_world_size(void);
+/* Leaves the world before the process exits: with status 0 every rank
+ * leaves together; another status ends the job on every rank. */
+void revc_world_end(int status);
+/* What one training step of m sums over the processes: the bytes of its
+ * parameter gradients (the return value), and in *bn_bytes those of its
+ * synchronised batch-norm statistics; -1 before m has a graph. */
+int64_t revc_model_comm_bytes(const revc_model *m, int64_t *bn_bytes);
 
 #ifdef __cplusplus
 }

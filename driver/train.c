@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm.h"
 #include "internal.h"
 
 typedef struct {
@@ -47,6 +48,24 @@ static bool stop(void *user)
 	return l->c->stop && l->c->stop(l->c->user);
 }
 
+/* True when the checkpoint in dir, if its manifest records the processes
+ * and batch it was trained on, had the global batch of ranks x batch: the
+ * same examples in each step (docs/distributed.md). */
+static bool same_global_batch(const char *dir, int ranks, int64_t batch, rt_err *e)
+{
+	rt_manifest mf;
+	bool found;
+	if (!rt_manifest_read(dir, &mf, &found, e))
+		return false;
+	int64_t k = mf.ranks, b = mf.batch;
+	rt_manifest_free(&mf);
+	if (!found || k < 1 || b < 1 || k * b == ranks * batch)
+		return true;
+	return rt_errorf(e, "the checkpoint in %s was trained at a global batch of %lld (%lld processes x %lld), "
+		"this run's is %lld (%d x %lld): give the same global batch", dir, (long long)(k * b), (long long)k,
+		(long long)b, (long long)(ranks * batch), ranks, (long long)batch);
+}
+
 /* The steps c asks for in all, at spe steps an epoch. */
 static int64_t total_steps(const fe_spec *s, const revc_train_config *c, int64_t spe)
 {
@@ -64,7 +83,12 @@ bool revc_train_run(revc_model *m, const revc_train_config *c, revc_train_result
 		return drv_errorf(err, REVC_ERR_USAGE, "%s has no compiled training step from a spec or a forward graph",
 			m->name);
 	const fe_spec *s = &m->spec.spec;
-	int64_t spe = c->train->d.n / s->batch;
+	/* K processes at batch b train as one at batch K*b (docs/distributed.md). */
+	int ranks = rt_comm_world()->size;
+	int64_t spe = c->train->d.n / (ranks * s->batch);
+	if (spe < 1 && ranks > 1)
+		return drv_errorf(err, REVC_ERR_USER, "%s has %lld training examples, fewer than one batch of %d x %lld",
+			c->train->name, (long long)c->train->d.n, ranks, (long long)s->batch);
 	if (spe < 1)
 		return drv_errorf(err, REVC_ERR_USER, "%s has %lld training examples, fewer than one batch of %lld",
 			c->train->name, (long long)c->train->d.n, (long long)s->batch);
@@ -78,6 +102,8 @@ bool revc_train_run(revc_model *m, const revc_train_config *c, revc_train_result
 	rt_err e;
 	if (c->resume) {
 		if (!rt_checkpoint_load(&m->store, drv_model_first(m), c->resume, &rc.start_step, &rc.seed, &e))
+			return drv_errorf(err, REVC_ERR_USER, "cannot resume: %s", e.msg);
+		if (!same_global_batch(c->resume, ranks, s->batch, &e))
 			return drv_errorf(err, REVC_ERR_USER, "cannot resume: %s", e.msg);
 		if (rc.start_step >= rc.total_steps)
 			return drv_errorf(err, REVC_ERR_USER, "the checkpoint in %s is at step %lld, not before the last step %lld",
@@ -102,5 +128,7 @@ bool revc_train_run(revc_model *m, const revc_train_config *c, revc_train_result
 	r->stopped = res.stopped;
 	r->saved_step = res.saved_step;
 	rt_train_kept(&rc, &res, r->kept, sizeof r->kept);
+	r->ranks = ranks;
+	r->comm_seconds = res.comm_seconds;
 	return true;
 }

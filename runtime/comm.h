@@ -18,6 +18,8 @@
 #ifndef REVC_COMM_H
 #define REVC_COMM_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ir.h"
@@ -56,5 +58,21 @@ void revc_comm_wait(int64_t ticket);
 #define RT_COMM_PENDING 4096
 void revc_comm_allreduce_begin(void *buf, int64_t count, int32_t dtype);
 void revc_comm_allreduce_end(void *buf);
+
+/* ---- the MPI world (runtime/comm_mpi.c; docs/distributed.md) ----------- */
+
+/* The world size an MPI launcher gave this process (mpirun's
+ * OMPI_COMM_WORLD_SIZE, or PMI_SIZE / PMIX_SIZE of other launchers), or 0
+ * when it was not started by one. */
+int rt_comm_launched_size(void);
+/* Whether this build has the MPI backend. */
+bool rt_comm_mpi_built(void);
+/* Initialises MPI and makes its world the process's.  A collective that
+ * fails later calls fatal (when not NULL) with a one-line message, then
+ * ends the job on every rank.  False with msg (n bytes) on failure. */
+bool rt_comm_mpi_init(void (*fatal)(const char *msg), char *msg, size_t n);
+/* Leaves the MPI world, when it was initialised: with status 0 every rank
+ * finalises; any other status ends the job on every rank (MPI_Abort). */
+void rt_comm_mpi_end(int status);
 
 #endif

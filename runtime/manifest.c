@@ -10,10 +10,14 @@
  *     model fashion
  *     step 30
  *     seed 1
+ *     ranks 2
+ *     batch 50
  *     tensor init.conv.w f32[16,1,3,3]
  *     tensor step i64[]
  * The first line is the magic and the format version; then kind (always),
- * model, step and seed (each optional, at most once), and one line per
+ * model, step and seed (each optional, at most once), ranks and batch
+ * (optional: a checkpoint of K > 1 processes, each at that batch:
+ * docs/distributed.md), and one line per
  * NAME.npy file of the directory.  Input is untrusted: any bytes give a
  * manifest or an error naming the line, in time O(n log n) for n bytes (the
  * names are sorted once; lookups are binary searches), and a manifest is
@@ -62,6 +66,7 @@ void rt_manifest_init(rt_manifest *m, rt_dir_kind kind)
 	memset(m, 0, sizeof *m);
 	m->kind = kind;
 	m->step = m->seed = -1;
+	m->ranks = m->batch = -1;
 }
 
 void rt_manifest_free(rt_manifest *m)
@@ -264,6 +269,10 @@ char *rt_manifest_format(const rt_manifest *m, size_t *len, rt_err *e)
 		putf(&t, "step %lld\n", (long long)m->step);
 	if (m->seed >= 0)
 		putf(&t, "seed %lld\n", (long long)m->seed);
+	if (m->ranks >= 0)
+		putf(&t, "ranks %lld\n", (long long)m->ranks);
+	if (m->batch >= 0)
+		putf(&t, "batch %lld\n", (long long)m->batch);
 	for (int i = 0; i < m->n; i++) {
 		char dims[RT_NPY_MAX_RANK * 21 + 3];
 		rt_npy_dims_str(m->t[i].rank, m->t[i].dim, dims, sizeof dims);
@@ -414,17 +423,17 @@ static bool parse_line(cursor *c, rt_manifest *m, bool *kind_seen)
 			return bad(c, "expected a model name (one word, at most 255 bytes)");
 		if (!(m->model = strndup(k, nk)))
 			return rt_error_oom(c->e, "the model's name", (int64_t)nk + 1);
-	} else if (is(w, n, "step") || is(w, n, "seed")) {
-		bool step = is(w, n, "step");
-		int64_t *v = step ? &m->step : &m->seed;
+	} else if (is(w, n, "step") || is(w, n, "seed") || is(w, n, "ranks") || is(w, n, "batch")) {
+		int64_t *v = is(w, n, "step") ? &m->step : is(w, n, "seed") ? &m->seed : is(w, n, "ranks") ? &m->ranks :
+			&m->batch;
 		const char *k;
 		size_t nk;
 		if (*v >= 0)
-			return bad(c, step ? "a second step" : "a second seed");
+			return rt_errorf(c->e, "%s:%d: a second %.*s", c->name, c->line, (int)n, w);
 		if (!word(c, &k, &nk) || !number(k, nk, INT64_MAX, v))
 			return bad(c, "expected a non-negative integer");
 	} else {
-		return bad(c, "unknown entry (expected tensor, kind, model, step or seed)");
+		return bad(c, "unknown entry (expected tensor, kind, model, step, seed, ranks or batch)");
 	}
 	const char *rest;
 	size_t nr;

@@ -283,6 +283,7 @@ typedef struct {
 	rt_dir_kind kind;
 	char *model;                    /* the spec's model name, or NULL */
 	int64_t step, seed;             /* checkpoints: steps done, data seed; else -1 */
+	int64_t ranks, batch;           /* of K > 1 processes: K, the batch of each; else -1 */
 	rt_manifest_tensor *t;          /* every NAME.npy of the directory, in list order */
 	int n, cap;
 	const rt_manifest_tensor **index; /* t by name (rt_manifest_seal), NULL after an add */
@@ -524,6 +525,7 @@ typedef struct {
 	bool evaluated;
 	double test_loss, test_accuracy;
 	double seconds;
+	double comm_seconds;        /* of seconds, blocked in the step's communication (comm.h) */
 	bool stopped;               /* cfg->stop asked to stop before the last step's work was done */
 	int64_t saved_step;         /* the step of the last checkpoint written by this call, or 0 */
 	int64_t prior_step;         /* the step of the checkpoint save_dir held before, or -1 */

@@ -21,12 +21,23 @@
  * at each evaluation, and the state before each checkpoint (an evaluation
  * due at the same step comes first): a NaN loss, a non-finite logit or a
  * non-finite tensor stops the run with an error naming the step and the
- * checkpoint kept, so the poisoned state is never saved. */
+ * checkpoint kept, so the poisoned state is never saved.
+ *
+ * In a world of K > 1 processes (comm.h, docs/distributed.md) the global
+ * batch is K x the step's batch b: step s uses the same K*b examples a
+ * single process at batch K*b would, and rank r takes b of them, from r*b.
+ * Every rank starts from rank 0's store (broadcast), so they all hold the
+ * same bits; the reported loss and accuracy are the global batch's, the
+ * evaluation's batches are shared out between the ranks and summed, a stop
+ * is decided by all of them together before each step, and only rank 0
+ * writes checkpoints, which record K and b.  At each checkpoint and at the
+ * end, every rank checks that its store is still rank 0's, bit for bit. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "comm.h"
 #include "rt.h"
 
 static double now(void)
@@ -34,6 +45,57 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- the world of processes ---------------------------------------------- */
+
+/* Sums v[0..n) over the ranks (nothing on one), outside the step: the
+ * time it waits is not the step's communication, and is not counted. */
+static void world_sum(double *v, int n)
+{
+	rt_comm *w = rt_comm_world();
+	if (w->size == 1)
+		return;
+	double blocked = w->blocked_seconds;
+	w->allreduce_sum(w, v, n, IR_F64);
+	w->blocked_seconds = blocked;
+}
+
+/* Whether to stop: asked on any rank (every rank decides together). */
+static bool should_stop(bool (*stop)(void *), void *user)
+{
+	double v = stop && stop(user);
+	world_sum(&v, 1);
+	return v > 0;
+}
+
+/* 64-bit FNV-1a of every tensor of s. */
+static uint64_t store_hash(const rt_store *s)
+{
+	uint64_t h = 14695981039346656037u;
+	for (int i = 0; i < s->n; i++) {
+		const unsigned char *p = s->t[i].data;
+		for (int64_t k = 0, n = ir_type_bytes(&s->t[i].type); k < n; k++)
+			h = (h ^ p[k]) * 1099511628211u;
+	}
+	return h;
+}
+
+/* True when every rank's store is rank 0's, bit for bit (always on one);
+ * every rank gets the same answer. */
+static bool same_as_rank0(const rt_store *s, int64_t step, rt_err *e)
+{
+	rt_comm *w = rt_comm_world();
+	if (w->size == 1)
+		return true;
+	uint64_t mine = store_hash(s), root = mine;
+	w->bcast(w, &root, sizeof root, 0);
+	double differ = mine != root;
+	world_sum(&differ, 1);
+	if (differ == 0)
+		return true;
+	return rt_errorf(e, "after step %lld the parameters of %.0f of the %d processes differ from rank 0's "
+		"(a step without its gradients' all-reduce?)", (long long)step, differ, w->size);
 }
 
 /* Fills the graph inputs "x" and "labels" with examples idx[0..bs). */
@@ -88,8 +150,10 @@ static bool evaluate(rt_exec *x, const rt_dataset *d, bool (*stop)(void *), void
 	int64_t *idx = malloc((size_t)bs * sizeof *idx);
 	if (!idx)
 		return rt_error_oom(e, "the evaluation batch's indices", (int64_t)((size_t)bs * sizeof *idx));
+	/* Rank r of K evaluates batches r, r + K, ...; the sums are the world's. */
+	rt_comm *w = rt_comm_world();
 	double total = 0;
-	for (int64_t start = 0; start < d->n; start += bs) {
+	for (int64_t start = w->rank * bs; start < d->n; start += w->size * bs) {
 		if (stop && stop(user)) {
 			*stopped = true;
 			free(idx);
@@ -115,6 +179,11 @@ static bool evaluate(rt_exec *x, const rt_dataset *d, bool (*stop)(void *), void
 		}
 	}
 	free(idx);
+	double sums[3] = {total, (double)correct, (double)bad};
+	world_sum(sums, 3);
+	total = sums[0];
+	correct = (int64_t)sums[1];
+	bad = (int64_t)sums[2];
 	*loss = total / (double)d->n;
 	*accuracy = (double)correct / (double)d->n;
 	*nonfinite = bad;
@@ -152,20 +221,32 @@ static bool read_scalar(const char *dir, const char *name, int64_t *v, rt_err *e
 	return ok ? true : rt_errorf(e, "%s: expected a 0-d int64", path);
 }
 
-bool rt_checkpoint_save(const rt_store *s, int64_t step, uint64_t seed, const char *model, const char *dir,
-	rt_err *e)
+/* rt_checkpoint_save, of a run of ranks > 1 processes at batch each when
+ * ranks > 1. */
+static bool checkpoint_save(const rt_store *s, int64_t step, uint64_t seed, const char *model, const char *dir,
+	int ranks, int64_t batch, rt_err *e)
 {
 	rt_dir d;
 	if (!rt_dir_begin(&d, dir, RT_DIR_CHECKPOINT, model, e))
 		return false;
 	d.manifest.step = step;
 	d.manifest.seed = (int64_t)seed;
+	if (ranks > 1) {
+		d.manifest.ranks = ranks;
+		d.manifest.batch = batch;
+	}
 	if (!rt_store_save(s, &d, e) || !write_scalar(&d, "step", step, e) ||
 	    !write_scalar(&d, "data_seed", (int64_t)seed, e)) {
 		rt_dir_abort(&d);
 		return false;
 	}
 	return rt_dir_commit(&d, e);
+}
+
+bool rt_checkpoint_save(const rt_store *s, int64_t step, uint64_t seed, const char *model, const char *dir,
+	rt_err *e)
+{
+	return checkpoint_save(s, step, seed, model, dir, 1, 0, e);
 }
 
 bool rt_checkpoint_load(rt_store *s, const ir_graph *g, const char *dir, int64_t *step,
@@ -237,7 +318,9 @@ static bool evaluate_at(const rt_train_cfg *c, int64_t step, rt_train_result *re
 {
 	double el, ea;
 	int64_t bad;
-	if (!evaluate(c->eval, c->test, c->stop, c->user, &res->stopped, &el, &ea, &bad, e)) {
+	/* (On K > 1 ranks a stop waits for the next step: they decide it together.) */
+	bool (*stop)(void *) = rt_comm_world()->size > 1 ? NULL : c->stop;
+	if (!evaluate(c->eval, c->test, stop, c->user, &res->stopped, &el, &ea, &bad, e)) {
 		if (!res->stopped)
 			rt_err_prefixf(e, "evaluating after step %lld: ", (long long)step);
 		return false;
@@ -261,10 +344,18 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 	const ir_type *t;
 	if (!rt_exec_input(c->step, "x", &t) || !rt_exec_input(c->step, "lr", NULL))
 		return rt_errorf(e, "the training graph needs inputs \"x\", \"labels\" and \"lr\"");
-	int64_t bs = t->dim[0], n = c->train->n, spe = n / bs;
+	rt_comm *w = rt_comm_world();
+	int64_t bs = t->dim[0], gbs = w->size * bs, n = c->train->n, spe = n / gbs;
+	if (spe < 1 && w->size > 1)
+		return rt_errorf(e, "the training set has %lld examples, fewer than one batch of %d x %lld",
+			(long long)n, w->size, (long long)bs);
 	if (spe < 1)
 		return rt_errorf(e, "the training set has %lld examples, fewer than one batch of %lld",
 			(long long)n, (long long)bs);
+	/* Every rank starts from rank 0's state. */
+	for (int i = 0; w->size > 1 && i < c->store->n; i++)
+		w->bcast(w, c->store->t[i].data, ir_type_bytes(&c->store->t[i].type), 0);
+	w->blocked_seconds = 0;
 	int64_t *perm = malloc((size_t)n * sizeof *perm);
 	if (!perm)
 		return rt_error_oom(e, "the order of the training examples", (int64_t)((size_t)n * sizeof *perm));
@@ -275,7 +366,7 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 	bool ok = true;
 	for (int64_t step = c->start_step; step < c->total_steps; step++) {
 		/* A safe point: the store is a whole step's, no checkpoint is open. */
-		if (c->stop && c->stop(c->user)) {
+		if (should_stop(c->stop, c->user)) {
 			res->stopped = true;
 			break;
 		}
@@ -283,7 +374,7 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 			epoch = step / spe;
 			rt_data_epoch_order(n, c->seed, epoch, perm);
 		}
-		fill_batch(c->step, c->train, perm + (step % spe) * bs, bs);
+		fill_batch(c->step, c->train, perm + (step % spe) * gbs + w->rank * bs, bs);
 		const ir_type *lrt;
 		void *lr = rt_exec_input(c->step, "lr", &lrt);
 		double rate = c->lr_at(c->user, step);
@@ -305,11 +396,19 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 		double l = logit(loss, lt->dtype, 0);
 		const void *logits = rt_exec_output(c->step, "logits", &lt);
 		const int32_t *labels = rt_exec_input(c->step, "labels", NULL);
+		double sums[2] = {0, 0}; /* the rows' losses and how many are right */
 		for (int64_t i = 0; i < bs; i++) {
 			bool right;
-			row_loss(logits, lt->dtype, i, lt->dim[1], labels[i], &right);
-			window_correct += right;
+			sums[0] += row_loss(logits, lt->dtype, i, lt->dim[1], labels[i], &right);
+			sums[1] += right;
 		}
+		/* K > 1 ranks: the global batch's mean loss, from the logits (the
+		 * step's own loss is of this rank's part). */
+		if (w->size > 1) {
+			world_sum(sums, 2);
+			l = sums[0] / (double)gbs;
+		}
+		window_correct += (int64_t)sums[1];
 		if (!isfinite(l)) {
 			rt_errorf(e, "the loss became %s at step %lld", isnan(l) ? "NaN" : "infinite",
 				(long long)step + 1);
@@ -327,13 +426,13 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 			.loss = l,
 			.lr = rate,
 			.elapsed = now() - t0,
-			.images = res->steps * bs,
+			.images = res->steps * gbs,
 		};
 		/* Report the window: at every report interval, and at an epoch's end. */
 		bool report = c->report_every > 0 && (step + 1) % c->report_every == 0;
 		if (report || step + 1 == c->total_steps) {
 			p.window_loss = window_loss / (double)window_steps;
-			p.window_accuracy = (double)window_correct / (double)(window_steps * bs);
+			p.window_accuracy = (double)window_correct / (double)(window_steps * gbs);
 			res->train_loss = p.window_loss;
 			res->train_accuracy = p.window_accuracy;
 			window_loss = 0;
@@ -356,7 +455,10 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 				ok = kept_checkpoint(c, res, e);
 				break;
 			}
-			if (!(ok = rt_checkpoint_save(c->store, step + 1, c->seed, c->model, c->save_dir, e)))
+			if (!(ok = same_as_rank0(c->store, step + 1, e)))
+				break;
+			if (w->rank == 0 && !(ok = checkpoint_save(c->store, step + 1, c->seed, c->model, c->save_dir,
+				w->size, bs, e)))
 				break;
 			res->saved_step = step + 1;
 			if (c->on_save)
@@ -366,6 +468,9 @@ bool rt_train_run(const rt_train_cfg *c, rt_train_result *res, rt_err *e)
 			break;
 	}
 	res->seconds = now() - t0;
+	res->comm_seconds = w->blocked_seconds;
 	free(perm);
+	if (ok && res->steps > 0)
+		ok = same_as_rank0(c->store, c->start_step + res->steps, e);
 	return ok;
 }

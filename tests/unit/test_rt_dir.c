@@ -161,7 +161,7 @@ START_TEST(test_manifest_errors)
 		{"revc-manifest 1\n", "m: no kind line"},
 		{"revc-manifest 1\nkind params\nkind params\n", "m:3: a second kind"},
 		{"revc-manifest 1\nkind weights\n", "m:2: kind must be checkpoint, params, gradients or state"},
-		{"revc-manifest 1\nkind params\ncolour blue\n", "m:3: unknown entry (expected tensor, kind, model, step or seed)"},
+		{"revc-manifest 1\nkind params\ncolour blue\n", "m:3: unknown entry (expected tensor, kind, model, step, seed, ranks or batch)"},
 		{"revc-manifest 1\nkind params\n\n", "m:3: empty line"},
 		{"revc-manifest 1\nkind params\nstep -1\n", "m:3: expected a non-negative integer"},
 		{"revc-manifest 1\nkind params\nstep 1 2\n", "m:3: unexpected text at the end of the line"},
@@ -171,6 +171,9 @@ START_TEST(test_manifest_errors)
 		{"revc-manifest 1\nkind params\ntensor a/b f32[2]\n", "m:3: expected a tensor name (one word without '/', at most 240 bytes)"},
 		{"revc-manifest 1\nkind params\ntensor a f32[2]\ntensor a f32[2]\n", "m:4: a second entry for the same tensor"},
 		{"revc-manifest 1\r\nkind params\n", "m:1: a NUL or carriage return"},
+		/* mpi: a checkpoint of K processes */
+		{"revc-manifest 1\nkind checkpoint\nranks 2\nranks 2\n", "m:4: a second ranks"},
+		{"revc-manifest 1\nkind checkpoint\nbatch ten\n", "m:3: expected a non-negative integer"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		rt_manifest m;
@@ -180,6 +183,34 @@ START_TEST(test_manifest_errors)
 		ck_assert_int_eq(m.n, 0);
 		ck_assert_ptr_null(m.model);
 	}
+}
+END_TEST
+
+/* mpi: ranks and batch round-trip, and are absent (-1) unless given. */
+START_TEST(test_manifest_ranks)
+{
+	rt_manifest m, r;
+	rt_err e;
+	size_t len;
+	rt_manifest_init(&m, RT_DIR_CHECKPOINT);
+	char *text = rt_manifest_format(&m, &len, &e);
+	ck_assert_ptr_nonnull(text);
+	ck_assert_ptr_null(strstr(text, "ranks"));
+	ck_assert(rt_manifest_parse(text, len, "m", &r, &e));
+	ck_assert(r.ranks == -1 && r.batch == -1);
+	free(text);
+	rt_manifest_free(&r);
+	m.step = 30;
+	m.seed = 1;
+	m.ranks = 2;
+	m.batch = 50;
+	ck_assert_ptr_nonnull(text = rt_manifest_format(&m, &len, &e));
+	ck_assert_ptr_nonnull(strstr(text, "step 30\nseed 1\nranks 2\nbatch 50\n"));
+	ck_assert(rt_manifest_parse(text, len, "m", &r, &e));
+	ck_assert(r.ranks == 2 && r.batch == 50 && r.step == 30);
+	free(text);
+	rt_manifest_free(&r);
+	rt_manifest_free(&m);
 }
 END_TEST
 
@@ -441,6 +472,7 @@ Suite *rt_dir_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_manifest_round_trip);
 	tcase_add_test(tc, test_manifest_errors);
+	tcase_add_test(tc, test_manifest_ranks);
 	tcase_add_test(tc, test_manifest_big);
 	tcase_add_test(tc, test_dir_replace_rules);
 	tcase_add_test(tc, test_dir_stale_temporaries);
