@@ -289,7 +289,8 @@ static bool improve_multi(revc_model *m, const revc_options *o, int64_t budget, 
 	multi_move none = {{-1, -1, -1}, {0, 0, 0}, 0, 0};
 	collect(c, 0, 0, max_depth, none, choice_cost(c), &mv);
 	/* Pairs cheapest first; triples (many more) least memory first. */
-	qsort(mv.v, (size_t)mv.n, sizeof *mv.v, max_depth > 2 ? by_peak : by_cost);
+	if (mv.n > 0)
+		qsort(mv.v, (size_t)mv.n, sizeof *mv.v, max_depth > 2 ? by_peak : by_cost);
 	*found = false;
 	bool ok = true;
 	int limit = max_depth > 2 ? TRIPLE_PLANS : PAIR_PLANS;
