@@ -149,6 +149,11 @@ static void place(syncer *S)
 	free(count);
 }
 
+bool ps_allreduce_applies(const ps_ctx *ctx)
+{
+	return ctx->ranks >= 1;
+}
+
 int ps_allreduce(ir_graph *g, ps_ctx *ctx)
 {
 	if (ctx->ranks < 1)

@@ -187,6 +187,8 @@ int ps_run_table(const ps_pass *table, int n, ir_graph *g, ps_ctx *ctx, const ps
 	for (int i = 0; i < n; i++) {
 		const ps_pass *p = &table[i];
 		bool wanted = !opts->only || ps_list_has(opts->only, p->name, strlen(p->name));
+		if (!ps_pass_applies(p, ctx))
+			goto next;
 		if (wanted && !ir_graph_has_pass(g, p->name)) {
 			ir_pos at;
 			int later = listed_later(table, n, i, g, &at);

@@ -65,6 +65,11 @@ typedef struct {
 	const char *why;      /* one line for --print-passes */
 } ps_pass;
 
+/* Whether pass p applies to this compilation (all do but allreduce, for
+ * one process); one that does not is skipped as if it were not in the
+ * table. */
+bool ps_pass_applies(const ps_pass *p, const ps_ctx *ctx);
+
 /* The pipeline, in order. */
 const ps_pass *ps_pipeline(int *count);
 const ps_pass *ps_pass_lookup(const char *name);
@@ -338,6 +343,7 @@ int ps_liveness(ir_graph *g, ps_ctx *ctx);
 int ps_plan(ir_graph *g, ps_ctx *ctx);
 /* Data parallelism (issue 15): the reductions over ctx->ranks processes. */
 int ps_allreduce(ir_graph *g, ps_ctx *ctx);
+bool ps_allreduce_applies(const ps_ctx *ctx); /* ctx->ranks >= 1 */
 
 /* Arena offsets are multiples of this. */
 #define PS_ALIGN 64

@@ -31,3 +31,8 @@ const ps_pass *ps_pass_lookup(const char *name)
 			return &pipeline[i];
 	return NULL;
 }
+
+bool ps_pass_applies(const ps_pass *p, const ps_ctx *ctx)
+{
+	return p->run != ps_allreduce || ps_allreduce_applies(ctx);
+}
