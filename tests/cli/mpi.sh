@@ -82,7 +82,7 @@ grep -q '"event":"summary"' "$tmp/c1.log" && { echo "FAIL: the job finished befo
 run c2 --steps 30 --resume "$tmp/c" --save "$tmp/c" && same_dirs "$tmp/a" "$tmp/c" "resumed after SIGKILL" || fail=1
 
 # ---- a 2-process checkpoint on one process at batch 20, not at batch 10.
-one=(models/fashion.rev --data synthetic --set units=1,1,1 --threads 1 --steps 30)
+one=(models/fashion.rev --data synthetic --set units=1,1,1 --threads 1 --steps 34) # 4 steps past the checkpoint
 "$revc" train "${one[@]}" --set batch=20 --resume "$tmp/c" >"$tmp/one.log" 2>&1 ||
   { echo "FAIL: one process at batch 20 does not resume it"; cat "$tmp/one.log"; fail=1; }
 "$revc" train "${one[@]}" --set batch=10 --resume "$tmp/c" >"$tmp/one10.log" 2>&1 &&
