@@ -118,13 +118,13 @@ static void print_json(const bench_info *i, const revc_bench_result *r)
 	printf("{\"model\":\"");
 	cli_json_string(stdout, revc_model_name(m));
 	printf("\",\"engine\":\"%s\",\"strategy\":\"%s\",\"threads\":%lld,\"batch\":%lld,\"steps\":%lld,"
-	       "\"median_step_seconds\":%.6f,\"min_step_seconds\":%.6f,\"images_per_sec\":%.2f,"
+	       "\"median_step_seconds\":%.6f,\"min_step_seconds\":%.6f,\"min_step_cpu_seconds\":%.6f,\"images_per_sec\":%.2f,"
 	       "\"gflop_per_step\":%.3f,\"gflops\":%.2f,\"arena_bytes\":%lld,\"rss_mib\":%.1f,"
 	       "\"rss_increase_mib\":%.1f,"
 	       "\"compile_seconds\":%.4f,\"kernels\":%d,\"kernel_calls\":%d",
 		revc_model_engine(m), revc_strategy_name(o->o.strategy), (long long)o->o.threads, (long long)batch,
-		(long long)o->b.steps, r->median_seconds, r->min_seconds, (double)batch / r->median_seconds,
-		r->flops / 1e9, r->flops / r->median_seconds / 1e9, (long long)r->arena_bytes, i->rss,
+		(long long)o->b.steps, r->median_seconds, r->min_seconds, r->min_cpu_seconds,
+		(double)batch / r->median_seconds, r->flops / 1e9, r->flops / r->median_seconds / 1e9, (long long)r->arena_bytes, i->rss,
 		i->rss - i->rss_base, r->compile_seconds, r->kernels, r->calls);
 	if (o->b.gemm)
 		printf(",\"gemm_only_seconds\":%.6f,\"gemm_only_gflops\":%.2f,\"share_of_gemm\":%.4f",
@@ -163,6 +163,7 @@ static void print_text(const bench_info *i, const revc_bench_result *r)
 		printf("  machine       OpenBLAS %s kernels\n", r->blas_core);
 	printf("  step time     median %.4f s, min %.4f s over %lld steps\n", r->median_seconds, r->min_seconds,
 		(long long)o->b.steps);
+	printf("  processor     min %.4f s a step, every thread's time (spinning included)\n", r->min_cpu_seconds);
 	printf("  throughput    %.1f images/s\n", (double)batch / r->median_seconds);
 	printf("  compute       %.2f GFLOP per step (convolutions and matrix products), %.1f GFLOP/s\n", r->flops / 1e9,
 		r->flops / r->median_seconds / 1e9);

@@ -67,27 +67,34 @@ static bool measure_point(const cli_sweep_args *a, const revc_options *o, revc_s
 		return false;
 	}
 	p->measured_seconds = r.min_seconds; /* the least disturbed by other load */
+	p->measured_cpu_seconds = r.min_cpu_seconds;
 	return true;
 }
 
 /* How well predicted seconds follow measured ones: the rate through the
  * origin fitted by least squares (t = F / rate) and the largest and RMS
- * relative errors of that fit, over the points measured. */
+ * relative errors of that fit, over the points measured; of the wall
+ * time (cpu false) or the processor time (cpu true) of a step. */
 typedef struct {
 	int n;
 	double rate, max_err, rms_err, raw_max_err;
 } fit;
 
-static fit fit_points(const revc_sweep *s)
+static double measured(const revc_sweep_point *p, bool cpu)
+{
+	return cpu ? p->measured_cpu_seconds : p->measured_seconds;
+}
+
+static fit fit_points(const revc_sweep *s, bool cpu)
 {
 	fit f = {0};
 	double ff = 0, ft = 0;
 	for (int i = 0; i < s->npoints + 3; i++) {
 		const revc_sweep_point *p = i < s->npoints ? &s->points[i] : &s->fixed[i - s->npoints];
-		if (p->measured_seconds <= 0)
+		if (measured(p, cpu) <= 0)
 			continue;
 		ff += p->flops * p->flops;
-		ft += p->flops * p->measured_seconds;
+		ft += p->flops * measured(p, cpu);
 		f.n++;
 	}
 	if (!f.n || ft <= 0)
@@ -96,10 +103,11 @@ static fit fit_points(const revc_sweep *s)
 	double se = 0;
 	for (int i = 0; i < s->npoints + 3; i++) {
 		const revc_sweep_point *p = i < s->npoints ? &s->points[i] : &s->fixed[i - s->npoints];
-		if (p->measured_seconds <= 0)
+		double t = measured(p, cpu);
+		if (t <= 0)
 			continue;
-		double e = fabs(p->flops / f.rate - p->measured_seconds) / p->measured_seconds;
-		double raw = fabs(p->predicted_seconds - p->measured_seconds) / p->measured_seconds;
+		double e = fabs(p->flops / f.rate - t) / t;
+		double raw = fabs(p->predicted_seconds - t) / t;
 		f.max_err = fmax(f.max_err, e);
 		f.raw_max_err = fmax(f.raw_max_err, raw);
 		se += e * e;
@@ -124,13 +132,21 @@ static void text_row(const revc_sweep_point *p, const char *name, double step_fl
 	revc_format_bytes(b1, sizeof b1, p->total_bytes);
 	revc_format_bytes(b2, sizeof b2, p->saved_transient_bytes);
 	if (meas && p->measured_seconds >= 0)
-		snprintf(t, sizeof t, "%12.3f", p->measured_seconds);
+		snprintf(t, sizeof t, "%12.3f %8.3f", p->measured_seconds, p->measured_cpu_seconds);
 	else if (meas)
-		snprintf(t, sizeof t, "%12s", "-");
+		snprintf(t, sizeof t, "%12s %8s", "-", "-");
 	printf("  %-11s%12s %12s %9.3f %+8.1f%% %11.3f%s  %s\n", name, b1, b2, p->flops / 1e9,
 		100.0 * p->recompute_flops / step_flops, p->predicted_seconds, t, p->decisions);
 }
 
+static void print_fit(const char *what, const fit *f)
+{
+	printf("measured %s: %d schedules; FLOPs fit them at %.2f GFLOP/s, within %.1f%% (RMS %.1f%%); "
+	       "the fixed rate within %.1f%%\n", what, f->n, f->rate / 1e9, 100 * f->max_err, 100 * f->rms_err,
+		100 * f->raw_max_err);
+}
+
+/* f: the wall time's fit and the processor time's (NULL: not measured). */
 static void print_text(const revc_model *m, const revc_sweep *s, bool meas, const fit *f)
 {
 	printf("revc mem: %s, batch %lld: the memory/time frontier of strategy auto\n", revc_model_name(m),
@@ -138,7 +154,7 @@ static void print_text(const revc_model *m, const revc_sweep *s, bool meas, cons
 	printf("%d schedules from %d choices (%d plans; %d left off, beaten in both memory and cost)\n\n",
 		s->npoints, s->choices, s->plans, s->dominated);
 	printf("  %-11s%12s %12s %9s %9s %11s%s  %s\n", "", "total", "saved+trans", "GFLOP", "recomp",
-		"predicted s", meas ? "  measured s" : "", "decisions");
+		"predicted s", meas ? "  measured s    cpu s" : "", "decisions");
 	for (int i = 0; i < s->npoints; i++) {
 		char name[16];
 		snprintf(name, sizeof name, "auto %d", i + 1);
@@ -148,10 +164,10 @@ static void print_text(const revc_model *m, const revc_sweep *s, bool meas, cons
 	for (int i = 0; i < 3; i++)
 		text_row(&s->fixed[i], revc_strategy_name(s->fixed[i].strategy), s->step_flops, meas);
 	printf("\npredicted seconds: the cost model's FLOPs at %.1f GFLOP/s (docs/mem.md)\n", REVC_SWEEP_FLOP_RATE / 1e9);
-	if (f && f->n)
-		printf("measured: %d schedules; FLOPs fit them at %.2f GFLOP/s, within %.1f%% (RMS %.1f%%); "
-		       "the fixed rate within %.1f%%\n", f->n, f->rate / 1e9, 100 * f->max_err, 100 * f->rms_err,
-			100 * f->raw_max_err);
+	if (f && f[0].n) {
+		print_fit("wall time", &f[0]);
+		print_fit("processor time", &f[1]);
+	}
 	printf("\nat each fixed strategy's own total, auto's frontier:\n");
 	for (int i = 0; i < 3; i++) {
 		const revc_sweep_point *p = &s->fixed[i], *at;
@@ -177,7 +193,8 @@ static void json_point(const revc_sweep_point *p)
 		(long long)p->total_bytes, (long long)p->saved_transient_bytes, p->flops, p->recompute_flops,
 		p->predicted_seconds);
 	if (p->measured_seconds >= 0)
-		printf(",\"measured_seconds\":%.6g", p->measured_seconds);
+		printf(",\"measured_seconds\":%.6g,\"measured_cpu_seconds\":%.6g", p->measured_seconds,
+			p->measured_cpu_seconds);
 }
 
 static void print_json(const revc_model *m, const revc_sweep *s, const fit *f)
@@ -206,9 +223,10 @@ static void print_json(const revc_model *m, const revc_sweep *s, const fit *f)
 			printf("null,\"auto_dominates\":false}");
 	}
 	printf("]");
-	if (f && f->n)
-		printf(",\"measured_fit\":{\"points\":%d,\"flop_rate\":%.6g,\"max_rel_error\":%.4f,\"rms_rel_error\":%.4f,"
-		       "\"fixed_rate_max_rel_error\":%.4f}", f->n, f->rate, f->max_err, f->rms_err, f->raw_max_err);
+	for (int k = 0; f && f[0].n && k < 2; k++)
+		printf(",\"%s\":{\"points\":%d,\"flop_rate\":%.6g,\"max_rel_error\":%.4f,\"rms_rel_error\":%.4f,"
+		       "\"fixed_rate_max_rel_error\":%.4f}", k ? "measured_cpu_fit" : "measured_fit", f[k].n, f[k].rate,
+			f[k].max_err, f[k].rms_err, f[k].raw_max_err);
 	printf("}\n");
 }
 
@@ -229,7 +247,7 @@ int cli_mem_sweep(revc_model *m, const revc_options *o, const cli_sweep_args *a)
 	clear_line(tty);
 	if (!ok)
 		return cli_revc_error(err);
-	fit f = {0};
+	fit f[2] = {{0}};
 	if (a->measure) {
 		for (int i = 0; i < s.npoints + 3; i++) {
 			char what[32];
@@ -243,7 +261,8 @@ int cli_mem_sweep(revc_model *m, const revc_options *o, const cli_sweep_args *a)
 			}
 		}
 		clear_line(tty);
-		f = fit_points(&s);
+		f[0] = fit_points(&s, false);
+		f[1] = fit_points(&s, true);
 	}
 	int status = EXIT_OK;
 	if (a->plot) {
@@ -254,9 +273,9 @@ int cli_mem_sweep(revc_model *m, const revc_options *o, const cli_sweep_args *a)
 	}
 	if (status == EXIT_OK) {
 		if (a->json)
-			print_json(m, &s, a->measure ? &f : NULL);
+			print_json(m, &s, a->measure ? f : NULL);
 		else
-			print_text(m, &s, a->measure, a->measure ? &f : NULL);
+			print_text(m, &s, a->measure, a->measure ? f : NULL);
 	}
 	revc_sweep_free(&s);
 	return status;

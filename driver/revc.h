@@ -304,9 +304,10 @@ char *revc_memory_timeline_svg(revc_model *m, revc_strategy s, const revc_option
 
 /* ---- the memory/time frontier (revc mem --sweep, --max-batch) ------------- */
 
-/* The FLOP rate predicted seconds assume (the cost model's FLOPs a second
- * of one training step on 2 threads, measured: docs/mem.md). */
-#define REVC_SWEEP_FLOP_RATE 13.0e9
+/* The FLOP rate predicted seconds assume: the cost model's FLOPs a second
+ * of revnet-38's training step under the JIT on 2 threads of an idle
+ * AMD EPYC Zen 4 (docs/mem.md; other models run slower or faster). */
+#define REVC_SWEEP_FLOP_RATE 140.0e9
 
 /* One schedule on the frontier's axes. */
 typedef struct {
@@ -319,6 +320,7 @@ typedef struct {
 	double recompute_flops;  /* of which recomputation */
 	double predicted_seconds; /* flops / REVC_SWEEP_FLOP_RATE */
 	double measured_seconds; /* the fastest timed step when the caller measured it; else -1 */
+	double measured_cpu_seconds; /* that measurement's least processor time a step; else -1 */
 } revc_sweep_point;
 
 typedef struct {
@@ -660,6 +662,11 @@ typedef struct {
 	bool cut;               /* the pass options stopped the pipeline: the step was built and dumped, not run */
 	double compile_seconds; /* preparing the step to run (the JIT's compile) */
 	double median_seconds, min_seconds; /* of the timed steps */
+	/* The least processor time (every thread of the process, spinning
+	 * included) a timed step took: with one thread, what the step costs
+	 * whatever else the machine runs (it is not charged for the time it
+	 * waits for a core). */
+	double min_cpu_seconds;
 	double flops;           /* per step: convolutions (one product per image) and dense layers */
 	double gemm_seconds;    /* with gemm: cblas_sgemm alone on the same products; else 0 */
 	int64_t arena_bytes;    /* the step's planned arena */

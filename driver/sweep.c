@@ -56,7 +56,7 @@ static bool point(revc_model *m, const revc_options *o, revc_strategy s, const c
 		return false;
 	p->flops = step_flops + p->recompute_flops;
 	p->predicted_seconds = p->flops * SECONDS_PER_FLOP;
-	p->measured_seconds = -1;
+	p->measured_seconds = p->measured_cpu_seconds = -1;
 	return true;
 }
 
