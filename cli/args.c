@@ -78,6 +78,43 @@ int cli_next(cli_args *a, const cli_opt *opts, const char **val)
 	return CLI_ERROR;
 }
 
+/* What --strategy accepts, in the order the help and the errors list it:
+ * the library's strategies (by their names, revc_strategy_name), then min,
+ * auto at its lower end (the minimum-memory decisions, whatever the
+ * budget). */
+static const struct {
+	revc_strategy strategy;
+	bool minimum;
+	const char *name; /* NULL: the library's name */
+} strategies[] = {
+	{REVC_STORE, false, NULL},
+	{REVC_REVNET, false, NULL},
+	{REVC_CHECKPOINT, false, NULL},
+	{REVC_AUTO, false, NULL},
+	{REVC_AUTO, true, "min"},
+};
+#define NSTRATEGIES (int)(sizeof strategies / sizeof strategies[0])
+
+static const char *strategy_name(int i)
+{
+	return strategies[i].name ? strategies[i].name : revc_strategy_name(strategies[i].strategy);
+}
+
+/* "store, revnet, checkpoint, auto or min", or with also after them
+ * ("..., auto, min or all"). */
+static const char *strategy_names(char *buf, size_t size, const char *also)
+{
+	size_t n = 0;
+	int count = NSTRATEGIES + (also != NULL);
+	buf[0] = 0;
+	for (int i = 0; i < count && n < size; i++) {
+		const char *name = i < NSTRATEGIES ? strategy_name(i) : also;
+		const char *sep = i == 0 ? "" : i == count - 1 ? " or " : ", ";
+		n += (size_t)snprintf(buf + n, size - n, "%s%s", sep, name);
+	}
+	return buf;
+}
+
 void cli_print_help(FILE *out, const char *usage, const char *about, const cli_opt *opts)
 {
 	fprintf(out, "usage: %s\n\n%s\n", usage, about);
@@ -92,7 +129,13 @@ void cli_print_help(FILE *out, const char *usage, const char *about, const cli_o
 		else
 			snprintf(left, sizeof left, "    --%s%s%s", opts[k].name, opts[k].arg ? " " : "",
 				opts[k].arg ? opts[k].arg : "");
-		fprintf(out, "  %-28s %s\n", left, opts[k].help);
+		const char *help = opts[k].help, *mark = strstr(help, CLI_STRATEGIES);
+		char names[128];
+		if (mark)
+			fprintf(out, "  %-28s %.*s%s%s\n", left, (int)(mark - help), help,
+				strategy_names(names, sizeof names, NULL), mark + strlen(CLI_STRATEGIES));
+		else
+			fprintf(out, "  %-28s %s\n", left, help);
 	}
 }
 
@@ -223,11 +266,16 @@ static bool parse_dtype(const char *cmd, const char *val, revc_dtype *out)
 	return true;
 }
 
-bool cli_parse_strategy(const char *cmd, const char *val, revc_strategy *out)
+bool cli_parse_strategy(const char *cmd, const char *val, const char *also, revc_strategy *out, bool *minimum)
 {
-	if (revc_strategy_parse(val, out))
-		return true;
-	cli_usage_error(cmd, "--strategy must be store, revnet, checkpoint or auto, not '%s'", val);
+	for (int i = 0; i < NSTRATEGIES; i++)
+		if (strcmp(strategy_name(i), val) == 0) {
+			*out = strategies[i].strategy;
+			*minimum = strategies[i].minimum;
+			return true;
+		}
+	char names[128];
+	cli_usage_error(cmd, "--strategy must be %s, not '%s'", strategy_names(names, sizeof names, also), val);
 	return false;
 }
 
@@ -256,12 +304,8 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 		o->check_numerics = true;
 		return 1;
 	}
-	if (strcmp(name, "strategy") == 0) {
-		o->minimum = strcmp(val, "min") == 0; /* auto at its lower end */
-		if (o->minimum)
-			o->strategy = REVC_AUTO;
-		return o->minimum || cli_parse_strategy(cmd, val, &o->strategy) ? 1 : -1;
-	}
+	if (strcmp(name, "strategy") == 0)
+		return cli_parse_strategy(cmd, val, NULL, &o->strategy, &o->minimum) ? 1 : -1;
 	if (strcmp(name, "dtype") == 0) {
 		dtype_given = val;
 		return parse_dtype(cmd, val, &o->dtype) ? 1 : -1;

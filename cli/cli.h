@@ -123,8 +123,11 @@ int cli_model_option(const char *cmd, const char *name, const char *val, revc_op
 /* The name of revc_options_init's default strategy (REVC_REVNET), for the
  * help texts. */
 #define CLI_STRATEGY_DEFAULT "revnet"
+/* Where an option's help names what --strategy accepts: cli_print_help
+ * writes the names of cli/args.c's table there. */
+#define CLI_STRATEGIES "@STRATEGIES@"
 /* --strategy of the commands that build a training step. */
-#define CLI_STRATEGY_OPT {"strategy", 0, "NAME", "store, revnet, checkpoint or auto (default " CLI_STRATEGY_DEFAULT ")"}
+#define CLI_STRATEGY_OPT {"strategy", 0, "NAME", CLI_STRATEGIES " (default " CLI_STRATEGY_DEFAULT ")"}
 /* --budget of strategy auto (train, bench): the fastest decisions whose
  * planned total fits (docs/mem.md). */
 #define CLI_BUDGET_OPT {"budget", 0, "SIZE", "--strategy auto: the fastest per-unit decisions whose planned total fits SIZE (default --max-memory)"}
@@ -134,7 +137,11 @@ int cli_model_option(const char *cmd, const char *name, const char *val, revc_op
  * processes (docs/distributed.md; default: the world's size). */
 #define CLI_RANKS_OPT {"ranks", 0, "K", "the step of one of K data-parallel processes, with its all-reduces (default: mpirun's -np)"}
 
-bool cli_parse_strategy(const char *cmd, const char *val, revc_strategy *out);
+/* --strategy's value: what it names into *out, and into *minimum whether
+ * it is min (REVC_AUTO's minimum-memory decisions); else a usage error
+ * listing the names, and also after them when not NULL (mem's "all",
+ * which the caller handles), and false. */
+bool cli_parse_strategy(const char *cmd, const char *val, const char *also, revc_strategy *out, bool *minimum);
 bool cli_parse_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
 	int64_t *out);
 

@@ -10,7 +10,7 @@
 
 static const char usage[] =
 	"revc check SPEC|FILE.ir [--set KEY=VALUE ...] [--samples K] [--seed S] [--tolerance T]\n"
-	"                  [--strategy store|revnet|checkpoint|auto|min] [--budget SIZE] [--engine interp|jit] [--cpu NAME]\n"
+	"                  [--strategy NAME] [--budget SIZE] [--engine interp|jit] [--cpu NAME]\n"
 	"                  [pass options]\n"
 	"       revc check SPEC --drift [--set KEY=VALUE ...] [--seed S] [--json]";
 static const char about[] =

@@ -67,10 +67,7 @@ static int parse(cli_args *a, compile_args *c)
 		case OPT_HEADER: c->e.header = val; break;
 		case OPT_NAME: name = val; break;
 		case OPT_STRATEGY:
-			c->e.minimum = strcmp(val, "min") == 0; /* auto at its lower end */
-			if (c->e.minimum)
-				c->e.strategy = REVC_AUTO;
-			else if (!cli_parse_strategy(a->cmd, val, &c->e.strategy))
+			if (!cli_parse_strategy(a->cmd, val, NULL, &c->e.strategy, &c->e.minimum))
 				return EXIT_USAGE;
 			break;
 		case OPT_BUDGET:

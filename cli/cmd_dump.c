@@ -23,7 +23,7 @@ static const cli_opt opts[] = {
 	{"after", 0, "PASS", "run the pipeline through PASS first"},
 	{"output", 'o', "FILE", "write to FILE (atomically) instead of standard output"},
 	{"dtype", 0, "f32|f64", "spec input: precision of the graph (default f32)"},
-	{"strategy", 0, "NAME", "spec input: store, revnet or checkpoint (default " CLI_STRATEGY_DEFAULT ")"},
+	{"strategy", 0, "NAME", "spec input: " CLI_STRATEGIES " (default " CLI_STRATEGY_DEFAULT ")"},
 	{"eval", 0, NULL, "spec input: the evaluation graph (running statistics, no training)"},
 	CLI_SET_OPT,
 	CLI_RANKS_OPT,

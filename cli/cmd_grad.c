@@ -7,7 +7,7 @@
 
 static const char usage[] =
 	"revc grad SPEC|FILE.ir --params DIR --input X.npy --labels Y.npy --out DIR\n"
-	"                 [--dtype f32|f64] [--strategy store|revnet|checkpoint] [--engine interp|jit]\n"
+	"                 [--dtype f32|f64] [--strategy NAME] [--engine interp|jit]\n"
 	"                 [--cpu NAME] [--threads N] [--state-out DIR] [--check-numerics] [--max-memory SIZE]\n"
 	"                 [--set KEY=VALUE ...] [--decisions LETTERS] [pass options]\n"
 	"       revc grad SPEC --params DIR --input X.npy --labels Y.npy --train-steps K --lr LR\n"

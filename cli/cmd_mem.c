@@ -10,7 +10,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"revc mem SPEC|FILE.ir [--set KEY=VALUE ...] [--strategy store|revnet|checkpoint|auto|min|all]\n"
+	"revc mem SPEC|FILE.ir [--set KEY=VALUE ...] [--strategy NAME|all]\n"
 	"                [--no-order-edges] [--budget SIZE] [--decisions LETTERS] [--json] [--timeline FILE.svg]\n"
 	"                [--engine interp|jit] [--threads N] [--measure] [pass options]\n"
 	"       revc mem SPEC|FILE.ir --sweep [--plot FILE.svg] [--points N] [--measure [--steps K]] [--json] [...]\n"
@@ -60,7 +60,7 @@ static const char about[] =
 	"(docs/distributed.md).";
 
 static const cli_opt opts[] = {
-	{"strategy", 0, "NAME", "store, revnet, checkpoint, auto, min or all (default " CLI_STRATEGY_DEFAULT ")"},
+	{"strategy", 0, "NAME", CLI_STRATEGIES "; all: store, revnet and checkpoint side by side (default " CLI_STRATEGY_DEFAULT ")"},
 	{"no-order-edges", 0, NULL, "no ordering edges; a naive as-soon-as-possible order"},
 	{"budget", 0, "SIZE", "exit 3 if the planned total exceeds SIZE"},
 	{"json", 0, NULL, "print JSON (schema: docs/mem.md)"},
@@ -394,11 +394,8 @@ int cmd_mem(int argc, char **argv)
 		case OPT_STRATEGY:
 			strategy_given = true;
 			all = strcmp(val, "all") == 0;
-			o.minimum = strcmp(val, "min") == 0; /* auto at its lower end */
-			if (o.minimum)
-				o.strategy = REVC_AUTO;
-			else if (!all && !revc_strategy_parse(val, &o.strategy))
-				return cli_usage_error(a.cmd, "--strategy must be store, revnet, checkpoint, auto or all, not '%s'", val);
+			if (!all && !cli_parse_strategy(a.cmd, val, "all", &o.strategy, &o.minimum))
+				return EXIT_USAGE;
 			break;
 		case OPT_NO_EDGES: o.no_order_edges = true; break;
 		case OPT_BUDGET:

@@ -92,17 +92,14 @@ static revc_options plan_options(const revc_options *o, const char *d)
 	return to;
 }
 
-/* The planned total of choice c. */
+/* The planned total of choice c: DRV_TOO_LARGE, more than any budget, when
+ * its arena would be larger than the planner's limit (IR_MAX_BYTES). */
 static bool plan_total(revc_model *m, const revc_options *o, const choice *c, int64_t *total, revc_error **err)
 {
 	char s[REVC_MAX_LETTERS + 1];
 	choice_letters(c, s);
 	revc_options to = plan_options(o, s);
-	revc_memory r;
-	if (!revc_memory_plan(m, REVC_AUTO, &to, &r, err))
-		return false;
-	*total = r.total_bytes;
-	return true;
+	return drv_memory_total(m, &to, total, err);
 }
 
 /* The single changes of a choice: unit k to decision alt (k < n), or
@@ -366,6 +363,17 @@ static bool minimum(revc_model *m, const revc_options *o, ps_auto_model *am, cho
 		else
 			low->rec[j] = false;
 	}
+	/* Too large to plan: single changes may bring the arena under the
+	 * planner's limit (the model is calibrated on a plan). */
+	if (out->minimum_bytes == DRV_TOO_LARGE && !lower(m, o, IR_MAX_BYTES, low, &out->minimum_bytes, out, err))
+		return false;
+	if (out->minimum_bytes == DRV_TOO_LARGE) {
+		char s[REVC_MAX_LETTERS + 1];
+		choice_letters(low, s);
+		return drv_errorf(err, REVC_ERR_BUDGET,
+			"strategy auto: %s at batch %lld needs an arena larger than 2^40 bytes, the most revc plans, "
+			"even with the minimum-memory decisions (%s)", m->name, (long long)revc_model_batch(m), s);
+	}
 	char s[REVC_MAX_LETTERS + 1];
 	choice_letters(low, s);
 	revc_options lo = plan_options(o, s);
@@ -443,7 +451,13 @@ bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc
 	if (budget < 0) { /* no budget: the fastest */
 		for (int k = 0; k < n; k++)
 			c.d[k] = (ps_keep){IR_KEEP_STORE, k};
-	} else if (budget < out->minimum_bytes) {
+		if (!plan_total(m, o, &c, &out->total_bytes, err))
+			goto done;
+		out->plans++;
+		if (out->total_bytes == DRV_TOO_LARGE) /* the fastest that the planner takes */
+			budget = out->minimum_bytes > IR_MAX_BYTES ? out->minimum_bytes : IR_MAX_BYTES;
+	}
+	if (budget >= 0 && budget < out->minimum_bytes) {
 		if (!lower(m, o, budget, &low, &out->minimum_bytes, out, err))
 			goto done;
 	}
@@ -472,9 +486,11 @@ bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc
 		if (out->total_bytes <= budget)
 			break;
 		out->retries++;
-		/* Next the cheapest the model puts lower, one by one at first. */
+		/* Next the cheapest the model puts lower, one by one at first (and
+		 * after a plan too large to say by how much it is over). */
 		int64_t mp = ps_auto_model_peak(&am, c.d, c.rec);
-		model_budget = tries < WALK_TRIES ? mp - 1 : mp - (out->total_bytes - budget);
+		bool walk = tries < WALK_TRIES || out->total_bytes == DRV_TOO_LARGE;
+		model_budget = walk ? mp - 1 : mp - (out->total_bytes - budget);
 	}
 	if (budget >= 0 && (!probe(m, o, &am, budget, &c, out, err) || !improve(m, o, budget, &c, out, err)))
 		goto done;
@@ -489,11 +505,6 @@ bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc
 			found = f;
 		}
 	choice_letters(&c, out->decisions);
-	if (budget < 0) {
-		if (!plan_total(m, o, &c, &out->total_bytes, err))
-			goto done;
-		out->plans++;
-	}
 	out->model_bytes = ps_auto_model_peak(&am, c.d, c.rec);
 	out->recompute_flops = choice_cost(&c);
 	ok = true;

@@ -258,6 +258,11 @@ ir_graph *drv_ir_plan(const revc_model *m, int k, ps_ctx *ctx, const ps_options 
  * counts in both. */
 bool drv_memory_phases(revc_model *m, const revc_options *o, int64_t *total, int64_t *fwd_end, int64_t *bwd_peak,
 	revc_error **err);
+/* The planned total of m's step under o (o->strategy), as
+ * revc_memory_plan's; DRV_TOO_LARGE (no error) when the plan pass refused
+ * an arena or a workspace beyond IR_MAX_BYTES: a plan that fits no budget. */
+#define DRV_TOO_LARGE INT64_MAX
+bool drv_memory_total(revc_model *m, const revc_options *o, int64_t *total, revc_error **err);
 /* The pass options of o as the manager takes them (dump_out left NULL). */
 void drv_pass_options(const revc_options *o, ps_options *out);
 ir_dtype drv_dtype(revc_dtype d);

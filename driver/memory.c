@@ -239,11 +239,15 @@ static void planning_free(planning *p)
 	drv_engine_free(&p->e);
 }
 
-bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out, revc_error **err)
+/* revc_memory_plan, and whether it failed because the plan pass refused an
+ * arena or workspace beyond IR_MAX_BYTES (*too_large). */
+static bool memory_plan(revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out, bool *too_large,
+	revc_error **err)
 {
 	planning p;
 	bool cut;
 	ir_graph *g = plan(m, s, o, &p, &cut, err);
+	*too_large = !g && p.ctx.too_large;
 	o = &p.o;
 	bool ok = g || cut;
 	if (cut)
@@ -258,6 +262,33 @@ bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, rev
 	ir_graph_free(g);
 	planning_free(&p);
 	return ok;
+}
+
+bool revc_memory_plan(revc_model *m, revc_strategy s, const revc_options *o, revc_memory *out, revc_error **err)
+{
+	bool too_large;
+	return memory_plan(m, s, o, out, &too_large, err);
+}
+
+bool drv_memory_total(revc_model *m, const revc_options *o, int64_t *total, revc_error **err)
+{
+	revc_memory r;
+	bool too_large;
+	revc_error *e = NULL;
+	if (memory_plan(m, o->strategy, o, &r, &too_large, &e)) {
+		*total = r.total_bytes;
+		return true;
+	}
+	if (too_large) {
+		revc_error_free(e);
+		*total = DRV_TOO_LARGE;
+		return true;
+	}
+	if (err)
+		*err = e;
+	else
+		revc_error_free(e);
+	return false;
 }
 
 bool drv_memory_phases(revc_model *m, const revc_options *o, int64_t *total, int64_t *fwd_end, int64_t *bwd_peak,

@@ -287,8 +287,10 @@ typedef struct {
 
 /* The fastest decisions for m's training step (under o: engine, threads,
  * dtype; NULL: defaults) whose planned total is at most budget (< 0: no
- * budget, every unit stored).  A budget below the minimum-memory
- * decisions' total is a REVC_ERR_BUDGET error naming it. */
+ * budget, every unit stored, or where that plan is beyond the planner's
+ * 2^40-byte arena, the fastest within it).  A budget below the
+ * minimum-memory decisions' total is a REVC_ERR_BUDGET error naming it, as
+ * are decisions none of which plan within that arena. */
 bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc_auto *out, revc_error **err);
 /* The minimum-memory decisions (strategy min, auto at its lower end): the
  * least planned total single changes reach from revnet's decisions with

@@ -237,6 +237,7 @@ static bool run_coupling(lw *L, const frame *f, const fe_stmt *st)
 	if (L->nstreams != 2)
 		return fe_lw_fail(L, st->pos, "a coupling takes two streams, but there is one (split makes two)");
 	bool down = false;
+	ir_pos down_pos = st->pos;
 	for (int i = 0; i < st->nargs; i++) {
 		const fe_arg *a = &st->args[i];
 		bool fg = a->key && a->keyn == 1 && (a->key[0] == 'f' || a->key[0] == 'g');
@@ -247,11 +248,21 @@ static bool run_coupling(lw *L, const frame *f, const fe_stmt *st)
 		for (int j = 0; j < i; j++)
 			if (st->args[j].keyn == a->keyn && (!a->key || memcmp(st->args[j].key, a->key, a->keyn) == 0))
 				return fe_lw_fail(L, a->pos, "this argument of the coupling is given twice");
-		down |= !a->key;
+		if (!a->key) {
+			down = true;
+			down_pos = a->pos;
+		}
 	}
 	const fe_arg *fa = find_arg(st, "f"), *ga = find_arg(st, "g");
 	if (!fa || !ga)
 		return fe_lw_fail(L, st->pos, "a coupling needs f=NAME(args) and g=NAME(args)");
+	for (int k = 0; down && k < 2; k++)
+		if (L->x[k].rank != 4) {
+			char a[96];
+			shape_str(&L->x[k], a, sizeof a);
+			return fe_lw_fail(L, down_pos, "a downsampling coupling needs image (NCHW) streams, but x%d is %s%s",
+				k + 1, a, L->x[k].rank == 3 ? " (tokens): leave out down" : "");
+		}
 	ir_pos fpos = part_pos(L, fa), gpos = part_pos(L, ga);
 	char unit[64];
 	snprintf(unit, sizeof unit, "s%d.u%lld", L->stage - 1, (long long)L->unit);

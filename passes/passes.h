@@ -47,6 +47,8 @@ typedef struct {
 	/* ---- data parallelism (issue 15) */
 	int ranks;            /* allreduce: the processes the step is for (0: the pass is off) */
 	bool allreduce_overlap; /* allreduce: gradients' sums as start/wait pairs (else each one blocks) */
+	/* ---- tidy: why a plan failed */
+	bool too_large;       /* plan (set by the pass): it refused an arena or a workspace beyond IR_MAX_BYTES */
 } ps_ctx;
 
 void ps_ctx_init(ps_ctx *ctx);

@@ -5,7 +5,8 @@
  *   SIZE) on every node with workspace; no two buffers live at the same
  *   step overlap (checked before the pass returns); offsets are multiples
  *   of PS_ALIGN; the arena is at most IR_MAX_BYTES (a larger plan, or a
- *   workspace beyond it, is an error, not an abort).
+ *   workspace beyond it, is an error, not an abort, and sets
+ *   ctx->too_large: strategy auto's candidates that need it do not fit).
  *
  * Greedy by size, best fit (TensorFlow Lite's arena planner): buffers from
  * the largest down; each goes into the smallest gap, among the buffers
@@ -101,6 +102,7 @@ int ps_plan(ir_graph *g, ps_ctx *ctx)
 	ps_memory m;
 	ps_memory_compute(g, g->nodes, ctx->workspace, ctx->workspace_user, &m);
 	if (!workspace_ok(&m, g, ctx)) {
+		ctx->too_large = true;
 		ps_memory_free(&m);
 		return 1;
 	}
@@ -119,6 +121,7 @@ int ps_plan(ir_graph *g, ps_ctx *ctx)
 		ir_diag_add(&ctx->diags, (ir_pos){0},
 			"plan: the arena of @%s would need %lld bytes, more than 2^40 (the largest buffer is %lld)",
 			g->name, (long long)arena, (long long)(n > 0 ? s[0].bytes : 0));
+		ctx->too_large = true;
 		free(s);
 		ps_memory_free(&m);
 		return 1;
