@@ -298,6 +298,15 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
  * each thread's workspace, in elements). */
 void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, int threads, int64_t per);
 
+/* The batch-norm statistics epilogue (k_conv.c): whether conv2d n opens an
+ * epilogue group (passes/fuse.c), its bn_stats' storage being the kernel's
+ * argument n->nin + 2; the statistics of the images first ..
+ * first+count-1 of its result, just written, into the thread's partials
+ * (a no-op for any other node); and the serial finish that writes them. */
+bool cg_conv_has_stats(const ir_node *n);
+void cg_conv_stats_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count);
+void cg_conv_stats_finish(cg_kb *k, const ir_node *n, int threads);
+
 /* ---- op emitters ------------------------------------------------------------ */
 
 /* How one op is compiled: the extent the step divides among threads, the

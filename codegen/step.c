@@ -78,7 +78,8 @@ static LLVMValueRef workspace_ptr(stepper *s, const ir_node *n)
 	return LLVMBuildGEP2(s->b, LLVMInt8TypeInContext(s->m->ctx), s->arena, &idx, 1, "");
 }
 
-static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
+/* epi: the bn_stats of an epilogue group n opens (cg_conv_has_stats), or NULL. */
+static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, const ir_node *epi)
 {
 	char key[1024];
 	cg_node_signature(n, key, sizeof key);
@@ -98,8 +99,11 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
 		set_arg(s, k + 1, value_ptr(s, n->in[k]));
 	if (impl->workspace && impl->workspace(n) > 0)
 		set_arg(s, n->nin + 1, workspace_ptr(s, n));
+	if (epi)
+		set_arg(s, n->nin + 2, value_ptr(s, epi));
 	call_kernel(s, fn, impl->extent(n), impl->serial);
-	if (!impl->finish)
+	void (*finish)(cg_kb *, const ir_node *, int) = epi ? cg_conv_stats_finish : impl->finish;
+	if (!finish)
 		return;
 	char fkey[1100];
 	snprintf(fkey, sizeof fkey, "%s finish/%d", key, s->m->threads);
@@ -108,7 +112,7 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
 		LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
 		cg_kb k;
 		cg_kb_begin(&k, home.m, home.fn, n->type.dtype);
-		impl->finish(&k, n, s->m->threads);
+		finish(&k, n, s->m->threads);
 		cg_kb_end(&k);
 		LLVMPositionBuilderAtEnd(s->b, at);
 	}
@@ -202,6 +206,11 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 			continue;
 		if (n->op == IR_OP_OUTPUT)
 			continue;
+		if (cg_conv_has_stats(n)) { /* an epilogue group: the conv and its bn_stats */
+			emit_node(&s, n, cg_op_impl_get(n), g->nodes[i + 1]);
+			i++;
+			continue;
+		}
 		if (n->group >= 0 || cg_elementwise(n)) {
 			int last = i;
 			while (n->group >= 0 && last + 1 < g->n && g->nodes[last + 1]->group == n->group)
@@ -218,7 +227,7 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 			ok = false;
 			break;
 		}
-		emit_node(&s, n, impl);
+		emit_node(&s, n, impl, NULL);
 	}
 	LLVMBuildRetVoid(s.b);
 	free(s.persist_index);

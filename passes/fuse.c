@@ -29,7 +29,15 @@
  * included, and never moves anything else at all.
  *
  * A group broadcasts along one kind of row only (ir_bcast): per channel, or
- * along the last axis, never both. */
+ * along the last axis, never both.
+ *
+ * An epilogue group is a convolution (conv2d) and the bn_stats that reads
+ * its result, pulled up to just after it: the convolution's kernel then
+ * reduces each channel of every tile of images it has just written, while
+ * the tile is in cache, and bn_stats' own pass over the tensor goes away
+ * (codegen/k_conv.c).  Such a group has exactly these two members.
+ * REVC_EPILOGUE=0 in the environment turns them off, for comparisons (as
+ * REVC_CONV forces a convolution's lowering). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,6 +153,25 @@ static int next_member(const ir_graph *g, const ir_users *u, int first, int last
 	return best;
 }
 
+/* The bn_stats reading convolution n (at list position `at`) that can join
+ * it in an epilogue group, or NULL: the earliest one, not grouped yet. */
+static ir_node *stats_reader(const ir_users *u, const ir_node *n, int at)
+{
+	if (n->op != IR_OP_CONV2D || !ir_dtype_is_float(n->type.dtype))
+		return NULL;
+	const char *e = getenv("REVC_EPILOGUE");
+	if (e && strcmp(e, "0") == 0)
+		return NULL;
+	ir_node *best = NULL;
+	for (int k = u->start[n->start_id]; k < u->start[n->start_id + 1]; k++) {
+		ir_node *c = u->user[k];
+		if (c->op == IR_OP_BN_STATS && c->id > at && c->group < 0 && deps_before(c, at) &&
+		    (!best || c->id < best->id))
+			best = c;
+	}
+	return best;
+}
+
 int ps_fuse(ir_graph *g, ps_ctx *ctx)
 {
 	(void)ctx;
@@ -156,6 +183,13 @@ int ps_fuse(ir_graph *g, ps_ctx *ctx)
 	}
 	int groups = 0;
 	for (int i = 0; i < g->n; i++) {
+		ir_node *stats = stats_reader(&u, g->nodes[i], i);
+		if (stats) {
+			move_up(g, stats->id, i + 1);
+			g->nodes[i]->group = stats->group = groups++;
+			i++;
+			continue;
+		}
 		if (!opens_group(g->nodes[i]))
 			continue;
 		int first = i, last = i;
