@@ -92,7 +92,7 @@ static int64_t lowering_elems(const ir_conv_geom *g, const ir_node *n)
 /* Where the batch-norm statistics' partials start in a thread's slice
  * (after the lowering's elements, on a 64-byte boundary), and how many
  * real elements they take: per channel a count, a mean and a sum of
- * squared deviations, in double (cg_conv_stats_tile). */
+ * squared deviations, in double (stats_tile). */
 static int64_t stats_at(const ir_conv_geom *g, const ir_node *n)
 {
 	int64_t line = 64 / real_size(n);
@@ -101,12 +101,14 @@ static int64_t stats_at(const ir_conv_geom *g, const ir_node *n)
 
 static int64_t stats_elems(const ir_node *n)
 {
-	return cg_conv_has_stats(n) ? 3 * n->type.dim[1] * (8 / real_size(n)) : 0;
+	return cg_conv_opens_epilogue(n) ? 3 * n->type.dim[1] * (8 / real_size(n)) : 0;
 }
 
+/* Every epilogue keeps room for the statistics' partials (a few hundred
+ * bytes), so the workspace depends on the node alone. */
 static int64_t per_thread(const ir_conv_geom *g, const ir_node *n)
 {
-	return cg_conv_has_stats(n) ? stats_at(g, n) + stats_elems(n) : lowering_elems(g, n);
+	return cg_conv_opens_epilogue(n) ? stats_at(g, n) + stats_elems(n) : lowering_elems(g, n);
 }
 
 static int64_t conv_workspace(const ir_node *n)
@@ -268,22 +270,53 @@ static void unfold(cg_kb *k, const ir_conv_geom *g, LLVMValueRef x, LLVMValueRef
 	cg_end_for(k, &l, NULL);
 }
 
-/* ---- the batch-norm statistics epilogue ----------------------------------
+/* ---- epilogues ------------------------------------------------------------
  *
- * A conv2d in a fusion group (passes/fuse.c: an epilogue group) also
- * computes the bn_stats of its result, the group's second member, whose
- * storage is the kernel's last argument.  After each parallel index has
- * written its images, it reduces each channel of those images while they
- * are in cache: their mean, then the sum of squared deviations from it
- * (two passes over the tile, as bn_stats makes two over the tensor, so a
- * large mean cancels nothing), in double.  Chan's formula adds the tile to
- * the thread's count, mean and sum in its workspace; the serial finish adds
- * the threads' in thread order.  The dispatcher's chunks are fixed by the
- * thread count, so the result does not depend on timing. */
+ * A conv2d that opens an epilogue group (passes/fuse.c) computes the rest
+ * of the group too, after each parallel index has written its images of
+ * y, while they are in cache: z = o + y or o - y (the group's add or sub;
+ * z may be o's storage, in place), then the bn_stats of z (or of y).  The
+ * statistics of the tile: its mean, then the sum of squared deviations
+ * from it (two passes over the tile, as bn_stats makes two over the
+ * tensor, so a large mean cancels nothing), in double.  Chan's formula
+ * adds the tile to the thread's count, mean and sum in its workspace; the
+ * serial finish adds the threads' in thread order.  The dispatcher's
+ * chunks are fixed by the thread count, so the result does not depend on
+ * timing. */
 
-bool cg_conv_has_stats(const ir_node *n)
+bool cg_conv_opens_epilogue(const ir_node *n)
 {
 	return n->op == IR_OP_CONV2D && n->group >= 0;
+}
+
+int cg_conv_epilogue_of(const ir_graph *g, int i, cg_conv_epi *epi, const ir_node **args, int *nargs)
+{
+	const ir_node *n = g->nodes[i];
+	*epi = (cg_conv_epi){0};
+	*nargs = 0;
+	int last = i;
+	while (last + 1 < g->n && g->nodes[last + 1]->group == n->group) {
+		const ir_node *m = g->nodes[++last];
+		if (m->op == IR_OP_BN_STATS) {
+			epi->stats = true;
+			args[(*nargs)++] = m;
+			continue;
+		}
+		IR_ASSERT(m->op == IR_OP_ADD || m->op == IR_OP_SUB);
+		epi->res = true;
+		epi->sub = m->op == IR_OP_SUB;
+		args[(*nargs)++] = m;
+		args[(*nargs)++] = m->in[0] == n ? m->in[1] : m->in[0];
+	}
+	IR_ASSERT(epi->res || epi->stats);
+	return last;
+}
+
+void cg_conv_epilogue_key(const cg_conv_epi *epi, char *key, size_t len)
+{
+	size_t at = strlen(key);
+	snprintf(key + at, len - at, " +%s%s", epi->res ? (epi->sub ? "sub" : "add") : "",
+		epi->stats ? "bn_stats" : "");
 }
 
 static LLVMValueRef ld_f64(cg_kb *k, LLVMValueRef base, LLVMValueRef i)
@@ -318,7 +351,7 @@ static void chan_add(cg_kb *k, LLVMValueRef *na, LLVMValueRef *ma, LLVMValueRef 
 
 static void stats_begin(cg_kb *k, const ir_node *n)
 {
-	if (cg_conv_has_stats(n))
+	if (k->epi && k->epi->stats)
 		cg_zero(k, stats_partials(k, n), cg_i64(k, stats_elems(n)));
 }
 
@@ -347,17 +380,34 @@ static LLVMValueRef tile_sum(cg_kb *k, LLVMValueRef y, int64_t C, int64_t hw, LL
 	return li.out[0];
 }
 
-void cg_conv_stats_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count)
+/* z = o ± y over images first .. first+count-1. */
+static void residual_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count)
 {
-	if (!cg_conv_has_stats(n))
-		return;
+	int64_t img = n->type.dim[1] * n->type.dim[2] * n->type.dim[3];
+	LLVMValueRef y = cg_arg(k, 0), z = cg_arg(k, n->nin + 2), o = cg_arg(k, n->nin + 3);
+	LLVMValueRef at = cg_imul(k, first, cg_i64(k, img));
+	y = cg_gep(k, NULL, y, at);
+	z = cg_gep(k, NULL, z, at);
+	o = cg_gep(k, NULL, o, at);
+	cg_loop l;
+	LLVMValueRef j = cg_for(k, &l, cg_i64(k, 0), cg_imul(k, count, cg_i64(k, img)));
+	LLVMValueRef a = cg_ld(k, o, j), b = cg_ld(k, y, j);
+	cg_st(k, z, j, k->epi->sub ? cg_fsub(k, a, b) : cg_fadd(k, a, b));
+	cg_parallel_loop(&l); /* z is o's storage or apart from both */
+	cg_end_for(k, &l, NULL);
+}
+
+/* The statistics of images first .. first+count-1 of v into the thread's
+ * partials. */
+static void stats_tile(cg_kb *k, const ir_node *n, LLVMValueRef v, LLVMValueRef first, LLVMValueRef count)
+{
 	int64_t C = n->type.dim[1], hw = n->type.dim[2] * n->type.dim[3];
-	LLVMValueRef y = cg_arg(k, 0), part = stats_partials(k, n);
+	LLVMValueRef part = stats_partials(k, n);
 	LLVMValueRef nb = cg_fmul(k, LLVMBuildSIToFP(k->b, count, k->m->f64, ""), cg_f64(k, (double)hw));
 	cg_loop lc;
 	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, C));
-	LLVMValueRef mb = cg_fdiv(k, tile_sum(k, y, C, hw, c, first, count, NULL), nb);
-	LLVMValueRef qb = tile_sum(k, y, C, hw, c, first, count, mb);
+	LLVMValueRef mb = cg_fdiv(k, tile_sum(k, v, C, hw, c, first, count, NULL), nb);
+	LLVMValueRef qb = tile_sum(k, v, C, hw, c, first, count, mb);
 	LLVMValueRef at = cg_imul(k, c, cg_i64(k, 3)), p[3];
 	for (int e = 0; e < 3; e++)
 		p[e] = ld_f64(k, part, cg_iadd(k, at, cg_i64(k, e)));
@@ -368,6 +418,16 @@ void cg_conv_stats_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValu
 	cg_end_for(k, &lc, NULL);
 }
 
+void cg_conv_epilogue_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count)
+{
+	if (!k->epi)
+		return;
+	if (k->epi->res)
+		residual_tile(k, n, first, count);
+	if (k->epi->stats)
+		stats_tile(k, n, cg_arg(k, k->epi->res ? n->nin + 2 : 0), first, count);
+}
+
 /* stats = [mean; biased variance] of the threads' partials, added in thread
  * order.  A kernel of extent 1 (or on one thread) ran on thread 0 alone. */
 void cg_conv_stats_finish(cg_kb *k, const ir_node *n, int threads)
@@ -376,7 +436,7 @@ void cg_conv_stats_finish(cg_kb *k, const ir_node *n, int threads)
 	ir_conv_geom g = ir_conv_geom_of(n);
 	int64_t per = per_thread(&g, n), at = stats_at(&g, n);
 	int ran = conv_extent(n) <= 1 ? 1 : threads;
-	LLVMValueRef st = cg_arg(k, n->nin + 2), ws = cg_arg(k, n->nin + 1);
+	LLVMValueRef st = cg_arg(k, n->nin + (k->epi->res ? 4 : 2)), ws = cg_arg(k, n->nin + 1);
 	cg_loop lc;
 	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, C)), p[3];
 	LLVMValueRef i3 = cg_imul(k, c, cg_i64(k, 3));
@@ -427,7 +487,7 @@ static void emit_conv2d(cg_kb *k, const ir_node *n)
 		cg_gemm_ab(k, &mm);
 		cg_end_for(k, &li, NULL);
 	}
-	cg_conv_stats_tile(k, n, first, count);
+	cg_conv_epilogue_tile(k, n, first, count);
 	cg_end_for(k, &l, NULL);
 }
 

@@ -212,7 +212,7 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 		product(k, g, &p, false, g->o, g->ho, g->wo, b,
 			cg_gep(k, NULL, a, cg_imul(k, img, cg_i64(k, g->c * g->h * g->w))),
 			cg_gep(k, NULL, out, cg_imul(k, img, cg_i64(k, g->o * g->ho * g->wo))), ws);
-		cg_conv_stats_tile(k, n, img, cg_i64(k, 1));
+		cg_conv_epilogue_tile(k, n, img, cg_i64(k, 1));
 		cg_end_for(k, &l, NULL);
 		return;
 	}

@@ -57,8 +57,6 @@ void cg_node_signature(const ir_node *n, char *buf, size_t len)
 			break;
 		}
 	}
-	if (cg_conv_has_stats(n) && at < len)
-		at += (size_t)snprintf(buf + at, len - at, " +bn_stats");
 	IR_ASSERT(at < len);
 }
 
@@ -66,7 +64,7 @@ int64_t cg_workspace(const ir_node *n, void *user)
 {
 	const cg_options *o = user;
 	const cg_op_impl *impl = cg_op_impl_get(n);
-	if (!impl || !impl->workspace || (n->group >= 0 && !cg_conv_has_stats(n)))
+	if (!impl || !impl->workspace || (n->group >= 0 && !cg_conv_opens_epilogue(n)))
 		return 0;
 	return impl->workspace(n) * (o && o->threads > 0 ? o->threads : 1);
 }
