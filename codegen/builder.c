@@ -18,6 +18,7 @@ void cg_kb_begin(cg_kb *k, cg_module *m, LLVMValueRef fn, ir_dtype dt)
 	k->lo = LLVMGetParam(fn, 1);
 	k->hi = LLVMGetParam(fn, 2);
 	k->tid = LLVMGetParam(fn, 3);
+	k->epi = NULL;
 	LLVMPositionBuilderAtEnd(k->b, LLVMAppendBasicBlockInContext(m->ctx, fn, "entry"));
 }
 

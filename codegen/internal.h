@@ -99,6 +99,7 @@ typedef struct {
 	LLVMValueRef fn, args, lo, hi, tid;
 	ir_dtype dt;
 	LLVMTypeRef real; /* float or double */
+	const struct cg_conv_epi_s *epi; /* a convolution's epilogue (k_conv.c), or NULL */
 } cg_kb;
 
 /* The kernel whose signature is key, callable from m's step: *fresh says
@@ -297,6 +298,32 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 /* conv2d_dw's serial finish: dW from the threads' partial sums (per:
  * each thread's workspace, in elements). */
 void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, int threads, int64_t per);
+
+/* Convolution epilogues (k_conv.c): what the kernel of a conv2d that
+ * opens an epilogue group (passes/fuse.c) also computes, for each tile of
+ * images of its result y it has just written: z = o + y or o - y (the
+ * group's add or sub, o its other operand), then the bn_stats of z (or of
+ * y when there is no add or sub).  Their buffers are the kernel's
+ * arguments from conv->nin + 2 on: z and o, then the statistics. */
+typedef struct cg_conv_epi_s {
+	bool res;      /* an add or sub */
+	bool sub;      /* z = o - y (else o + y) */
+	bool stats;    /* a bn_stats */
+} cg_conv_epi;
+
+/* Does conv2d n open an epilogue group? */
+bool cg_conv_opens_epilogue(const ir_node *n);
+/* The epilogue of the group conv2d g->nodes[i] opens, the nodes whose
+ * buffers are its arguments (*nargs of them, at most 3), and the group's
+ * last list position. */
+int cg_conv_epilogue_of(const ir_graph *g, int i, cg_conv_epi *epi, const ir_node **args, int *nargs);
+/* Appends the epilogue's part of the kernel cache's key. */
+void cg_conv_epilogue_key(const cg_conv_epi *epi, char *key, size_t len);
+/* The epilogue of images first .. first+count-1 (a no-op when k->epi has
+ * nothing), inside the convolution's loop. */
+void cg_conv_epilogue_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count);
+/* The serial finish of the statistics: the threads' partials added. */
+void cg_conv_stats_finish(cg_kb *k, const ir_node *n, int threads);
 
 /* ---- op emitters ------------------------------------------------------------ */
 

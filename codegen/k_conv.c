@@ -20,6 +20,8 @@
  * BLAS, with the outputs gathered into and scattered from the tile's
  * layout: the lowering revc had first, kept for comparison (revc bench).
  * matmul is always one BLAS call, bmatmul one per batch index. */
+#include <string.h>
+
 #include "internal.h"
 
 /* CBLAS enum values (cblas.h): row major 101, no transpose 111, transpose 112. */
@@ -74,7 +76,8 @@ static int64_t conv_extent(const ir_node *n)
 	return (g.n + tile(&g) - 1) / tile(&g);
 }
 
-static int64_t per_thread(const ir_conv_geom *g, const ir_node *n)
+/* The lowering's workspace elements per thread. */
+static int64_t lowering_elems(const ir_conv_geom *g, const ir_node *n)
 {
 	if (cg_conv_winograd(g, n->type.dtype))
 		return cg_conv_winograd_workspace(g, n->type.dtype);
@@ -84,6 +87,28 @@ static int64_t per_thread(const ir_conv_geom *g, const ir_node *n)
 	if (n->op == IR_OP_CONV2D_DW)
 		e += g->o * g->c * g->kh * g->kw;
 	return e;
+}
+
+/* Where the batch-norm statistics' partials start in a thread's slice
+ * (after the lowering's elements, on a 64-byte boundary), and how many
+ * real elements they take: per channel a count, a mean and a sum of
+ * squared deviations, in double (stats_tile). */
+static int64_t stats_at(const ir_conv_geom *g, const ir_node *n)
+{
+	int64_t line = 64 / real_size(n);
+	return (lowering_elems(g, n) + line - 1) / line * line;
+}
+
+static int64_t stats_elems(const ir_node *n)
+{
+	return cg_conv_opens_epilogue(n) ? 3 * n->type.dim[1] * (8 / real_size(n)) : 0;
+}
+
+/* Every epilogue keeps room for the statistics' partials (a few hundred
+ * bytes), so the workspace depends on the node alone. */
+static int64_t per_thread(const ir_conv_geom *g, const ir_node *n)
+{
+	return cg_conv_opens_epilogue(n) ? stats_at(g, n) + stats_elems(n) : lowering_elems(g, n);
 }
 
 static int64_t conv_workspace(const ir_node *n)
@@ -245,9 +270,194 @@ static void unfold(cg_kb *k, const ir_conv_geom *g, LLVMValueRef x, LLVMValueRef
 	cg_end_for(k, &l, NULL);
 }
 
+/* ---- epilogues ------------------------------------------------------------
+ *
+ * A conv2d that opens an epilogue group (passes/fuse.c) computes the rest
+ * of the group too, after each parallel index has written its images of
+ * y, while they are in cache: z = o + y or o - y (the group's add or sub;
+ * z may be o's storage, in place), then the bn_stats of z (or of y).  The
+ * statistics of the tile: its mean, then the sum of squared deviations
+ * from it (two passes over the tile, as bn_stats makes two over the
+ * tensor, so a large mean cancels nothing), in double.  Chan's formula
+ * adds the tile to the thread's count, mean and sum in its workspace; the
+ * serial finish adds the threads' in thread order.  The dispatcher's
+ * chunks are fixed by the thread count, so the result does not depend on
+ * timing. */
+
+bool cg_conv_opens_epilogue(const ir_node *n)
+{
+	return n->op == IR_OP_CONV2D && n->group >= 0;
+}
+
+int cg_conv_epilogue_of(const ir_graph *g, int i, cg_conv_epi *epi, const ir_node **args, int *nargs)
+{
+	const ir_node *n = g->nodes[i];
+	*epi = (cg_conv_epi){0};
+	*nargs = 0;
+	int last = i;
+	while (last + 1 < g->n && g->nodes[last + 1]->group == n->group) {
+		const ir_node *m = g->nodes[++last];
+		if (m->op == IR_OP_BN_STATS) {
+			epi->stats = true;
+			args[(*nargs)++] = m;
+			continue;
+		}
+		IR_ASSERT(m->op == IR_OP_ADD || m->op == IR_OP_SUB);
+		epi->res = true;
+		epi->sub = m->op == IR_OP_SUB;
+		args[(*nargs)++] = m;
+		args[(*nargs)++] = m->in[0] == n ? m->in[1] : m->in[0];
+	}
+	IR_ASSERT(epi->res || epi->stats);
+	return last;
+}
+
+void cg_conv_epilogue_key(const cg_conv_epi *epi, char *key, size_t len)
+{
+	size_t at = strlen(key);
+	snprintf(key + at, len - at, " +%s%s", epi->res ? (epi->sub ? "sub" : "add") : "",
+		epi->stats ? "bn_stats" : "");
+}
+
+static LLVMValueRef ld_f64(cg_kb *k, LLVMValueRef base, LLVMValueRef i)
+{
+	return LLVMBuildLoad2(k->b, k->m->f64, cg_gep(k, k->m->f64, base, i), "");
+}
+
+static void st_f64(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v)
+{
+	LLVMBuildStore(k->b, v, cg_gep(k, k->m->f64, base, i));
+}
+
+/* The thread's partials: 3 doubles per channel (count, mean, M2). */
+static LLVMValueRef stats_partials(cg_kb *k, const ir_node *n)
+{
+	ir_conv_geom g = ir_conv_geom_of(n);
+	return cg_gep(k, NULL, slice(k, n, per_thread(&g, n)), cg_i64(k, stats_at(&g, n)));
+}
+
+/* (na, ma, qa) := the statistics of the union of two disjoint sets, a and
+ * b (count, mean, sum of squared deviations), in double. */
+static void chan_add(cg_kb *k, LLVMValueRef *na, LLVMValueRef *ma, LLVMValueRef *qa, LLVMValueRef nb,
+	LLVMValueRef mb, LLVMValueRef qb)
+{
+	LLVMValueRef nn = cg_fadd(k, *na, nb), d = cg_fsub(k, mb, *ma);
+	LLVMValueRef some = LLVMBuildFCmp(k->b, LLVMRealOGT, nn, cg_f64(k, 0), "");
+	LLVMValueRef r = LLVMBuildSelect(k->b, some, cg_fdiv(k, nb, nn), cg_f64(k, 0), "");
+	*qa = cg_fadd(k, cg_fadd(k, *qa, qb), cg_fmul(k, cg_fmul(k, d, d), cg_fmul(k, *na, r)));
+	*ma = cg_fadd(k, *ma, cg_fmul(k, d, r));
+	*na = nn;
+}
+
+static void stats_begin(cg_kb *k, const ir_node *n)
+{
+	if (k->epi && k->epi->stats)
+		cg_zero(k, stats_partials(k, n), cg_i64(k, stats_elems(n)));
+}
+
+/* Σ over images first .. first+count-1 and the H·W run of channel c of
+ * term(y) (centred on mean when it is not NULL: squared deviations), in
+ * double, reassociable so that it vectorises. */
+static LLVMValueRef tile_sum(cg_kb *k, LLVMValueRef y, int64_t C, int64_t hw, LLVMValueRef c, LLVMValueRef first,
+	LLVMValueRef count, LLVMValueRef mean)
+{
+	cg_loop li, lj;
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
+	LLVMValueRef acc = cg_carry(k, &li, cg_f64(k, 0));
+	LLVMValueRef base = cg_imul(k, cg_iadd(k, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, C)), c), cg_i64(k, hw));
+	LLVMValueRef j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, hw));
+	LLVMValueRef a = cg_carry(k, &lj, acc);
+	LLVMValueRef v = cg_to_f64(k, cg_ld(k, y, cg_iadd(k, base, j)));
+	if (mean) {
+		v = cg_fsub(k, v, mean);
+		v = cg_fmul(k, v, v);
+	}
+	LLVMValueRef next = cg_fadd(k, a, v);
+	if (LLVMIsAInstruction(next))
+		LLVMSetFastMathFlags(next, LLVMFastMathAllowReassoc);
+	cg_end_for(k, &lj, &next);
+	cg_end_for(k, &li, &lj.out[0]);
+	return li.out[0];
+}
+
+/* z = o ± y over images first .. first+count-1. */
+static void residual_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count)
+{
+	int64_t img = n->type.dim[1] * n->type.dim[2] * n->type.dim[3];
+	LLVMValueRef y = cg_arg(k, 0), z = cg_arg(k, n->nin + 2), o = cg_arg(k, n->nin + 3);
+	LLVMValueRef at = cg_imul(k, first, cg_i64(k, img));
+	y = cg_gep(k, NULL, y, at);
+	z = cg_gep(k, NULL, z, at);
+	o = cg_gep(k, NULL, o, at);
+	cg_loop l;
+	LLVMValueRef j = cg_for(k, &l, cg_i64(k, 0), cg_imul(k, count, cg_i64(k, img)));
+	LLVMValueRef a = cg_ld(k, o, j), b = cg_ld(k, y, j);
+	cg_st(k, z, j, k->epi->sub ? cg_fsub(k, a, b) : cg_fadd(k, a, b));
+	cg_parallel_loop(&l); /* z is o's storage or apart from both */
+	cg_end_for(k, &l, NULL);
+}
+
+/* The statistics of images first .. first+count-1 of v into the thread's
+ * partials. */
+static void stats_tile(cg_kb *k, const ir_node *n, LLVMValueRef v, LLVMValueRef first, LLVMValueRef count)
+{
+	int64_t C = n->type.dim[1], hw = n->type.dim[2] * n->type.dim[3];
+	LLVMValueRef part = stats_partials(k, n);
+	LLVMValueRef nb = cg_fmul(k, LLVMBuildSIToFP(k->b, count, k->m->f64, ""), cg_f64(k, (double)hw));
+	cg_loop lc;
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, C));
+	LLVMValueRef mb = cg_fdiv(k, tile_sum(k, v, C, hw, c, first, count, NULL), nb);
+	LLVMValueRef qb = tile_sum(k, v, C, hw, c, first, count, mb);
+	LLVMValueRef at = cg_imul(k, c, cg_i64(k, 3)), p[3];
+	for (int e = 0; e < 3; e++)
+		p[e] = ld_f64(k, part, cg_iadd(k, at, cg_i64(k, e)));
+	chan_add(k, &p[0], &p[1], &p[2], nb, mb, qb);
+	for (int e = 0; e < 3; e++)
+		st_f64(k, part, cg_iadd(k, at, cg_i64(k, e)), p[e]);
+	cg_keep_loop(&lc);
+	cg_end_for(k, &lc, NULL);
+}
+
+void cg_conv_epilogue_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count)
+{
+	if (!k->epi)
+		return;
+	if (k->epi->res)
+		residual_tile(k, n, first, count);
+	if (k->epi->stats)
+		stats_tile(k, n, cg_arg(k, k->epi->res ? n->nin + 2 : 0), first, count);
+}
+
+/* stats = [mean; biased variance] of the threads' partials, added in thread
+ * order.  A kernel of extent 1 (or on one thread) ran on thread 0 alone. */
+void cg_conv_stats_finish(cg_kb *k, const ir_node *n, int threads)
+{
+	int64_t C = n->type.dim[1];
+	ir_conv_geom g = ir_conv_geom_of(n);
+	int64_t per = per_thread(&g, n), at = stats_at(&g, n);
+	int ran = conv_extent(n) <= 1 ? 1 : threads;
+	LLVMValueRef st = cg_arg(k, n->nin + (k->epi->res ? 4 : 2)), ws = cg_arg(k, n->nin + 1);
+	cg_loop lc;
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, C)), p[3];
+	LLVMValueRef i3 = cg_imul(k, c, cg_i64(k, 3));
+	for (int t = 0; t < ran; t++) {
+		LLVMValueRef part = cg_gep(k, NULL, ws, cg_i64(k, t * per + at)), q[3];
+		for (int e = 0; e < 3; e++)
+			q[e] = ld_f64(k, part, cg_iadd(k, i3, cg_i64(k, e)));
+		if (t == 0)
+			memcpy(p, q, sizeof p);
+		else
+			chan_add(k, &p[0], &p[1], &p[2], q[0], q[1], q[2]);
+	}
+	cg_st(k, st, c, cg_to_real(k, p[1]));
+	cg_st(k, st, cg_iadd(k, c, cg_i64(k, C)), cg_to_real(k, cg_fdiv(k, p[2], p[0])));
+	cg_end_for(k, &lc, NULL);
+}
+
 static void emit_conv2d(cg_kb *k, const ir_node *n)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
+	stats_begin(k, n);
 	if (cg_conv_winograd(&g, n->type.dtype)) {
 		cg_conv_winograd_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
 		return;
@@ -277,6 +487,7 @@ static void emit_conv2d(cg_kb *k, const ir_node *n)
 		cg_gemm_ab(k, &mm);
 		cg_end_for(k, &li, NULL);
 	}
+	cg_conv_epilogue_tile(k, n, first, count);
 	cg_end_for(k, &l, NULL);
 }
 

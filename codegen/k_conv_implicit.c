@@ -212,6 +212,7 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 		product(k, g, &p, false, g->o, g->ho, g->wo, b,
 			cg_gep(k, NULL, a, cg_imul(k, img, cg_i64(k, g->c * g->h * g->w))),
 			cg_gep(k, NULL, out, cg_imul(k, img, cg_i64(k, g->o * g->ho * g->wo))), ws);
+		cg_conv_epilogue_tile(k, n, img, cg_i64(k, 1));
 		cg_end_for(k, &l, NULL);
 		return;
 	}
@@ -226,7 +227,6 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 	}
 	/* conv2d_dw: a = dy, b = x; a tile of images per index, into the
 	 * thread's partial sum after the tile's padded copies. */
-	(void)n;
 	padding px = x_padding(g), pd = dy_rows(g);
 	int64_t T = cg_conv_implicit_tile(g), per = dw_image_elems(g);
 	LLVMValueRef part = cg_gep(k, NULL, ws, cg_i64(k, cg_conv_implicit_partial(g)));

@@ -479,6 +479,7 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 		cg_gep(k, NULL, out, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, w.cout * w.ho * w.wo))));
 	cg_keep_loop(&lo);
 	cg_end_for(k, &lo, NULL);
+	cg_conv_epilogue_tile(k, n, first, count);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
 }

@@ -78,10 +78,15 @@ static LLVMValueRef workspace_ptr(stepper *s, const ir_node *n)
 	return LLVMBuildGEP2(s->b, LLVMInt8TypeInContext(s->m->ctx), s->arena, &idx, 1, "");
 }
 
-static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
+/* epi: the epilogue of the group n opens (cg_conv_epilogue_of), its
+ * arguments' nodes epi_args[0 .. nepi), or NULL. */
+static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, const cg_conv_epi *epi,
+	const ir_node *const *epi_args, int nepi)
 {
 	char key[1024];
 	cg_node_signature(n, key, sizeof key);
+	if (epi)
+		cg_conv_epilogue_key(epi, key, sizeof key);
 	bool fresh;
 	cg_home home;
 	LLVMValueRef fn = cg_kernel(s->m, key, &fresh, &home);
@@ -89,6 +94,7 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
 		LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
 		cg_kb k;
 		cg_kb_begin(&k, home.m, home.fn, n->type.dtype);
+		k.epi = epi;
 		impl->emit(&k, n);
 		cg_kb_end(&k);
 		LLVMPositionBuilderAtEnd(s->b, at);
@@ -98,8 +104,11 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
 		set_arg(s, k + 1, value_ptr(s, n->in[k]));
 	if (impl->workspace && impl->workspace(n) > 0)
 		set_arg(s, n->nin + 1, workspace_ptr(s, n));
+	for (int a = 0; a < nepi; a++)
+		set_arg(s, n->nin + 2 + a, value_ptr(s, epi_args[a]));
 	call_kernel(s, fn, impl->extent(n), impl->serial);
-	if (!impl->finish)
+	void (*finish)(cg_kb *, const ir_node *, int) = epi && epi->stats ? cg_conv_stats_finish : impl->finish;
+	if (!finish)
 		return;
 	char fkey[1100];
 	snprintf(fkey, sizeof fkey, "%s finish/%d", key, s->m->threads);
@@ -108,7 +117,8 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl)
 		LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
 		cg_kb k;
 		cg_kb_begin(&k, home.m, home.fn, n->type.dtype);
-		impl->finish(&k, n, s->m->threads);
+		k.epi = epi;
+		finish(&k, n, s->m->threads);
 		cg_kb_end(&k);
 		LLVMPositionBuilderAtEnd(s->b, at);
 	}
@@ -202,6 +212,14 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 			continue;
 		if (n->op == IR_OP_OUTPUT)
 			continue;
+		if (cg_conv_opens_epilogue(n)) { /* one kernel for the group */
+			cg_conv_epi epi;
+			const ir_node *args[3];
+			int nargs, last = cg_conv_epilogue_of(g, i, &epi, args, &nargs);
+			emit_node(&s, n, cg_op_impl_get(n), &epi, args, nargs);
+			i = last;
+			continue;
+		}
 		if (n->group >= 0 || cg_elementwise(n)) {
 			int last = i;
 			while (n->group >= 0 && last + 1 < g->n && g->nodes[last + 1]->group == n->group)
@@ -218,7 +236,7 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 			ok = false;
 			break;
 		}
-		emit_node(&s, n, impl);
+		emit_node(&s, n, impl, NULL, NULL, 0);
 	}
 	LLVMBuildRetVoid(s.b);
 	free(s.persist_index);

@@ -455,13 +455,45 @@ static bool reads_member(const ir_graph *g, const ir_node *n, int first, int i)
 	return false;
 }
 
+/* Can r follow member m of an epilogue group: the bn_stats of m's result,
+ * or, after the convolution, an add or sub of its type reading it (sub:
+ * as the one subtracted)? */
+static bool epilogue_follows(const ir_node *m, const ir_node *r)
+{
+	if (r->op == IR_OP_BN_STATS)
+		return r->in[0] == m;
+	if (m->op != IR_OP_CONV2D || !ir_type_eq(&r->type, &m->type) || r->in[0] == r->in[1])
+		return false;
+	return (r->op == IR_OP_ADD && (r->in[0] == m || r->in[1] == m)) || (r->op == IR_OP_SUB && r->in[1] == m);
+}
+
+/* An epilogue group (passes/fuse.c): a float conv2d first, then the
+ * bn_stats of its result, or an add or sub reading it and maybe the
+ * bn_stats of that.  Member i of the run from first. */
+static void check_epilogue(verifier *v, int first, int i)
+{
+	const ir_graph *g = v->g;
+	const ir_node *n = g->nodes[i], *next = i + 1 < g->n ? g->nodes[i + 1] : NULL;
+	if (i > first && n->op == IR_OP_CONV2D)
+		report(v, n, "is in group %d, but a convolution can only be a group's first member", n->group);
+	else if (i == first && !ir_dtype_is_float(n->type.dtype))
+		report(v, n, "is in group %d, but a convolution opens a group only on floats", n->group);
+	else if (i == first && (!next || next->group != n->group || !epilogue_follows(n, next)))
+		report(v, n, "is in group %d, but a convolution's group holds the bn_stats of its result or an add or "
+			"sub reading it, which must follow it", n->group);
+	else if (i > first + 1 && (i > first + 2 || g->nodes[i - 1]->op == IR_OP_BN_STATS ||
+				   !epilogue_follows(g->nodes[i - 1], n) || n->op != IR_OP_BN_STATS))
+		report(v, n, "is in group %d, which a convolution opens: it holds at most an add or sub reading the "
+			"convolution and the bn_stats of that one's result", n->group);
+}
+
 /* Fusion groups (IR_MAX_GROUP): contiguous runs of the schedule, a group
  * that starts again after it ended being reported; in each run, members
  * computable element by element (the first may be a row reduction), of one
  * result type (the group's: ir_group_type), each after the first
  * reading an earlier member (an optimiser node: or a full-size operand of
  * one), at most IR_MAX_GROUP of them, broadcasting along one kind of row
- * (ir_bcast). */
+ * (ir_bcast); or an epilogue group (check_epilogue). */
 static void check_groups(verifier *v)
 {
 	static const char *const bcast_names[] = {"nothing", "per channel", "along the last axis"};
@@ -486,6 +518,10 @@ static void check_groups(verifier *v)
 			kind = IR_BCAST_NONE;
 			if (ended[n->group])
 				report(v, n, "group %d is not contiguous in the schedule", n->group);
+		}
+		if (g->nodes[first]->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D) {
+			check_epilogue(v, first, i);
+			continue;
 		}
 		const ir_type *ft = ir_group_type(g->nodes[first]);
 		bool row = i == first && ir_op_has(n->op, IR_OPF_ROW);

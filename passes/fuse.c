@@ -29,7 +29,16 @@
  * included, and never moves anything else at all.
  *
  * A group broadcasts along one kind of row only (ir_bcast): per channel, or
- * along the last axis, never both. */
+ * along the last axis, never both.
+ *
+ * An epilogue group is a convolution (conv2d) and what its kernel
+ * computes while each tile of images it has just written is in cache
+ * (codegen/k_conv.c), pulled up to just after it: the bn_stats of its
+ * result (so bn_stats' own pass over the tensor goes away); or the add or
+ * sub reading it (the residual y1 = x1 + F(x2), the reconstruction
+ * x2 = y2 - G(y1)), and then the bn_stats of that one's result.
+ * REVC_EPILOGUE=0 in the environment turns them off, for comparisons (as
+ * REVC_CONV forces a convolution's lowering). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,6 +154,62 @@ static int next_member(const ir_graph *g, const ir_users *u, int first, int last
 	return best;
 }
 
+static bool epilogues_off(void)
+{
+	const char *e = getenv("REVC_EPILOGUE");
+	return e && strcmp(e, "0") == 0;
+}
+
+/* The earliest reader of n (at list position `at`) not grouped yet that can
+ * move up to at + 1: a bn_stats of n when `stats`, else an add or sub of
+ * n's type taking n as an operand (sub: as the one subtracted), or NULL. */
+static ir_node *epilogue_reader(const ir_users *u, const ir_node *n, int at, bool stats)
+{
+	ir_node *best = NULL;
+	for (int k = u->start[n->start_id]; k < u->start[n->start_id + 1]; k++) {
+		ir_node *c = u->user[k];
+		if (c->id <= at || c->group >= 0 || !deps_before(c, at) || (best && c->id >= best->id))
+			continue;
+		bool fits = stats ? c->op == IR_OP_BN_STATS
+		                  : (c->op == IR_OP_ADD || (c->op == IR_OP_SUB && c->in[1] == n)) &&
+		                        ir_type_eq(&c->type, &n->type) && c->in[0] != c->in[1];
+		if (fits)
+			best = c;
+	}
+	return best;
+}
+
+/* Makes the epilogue group conv2d n (at list position i) opens, if any:
+ * its bn_stats; or the add or sub reading it, then that one's bn_stats if
+ * it can follow.  Returns the group's last position, or -1; the free
+ * sources the add or sub reads move up ahead of the convolution, as in
+ * any group (deps_before). */
+static int epilogue_group(ir_graph *g, const ir_users *u, int i, int group)
+{
+	ir_node *n = g->nodes[i];
+	if (n->op != IR_OP_CONV2D || !ir_dtype_is_float(n->type.dtype) || epilogues_off())
+		return -1;
+	ir_node *m = epilogue_reader(u, n, i, true);
+	if (!m)
+		m = epilogue_reader(u, n, i, false);
+	if (!m)
+		return -1;
+	for (ir_node *s; (s = late_operand(m, i));) { /* a free source: ahead of the group */
+		move_up(g, s->id, i);
+		i++;
+	}
+	move_up(g, m->id, i + 1);
+	int last = i + 1;
+	ir_node *st = m->op == IR_OP_BN_STATS ? NULL : epilogue_reader(u, m, last, true);
+	if (st) {
+		move_up(g, st->id, last + 1);
+		last++;
+	}
+	for (int k = i; k <= last; k++)
+		g->nodes[k]->group = group;
+	return last;
+}
+
 int ps_fuse(ir_graph *g, ps_ctx *ctx)
 {
 	(void)ctx;
@@ -156,6 +221,12 @@ int ps_fuse(ir_graph *g, ps_ctx *ctx)
 	}
 	int groups = 0;
 	for (int i = 0; i < g->n; i++) {
+		int end = epilogue_group(g, &u, i, groups);
+		if (end >= 0) {
+			groups++;
+			i = end;
+			continue;
+		}
 		if (!opens_group(g->nodes[i]))
 			continue;
 		int first = i, last = i;
