@@ -181,18 +181,20 @@ START_TEST(test_replicas_equal_one_process)
 END_TEST
 
 /* The singleton world: the pass forced on (ranks 1) gives the bits of the
- * step without it, f32 and f64. */
+ * step without it, f32 and f64 (_i / 6 % 2), the gradients' sums blocking
+ * (_i < 12) or as start/wait pairs. */
 START_TEST(test_one_rank_bitwise)
 {
 	revc_strategy s = strategies[_i % 3];
 	revc_engine engine = (_i / 3) % 2 ? REVC_JIT : REVC_INTERP;
-	revc_dtype dt = _i / 6 ? REVC_F64 : REVC_F32;
+	revc_dtype dt = (_i / 6) % 2 ? REVC_F64 : REVC_F32;
+	bool overlap = _i >= 12;
 	fixture f;
 	fixture_batch(&f, dt);
 	batch_buf bb;
 	revc_batch b = repeated(&bb, &f, 1, dt);
 	rt_comm_set_world(NULL);
-	revc_model *off = fashion(B_LOCAL, 0, false, s, dt, engine), *on = fashion(B_LOCAL, 1, false, s, dt, engine);
+	revc_model *off = fashion(B_LOCAL, 0, false, s, dt, engine), *on = fashion(B_LOCAL, 1, overlap, s, dt, engine);
 	double l_off, l_on;
 	steps(off, &b, 2, &l_off);
 	steps(on, &b, 2, &l_on);
@@ -200,9 +202,12 @@ START_TEST(test_one_rank_bitwise)
 	for (int i = 0; i < revc_param_count(off); i++) {
 		revc_tensor p, q;
 		ck_assert(revc_param_at(off, i, &p) && revc_param_at(on, i, &q));
+		/* (the store's order is docs/model.md's, not the schedule's) */
+		ck_assert_str_eq(p.name, q.name);
 		size_t bytes = (size_t)elems(&p) * (dt == REVC_F64 ? 8 : 4);
-		ck_assert_msg(memcmp(p.data, q.data, bytes) == 0, "%s (%s, %s, %s) differs with the pass on", p.name,
-			revc_strategy_name(s), engine == REVC_JIT ? "jit" : "interp", dt == REVC_F64 ? "f64" : "f32");
+		ck_assert_msg(memcmp(p.data, q.data, bytes) == 0, "%s (%s, %s, %s%s) differs with the pass on", p.name,
+			revc_strategy_name(s), engine == REVC_JIT ? "jit" : "interp", dt == REVC_F64 ? "f64" : "f32",
+			overlap ? ", overlapped" : "");
 	}
 	revc_model_free(on);
 	revc_model_free(off);
@@ -215,7 +220,7 @@ int main(void)
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 0);
 	tcase_add_loop_test(tc, test_replicas_equal_one_process, 0, 12);
-	tcase_add_loop_test(tc, test_one_rank_bitwise, 0, 12);
+	tcase_add_loop_test(tc, test_one_rank_bitwise, 0, 24);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
