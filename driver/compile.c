@@ -171,6 +171,7 @@ static void context(revc_model *m, int k, ps_ctx *ctx)
 	if (k != DRV_EVAL)
 		ctx->ranks = drv_ranks(&m->opts);
 	ctx->allreduce_overlap = m->opts.allreduce_overlap;
+	ctx->bucket_bytes = m->opts.bucket_bytes;
 	drv_engine_plan(&m->engine, ctx);
 }
 

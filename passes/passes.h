@@ -47,6 +47,7 @@ typedef struct {
 	/* ---- data parallelism (issue 15) */
 	int ranks;            /* allreduce: the processes the step is for (0: the pass is off) */
 	bool allreduce_overlap; /* allreduce: gradients' sums as start/wait pairs (else each one blocks) */
+	int64_t bucket_bytes; /* allreduce: gradients summed together up to this many bytes (0: one a sum) */
 } ps_ctx;
 
 void ps_ctx_init(ps_ctx *ctx);
