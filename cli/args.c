@@ -317,6 +317,21 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 		o->ranks = (int)n;
 		return 1;
 	}
+	if (strcmp(name, "bucket") == 0) {
+		if (!revc_parse_size(val, &o->bucket_bytes) || o->bucket_bytes < 0) {
+			cli_usage_error(cmd, "--bucket must be a size such as 25MiB, 1MB or 0 (one tensor a sum), not '%s'", val);
+			return -1;
+		}
+		return 1;
+	}
+	if (strcmp(name, "overlap") == 0) {
+		if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0) {
+			cli_usage_error(cmd, "--overlap must be on or off, not '%s'", val);
+			return -1;
+		}
+		o->allreduce_overlap = strcmp(val, "on") == 0;
+		return 1;
+	}
 	return 0;
 }
 

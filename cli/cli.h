@@ -136,6 +136,11 @@ int cli_model_option(const char *cmd, const char *name, const char *val, revc_op
 /* --ranks of the commands that plan a training step: the step of one of K
  * processes (docs/distributed.md; default: the world's size). */
 #define CLI_RANKS_OPT {"ranks", 0, "K", "the step of one of K data-parallel processes, with its all-reduces (default: mpirun's -np)"}
+/* --bucket and --overlap of the commands that plan a training step: how its
+ * gradients are summed over the processes (docs/distributed.md). */
+#define CLI_DP_OPTS \
+	{"bucket", 0, "SIZE", "data parallelism: sum the gradients in buckets of up to SIZE (0: one tensor a sum; default 25MiB)"}, \
+	{"overlap", 0, "on|off", "data parallelism: start each bucket's sum when it is final, wait before the update (default off)"}
 
 /* --strategy's value: what it names into *out, and into *minimum whether
  * it is min (REVC_AUTO's minimum-memory decisions); else a usage error

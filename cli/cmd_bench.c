@@ -35,12 +35,13 @@ static const cli_opt opts[] = {
 	CLI_MAX_MEMORY_OPT,
 	CLI_SET_OPT,
 	{"kernels", 0, NULL, "also list the convolutions and the lowering each got, and why"},
+	CLI_DP_OPTS, /* (bucket) */
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_STEPS, OPT_ENGINE, OPT_CPU, OPT_STRATEGY, OPT_BUDGET, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP,
-	OPT_MAX_MEMORY, OPT_SET, OPT_KERNELS, OPT_HELP, OPT_PASS0 };
+	OPT_MAX_MEMORY, OPT_SET, OPT_KERNELS, OPT_BUCKET, OPT_OVERLAP, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* What the command line asked for. */

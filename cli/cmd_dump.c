@@ -27,11 +27,12 @@ static const cli_opt opts[] = {
 	{"eval", 0, NULL, "spec input: the evaluation graph (running statistics, no training)"},
 	CLI_SET_OPT,
 	CLI_RANKS_OPT,
+	CLI_DP_OPTS, /* (bucket) */
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
-enum { OPT_FORMAT, OPT_AFTER, OPT_OUTPUT, OPT_DTYPE, OPT_STRATEGY, OPT_EVAL, OPT_SET, OPT_RANKS, OPT_HELP, OPT_PASS0 };
+enum { OPT_FORMAT, OPT_AFTER, OPT_OUTPUT, OPT_DTYPE, OPT_STRATEGY, OPT_EVAL, OPT_SET, OPT_RANKS, OPT_BUCKET, OPT_OVERLAP, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 int cmd_dump(int argc, char **argv)

@@ -80,13 +80,14 @@ static const cli_opt opts[] = {
 	{"max-batch", 0, "SIZE", "the largest batch whose best schedule fits SIZE (and store's, revnet's)"},
 	/* mpi */
 	{"ranks", 0, "K", "the step of one of K data-parallel processes, and what it sums each step"},
+	CLI_DP_OPTS, /* (bucket) */
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_STRATEGY, OPT_NO_EDGES, OPT_BUDGET, OPT_JSON, OPT_TIMELINE, OPT_DTYPE, OPT_MEASURE, OPT_ENGINE,
 	OPT_THREADS, OPT_SET, OPT_DECISIONS, OPT_SWEEP, OPT_PLOT, OPT_POINTS, OPT_STEPS, OPT_MAX_BATCH, OPT_RANKS,
-	OPT_HELP, OPT_PASS0 };
+	OPT_BUCKET, OPT_OVERLAP, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 static void describe(const revc_memory *r, int k, char *buf, size_t n)
@@ -201,7 +202,7 @@ static comm_bytes comm_of(const revc_model *m, int64_t ranks)
 	return c;
 }
 
-static void print_ranks(const revc_model *m, int64_t ranks)
+static void print_ranks(const revc_model *m, int64_t ranks, const revc_memory *r)
 {
 	comm_bytes c = comm_of(m, ranks);
 	char g[32], bn[32], ring[32];
@@ -212,6 +213,14 @@ static void print_ranks(const revc_model *m, int64_t ranks)
 		(long long)revc_model_batch(m), (long long)(ranks * revc_model_batch(m)));
 	printf("  summed each step        %s of parameter gradients (in place), %s of batch-norm statistics\n", g, bn);
 	printf("  ring all-reduce         %s sent and received by each process a step\n", ring);
+	char bb[32], lb[32];
+	revc_format_bytes(bb, sizeof bb, r->bucket_buffer_bytes);
+	revc_format_bytes(lb, sizeof lb, r->largest_bucket_bytes);
+	if (r->buckets)
+		printf("  gradients' sums         %d a step, %d of them of buckets: %s of bucket buffers, the largest %s\n",
+			r->grad_sums, r->buckets, bb, lb);
+	else
+		printf("  gradients' sums         %d a step, one tensor each (no buckets)\n", r->grad_sums);
 }
 
 static void print_json(const revc_memory *r, int nr, const revc_model *m, const revc_auto *au, int64_t budget,
@@ -252,8 +261,10 @@ static void print_json(const revc_memory *r, int nr, const revc_model *m, const 
 	if (ranks > 0) {
 		comm_bytes c = comm_of(m, ranks);
 		printf(",\"ranks\":{\"processes\":%lld,\"global_batch\":%lld,\"gradient_bytes\":%lld,"
-		       "\"batch_norm_bytes\":%lld,\"ring_bytes\":%lld}", (long long)ranks,
-			(long long)(ranks * revc_model_batch(m)), (long long)c.grads, (long long)c.bn, (long long)c.ring);
+		       "\"batch_norm_bytes\":%lld,\"ring_bytes\":%lld,\"gradient_sums\":%d,\"buckets\":%d,"
+		       "\"bucket_buffer_bytes\":%lld}", (long long)ranks,
+			(long long)(ranks * revc_model_batch(m)), (long long)c.grads, (long long)c.bn, (long long)c.ring,
+			nr ? r[0].grad_sums : 0, nr ? r[0].buckets : 0, (long long)(nr ? r[0].bucket_buffer_bytes : 0));
 	}
 	printf("}\n");
 }
@@ -326,7 +337,7 @@ static int report(revc_model *m, bool all, revc_options *o, bool json, const cha
 	else
 		print_text(r, nr, m, chose ? &au : NULL, budget);
 	if (!json && ranks > 0)
-		print_ranks(m, ranks);
+		print_ranks(m, ranks, &r[0]);
 	if (timeline && !timeline_svg(m, &r[0], o, timeline))
 		return EXIT_USER;
 	int status = EXIT_OK;

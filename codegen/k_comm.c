@@ -6,7 +6,8 @@
  * revc_comm_allreduce_begin and _end), which the JIT defines at their
  * addresses in this process (jit.c); a model library has no
  * world to call, so `revc compile` refuses a step with an allreduce.  It
- * is one serial call: the world sums the whole buffer at once. */
+ * is one serial call: the world sums the whole buffer at once.
+ * bucket_pack and bucket_unpack are copies, serial too. */
 #include "internal.h"
 
 static int64_t one(const ir_node *n)
@@ -107,8 +108,32 @@ static void emit_bn_merge(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &l, NULL);
 }
 
+/* the operands end to end */
+static void emit_bucket_pack(cg_kb *k, const ir_node *n)
+{
+	LLVMValueRef out = cg_arg(k, 0);
+	int64_t at = 0;
+	for (int i = 0; i < n->nin; i++) {
+		int64_t bytes = ir_type_bytes(&n->in[i]->type);
+		LLVMValueRef off = cg_i64(k, at);
+		LLVMValueRef dst = LLVMBuildGEP2(k->b, LLVMInt8TypeInContext(k->m->ctx), out, &off, 1, "");
+		cg_memcpy(k, dst, cg_arg(k, i + 1), cg_i64(k, bytes));
+		at += bytes;
+	}
+}
+
+/* elements [lo, hi) */
+static void emit_bucket_unpack(cg_kb *k, const ir_node *n)
+{
+	LLVMValueRef off = cg_i64(k, ir_node_int(n, IR_ATTR_LO) * ir_dtype_size(n->type.dtype));
+	LLVMValueRef src = LLVMBuildGEP2(k->b, LLVMInt8TypeInContext(k->m->ctx), cg_arg(k, 1), &off, 1, "");
+	cg_memcpy(k, cg_arg(k, 0), src, cg_i64(k, ir_type_bytes(&n->type)));
+}
+
 const cg_op_impl cg_impl_allreduce = {one, NULL, emit_allreduce, true, NULL};
 const cg_op_impl cg_impl_allreduce_start = {one, NULL, emit_allreduce_start, true, NULL};
 const cg_op_impl cg_impl_allreduce_wait = {one, NULL, emit_allreduce_wait, true, NULL};
 const cg_op_impl cg_impl_bn_share = {channels, NULL, emit_bn_share, true, NULL};
 const cg_op_impl cg_impl_bn_merge = {channels, NULL, emit_bn_merge, true, NULL};
+const cg_op_impl cg_impl_bucket_pack = {one, NULL, emit_bucket_pack, true, NULL};
+const cg_op_impl cg_impl_bucket_unpack = {one, NULL, emit_bucket_unpack, true, NULL};

@@ -171,6 +171,7 @@ static void context(revc_model *m, int k, ps_ctx *ctx)
 	if (k != DRV_EVAL)
 		ctx->ranks = drv_ranks(&m->opts);
 	ctx->allreduce_overlap = m->opts.allreduce_overlap;
+	ctx->bucket_bytes = m->opts.bucket_bytes;
 	drv_engine_plan(&m->engine, ctx);
 }
 
@@ -222,7 +223,18 @@ static bool init_store(revc_model *m, revc_error **err)
 	rt_err e;
 	const fe_spec *s = drv_model_settings(m);
 	uint64_t seed = s ? (uint64_t)s->seed : 0;
-	return rt_store_init_from_graph(&m->store, drv_model_first(m), seed, &e) ? true : drv_error_rt(err, &e);
+	if (!rt_store_init_from_graph(&m->store, drv_model_first(m), seed, &e))
+		return drv_error_rt(err, &e);
+	/* The scheduled step uses them in an order of its own, which differs
+	 * between engines and options (an overlapped all-reduce moves them):
+	 * revc_param_at's is docs/model.md's, the order the frontend lowers. */
+	if (m->is_spec) {
+		ir_graph *canon = fe_lower(&m->spec.spec, IR_F32, FE_LOWER_EVAL);
+		if (canon)
+			rt_store_order_like(&m->store, canon);
+		ir_graph_free(canon);
+	}
+	return true;
 }
 
 bool revc_model_prepare(revc_model *m, revc_error **err)

@@ -133,6 +133,34 @@ static void decisions(const ir_graph *g, char *out)
 	free(u);
 }
 
+/* Whether all-reduce r is one of batch norm's: of its statistics, or a sum
+ * bn_dx reads. */
+static bool bn_sum(const ir_graph *g, const ir_node *r)
+{
+	if (r->in[0]->op == IR_OP_BN_SHARE)
+		return true;
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->op == IR_OP_BN_DX && (g->nodes[i]->in[4] == r || g->nodes[i]->in[5] == r))
+			return true;
+	return false;
+}
+
+/* The sums of gradients (outside batch norm's) and the buckets of g. */
+static void buckets(const ir_graph *g, revc_memory *out)
+{
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op == IR_OP_BUCKET_PACK) {
+			int64_t b = ir_type_bytes(&n->type);
+			out->buckets++;
+			out->bucket_buffer_bytes += b;
+			out->largest_bucket_bytes = b > out->largest_bucket_bytes ? b : out->largest_bucket_bytes;
+		}
+		if (n->op == IR_OP_ALLREDUCE_START || (n->op == IR_OP_ALLREDUCE && !bn_sum(g, n)))
+			out->grad_sums++;
+	}
+}
+
 static void fill(const ir_graph *g, const ps_memory *pm, revc_strategy s, const char *schedule, revc_memory *out)
 {
 	memset(out, 0, sizeof *out);
@@ -153,6 +181,7 @@ static void fill(const ir_graph *g, const ps_memory *pm, revc_strategy s, const 
 	out->at_peak.workspace = live[PS_MEM_WORKSPACE];
 	out->measured_bytes = -1;
 	decisions(g, out->decisions);
+	buckets(g, out);
 	int idx[REVC_MEM_TOP];
 	out->nlargest = largest(pm, idx);
 	for (int k = 0; k < out->nlargest; k++) {
@@ -201,6 +230,7 @@ static ir_graph *plan_with(revc_model *m, revc_strategy s, const revc_options *o
 	ctx->no_order_edges = o->no_order_edges;
 	ctx->ranks = drv_ranks(o);
 	ctx->allreduce_overlap = o->allreduce_overlap;
+	ctx->bucket_bytes = o->bucket_bytes;
 	drv_engine_plan(e, ctx);
 	ps_options popts;
 	drv_pass_options(o, &popts);

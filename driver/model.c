@@ -39,6 +39,7 @@ void revc_options_init(revc_options *o)
 	o->threads = 2;
 	o->max_memory = -1;
 	o->budget = -1;
+	o->bucket_bytes = REVC_BUCKET_DEFAULT;
 }
 
 _Static_assert(REVC_INT_MAX == FE_INT_MAX, "revc.h's largest spec integer is the frontend's");

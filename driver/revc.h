@@ -125,7 +125,14 @@ typedef struct {
 	 * for after the backward pass, instead of blocking there (experimental:
 	 * docs/distributed.md says what is wrong with it). */
 	bool allreduce_overlap;
+	/* Gradients are summed in buckets: consecutive in the backward pass,
+	 * together up to this many bytes, one all-reduce a bucket (0: one a
+	 * gradient; default REVC_BUCKET_DEFAULT). */
+	int64_t bucket_bytes;
 } revc_options;
+
+/* revc_options.bucket_bytes's default: 25 MiB, as PyTorch DDP's. */
+#define REVC_BUCKET_DEFAULT ((int64_t)25 << 20)
 
 /* The defaults above. */
 void revc_options_init(revc_options *o);
@@ -251,6 +258,12 @@ typedef struct {
 	/* The units' decisions the plan carried out, one letter a unit (as
 	 * revc_options.decisions; store's are all s), "" past REVC_MAX_UNITS. */
 	char decisions[REVC_MAX_LETTERS + 1];
+	/* ---- data parallelism (bucket): the step's sums of gradients over
+	 * the processes (all-reduces of one tensor or of a bucket), and its
+	 * buckets: how many, the bytes of their buffers (bucket_pack's, summed
+	 * in place), the largest. */
+	int grad_sums, buckets;
+	int64_t bucket_buffer_bytes, largest_bucket_bytes;
 } revc_memory;
 
 /* The categories of at_peak, in its order: their JSON keys ("saved") and

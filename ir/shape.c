@@ -997,3 +997,32 @@ bool ir_rule_allreduce_wait(const ir_node *n, ir_type *out, ir_diags *d)
 		return fail(n, d, "operand 0 must be an allreduce_start");
 	return ir_rule_allreduce(n, out, d);
 }
+
+/* bucket_pack(x1, ..., xn): [Σ elements], operands' dtype */
+bool ir_rule_bucket_pack(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	int64_t total = 0;
+	for (int i = 0; i < n->nin; i++) {
+		if (!need_float(n, i, -1, d))
+			return false;
+		total += ir_type_elems(in(n, i));
+	}
+	*out = ir_type_make(in(n, 0)->dtype, 1, &total);
+	return true;
+}
+
+/* bucket_unpack(v) {lo, hi}: elements [lo, hi) of v as the declared type */
+bool ir_rule_bucket_unpack(const ir_node *n, ir_type *out, ir_diags *d)
+{
+	if (!need_float(n, 0, 1, d))
+		return false;
+	int64_t lo = ir_node_int(n, IR_ATTR_LO), hi = ir_node_int(n, IR_ATTR_HI);
+	if (lo < 0 || hi <= lo || hi > in(n, 0)->dim[0])
+		return fail(n, d, "lo and hi must give elements within operand 0's %lld", (long long)in(n, 0)->dim[0]);
+	if (!declared(out))
+		return fail(n, d, "needs a declared result type");
+	if (out->dtype != in(n, 0)->dtype || ir_type_elems(out) != hi - lo)
+		return fail(n, d, "the declared type must have hi - lo = %lld elements of operand 0's dtype",
+			(long long)(hi - lo));
+	return true;
+}

@@ -27,6 +27,16 @@
  *     way; ordering edges make the first wait run after every start and
  *     each wait after the one before, so the waits come after the whole
  *     backward pass, in the order of the gradient outputs.
+ *   - gradients are summed in buckets (ctx->bucket_bytes; 0: one tensor
+ *     a sum): the gradient outputs in the order autodiff made their
+ *     gradients (the order they become final), consecutive ones together
+ *     up to bucket_bytes (and 64 tensors); a bucket of several is
+ *         p = bucket_pack(g1, ..., gn)   after the last of them, marked as it
+ *         w = allreduce(p) (or the start/wait pair of p)
+ *         grad:NAMEi reads bucket_unpack(w) {lo, hi}
+ *     A pack and not the gradients planned contiguous: the planner places
+ *     each value on its own, and the copies are cheap next to the sum
+ *     (the bucket's buffer is an ordinary value, which revc mem counts).
  *   The factor is left out when K is 1, so the step of one process is the
  *   step without the pass, to the bit (kern_comm.c says why bn_merge is
  *   exact there).  Collectives run in schedule order, which is the same on
@@ -45,11 +55,11 @@ typedef struct {
 	int ranks;
 } syncer;
 
-/* A new node after `at` (an original node or one made after it), marked
- * like it. */
-static ir_node *after(syncer *S, ir_op op, ir_node *in, const ir_node *at)
+/* A new node of operands in[0..nin) after `at` (an original node or one
+ * made after it), marked like it. */
+static ir_node *after_n(syncer *S, ir_op op, ir_node *const *in, int nin, const ir_node *at)
 {
-	ir_node *n = ir_node_new(S->g, op, &in, 1);
+	ir_node *n = ir_node_new(S->g, op, in, nin);
 	n->role = at->role;
 	n->scope = at->scope;
 	ir_node_set_unit(n, at->unit, at->part);
@@ -66,6 +76,11 @@ static ir_node *after(syncer *S, ir_op op, ir_node *in, const ir_node *at)
 	n->id = S->n0 + S->nnew;
 	S->follow[S->nnew++] = (ir_node *)at;
 	return n;
+}
+
+static ir_node *after(syncer *S, ir_op op, ir_node *in, const ir_node *at)
+{
+	return after_n(S, op, &in, 1, at);
 }
 
 static ir_node *reduce(syncer *S, ir_node *x, const ir_node *at)
@@ -149,6 +164,82 @@ static void place(syncer *S)
 	free(count);
 }
 
+/* Gradient outputs by their gradient's place in the graph. */
+static int by_gradient(const void *pa, const void *pb)
+{
+	const ir_node *a = (*(ir_node *const *)pa)->in[0], *b = (*(ir_node *const *)pb)->in[0];
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* How many of the gradient outputs o[0..n) go in the bucket of o[0]:
+ * consecutive, together at most `bytes` (at least one; at most the
+ * operands bucket_pack takes; bytes 0: one). */
+static int bucket_at(ir_node *const *o, int n, int64_t bytes)
+{
+	int64_t total = ir_type_bytes(&o[0]->in[0]->type);
+	int k = 1;
+	while (k < n && k < ir_op_get(IR_OP_BUCKET_PACK)->max_arity &&
+	       total + ir_type_bytes(&o[k]->in[0]->type) <= bytes) {
+		total += ir_type_bytes(&o[k]->in[0]->type);
+		k++;
+	}
+	return k;
+}
+
+typedef struct {
+	ir_node **starts, **waits; /* of the start/wait pairs, in order */
+	int n;
+} sums;
+
+/* The sum over the ranks of x, times 1/K, right after x: blocking, or a
+ * start/wait pair (recorded in Q) with overlap. */
+static ir_node *sum_of(syncer *S, sums *Q, ir_node *x, bool overlap)
+{
+	if (!overlap)
+		return reduce(S, x, x);
+	ir_node *st = after(S, IR_OP_ALLREDUCE_START, x, x);
+	st->type = x->type;
+	ir_node *w = after(S, IR_OP_ALLREDUCE_WAIT, st, st);
+	ir_node_set_unit(w, -1, IR_PART_NONE);
+	w->type = st->type;
+	if (S->ranks > 1)
+		ir_node_set_float(S->g, w, IR_ATTR_FACTOR, 1.0 / S->ranks);
+	Q->starts[Q->n] = st;
+	Q->waits[Q->n++] = w;
+	return w;
+}
+
+/* The gradient outputs o[0..n) read the sums of their gradients: one
+ * tensor summed alone, more packed into one vector after the last of them
+ * (the one autodiff made last), summed, and unpacked after the sum. */
+static void sum_bucket(syncer *S, sums *Q, ir_node *const *o, int n, bool overlap)
+{
+	if (n == 1) {
+		o[0]->in[0] = sum_of(S, Q, o[0]->in[0], overlap);
+		return;
+	}
+	ir_node *in[64];
+	IR_ASSERT(n <= (int)(sizeof in / sizeof *in));
+	for (int i = 0; i < n; i++)
+		in[i] = o[i]->in[0];
+	ir_node *p = after_n(S, IR_OP_BUCKET_PACK, in, n, in[n - 1]);
+	int64_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += ir_type_elems(&in[i]->type);
+	p->type = ir_type_make(in[0]->type.dtype, 1, &total);
+	ir_node *r = sum_of(S, Q, p, overlap);
+	int64_t lo = 0;
+	for (int i = 0; i < n; i++) {
+		ir_node *u = after(S, IR_OP_BUCKET_UNPACK, r, r);
+		int64_t hi = lo + ir_type_elems(&in[i]->type);
+		ir_node_set_int(S->g, u, IR_ATTR_LO, lo);
+		ir_node_set_int(S->g, u, IR_ATTR_HI, hi);
+		u->type = in[i]->type;
+		o[i]->in[0] = u;
+		lo = hi;
+	}
+}
+
 bool ps_allreduce_applies(const ps_ctx *ctx)
 {
 	return ctx->ranks >= 1;
@@ -180,9 +271,9 @@ int ps_allreduce(ir_graph *g, ps_ctx *ctx)
 			if (v->id < S.n0 && S.repl[v->id])
 				g->nodes[i]->in[k] = S.repl[v->id];
 		}
-	int rc = 0, nstarts = 0;
-	ir_node **starts = malloc(((size_t)S.n0 + 1) * sizeof *starts), **waits = malloc(((size_t)S.n0 + 1) * sizeof *waits);
-	if (!starts || !waits)
+	int rc = 0, ngrads = 0;
+	ir_node **outs = malloc(((size_t)S.n0 + 1) * sizeof *outs);
+	if (!outs)
 		IR_DIE("out of memory");
 	for (int i = 0; i < S.n0; i++) {
 		ir_node *o = g->nodes[i];
@@ -194,21 +285,21 @@ int ps_allreduce(ir_graph *g, ps_ctx *ctx)
 			rc = 1;
 			break;
 		}
-		if (!ctx->allreduce_overlap) {
-			o->in[0] = reduce(&S, o->in[0], o->in[0]);
-			continue;
-		}
-		ir_node *st = after(&S, IR_OP_ALLREDUCE_START, o->in[0], o->in[0]);
-		st->type = o->in[0]->type;
-		ir_node *w = after(&S, IR_OP_ALLREDUCE_WAIT, st, st);
-		ir_node_set_unit(w, -1, IR_PART_NONE);
-		w->type = st->type;
-		if (S.ranks > 1)
-			ir_node_set_float(g, w, IR_ATTR_FACTOR, 1.0 / S.ranks);
-		o->in[0] = w;
-		starts[nstarts] = st;
-		waits[nstarts++] = w;
+		outs[ngrads++] = o;
 	}
+	/* in the order the gradients become final: autodiff's */
+	qsort(outs, (size_t)ngrads, sizeof *outs, by_gradient);
+	sums Q = {.starts = malloc(((size_t)ngrads + 1) * sizeof *Q.starts),
+		.waits = malloc(((size_t)ngrads + 1) * sizeof *Q.waits)};
+	if (!Q.starts || !Q.waits)
+		IR_DIE("out of memory");
+	for (int i = 0, n; rc == 0 && i < ngrads; i += n) {
+		n = bucket_at(outs + i, ngrads - i, ctx->bucket_bytes);
+		sum_bucket(&S, &Q, outs + i, n, ctx->allreduce_overlap);
+	}
+	free(outs);
+	ir_node **starts = Q.starts, **waits = Q.waits;
+	int nstarts = Q.n;
 	/* the first wait after every start, each after the one before */
 	for (int j = 0; j < nstarts; j++)
 		ir_node_add_after(g, waits[0], starts[j]);

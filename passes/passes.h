@@ -49,6 +49,7 @@ typedef struct {
 	bool allreduce_overlap; /* allreduce: gradients' sums as start/wait pairs (else each one blocks) */
 	/* ---- tidy: why a plan failed */
 	bool too_large;       /* plan (set by the pass): it refused an arena or a workspace beyond IR_MAX_BYTES */
+	int64_t bucket_bytes; /* allreduce: gradients summed together up to this many bytes (0: one a sum) */
 } ps_ctx;
 
 void ps_ctx_init(ps_ctx *ctx);

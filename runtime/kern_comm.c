@@ -16,7 +16,10 @@
  * means, v + (q − M²), M² rounded to the tensor's type as q was.  With one
  * rank q − M² is then exactly 0, so the result is the rank's own statistics
  * to the bit.  Arithmetic in double, rounded
- * once. */
+ * once.
+ *
+ * bucket_pack and bucket_unpack copy gradients into one vector and back
+ * out, so that one all-reduce sums a bucket of them. */
 #include <string.h>
 
 #include "comm.h"
@@ -96,5 +99,25 @@ bool K(rt_k_bn_merge)(const rt_kargs *a, rt_err *e)
 		out[i] = sh[i];
 		out[c + i] = (real)(var > 0 ? var : 0);
 	}
+	return true;
+}
+
+bool K(rt_k_bucket_pack)(const rt_kargs *a, rt_err *e)
+{
+	(void)e;
+	char *out = a->out;
+	for (int i = 0; i < a->n->nin; i++) {
+		size_t bytes = (size_t)ir_type_bytes(&a->n->in[i]->type);
+		memcpy(out, a->in[i], bytes);
+		out += bytes;
+	}
+	return true;
+}
+
+bool K(rt_k_bucket_unpack)(const rt_kargs *a, rt_err *e)
+{
+	(void)e;
+	memcpy(a->out, (const real *)a->in[0] + ir_node_int(a->n, IR_ATTR_LO),
+		(size_t)ir_type_bytes(&a->n->type));
 	return true;
 }

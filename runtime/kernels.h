@@ -16,7 +16,7 @@
 
 #include "rt.h"
 
-#define RT_MAX_OPERANDS 8
+#define RT_MAX_OPERANDS 64 /* bucket_pack's most (ops.def) */
 
 typedef struct {
 	const ir_node *n;                 /* attributes and operand types */

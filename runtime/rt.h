@@ -391,6 +391,11 @@ bool rt_store_load_tensor(rt_tensor *t, const char *dir, rt_err *e);
  * moments ".m" and ".v" and step count "adamw.t").  A tensor already there
  * must have the graph's type. */
 bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_err *e);
+/* Puts s's tensors in the order of canon's persistent nodes, each followed
+ * by the tensors named after it ("NAME.mom"), the rest after them all in
+ * their order: a model's store in docs/model.md order (canon its lowered
+ * forward graph), whatever order the scheduled step happens to use them in. */
+void rt_store_order_like(rt_store *s, const ir_graph *canon);
 /* Loads every param and state of g from DIR/NAME.npy, converting to the
  * graph's dtype.  Tensors the model does not have are ignored (a checkpoint
  * of a deeper model loads into a shallower one); every tensor it has must be

@@ -234,6 +234,50 @@ bool rt_store_init_from_graph(rt_store *s, const ir_graph *g, uint64_t seed, rt_
 	return true;
 }
 
+typedef struct {
+	int canon, own; /* canon's index of the tensor or the one it is named after; its own index */
+	bool after;     /* named after canon's tensor, not it */
+} store_rank;
+
+static int by_rank(const void *pa, const void *pb)
+{
+	const store_rank *a = pa, *b = pb;
+	if (a->canon != b->canon)
+		return a->canon < b->canon ? -1 : 1;
+	if (a->after != b->after)
+		return a->after ? 1 : -1;
+	return a->own < b->own ? -1 : a->own > b->own;
+}
+
+void rt_store_order_like(rt_store *s, const ir_graph *canon)
+{
+	store_rank *r = malloc(((size_t)s->n + 1) * sizeof *r);
+	rt_tensor *t = malloc(((size_t)s->n + 1) * sizeof *t);
+	if (!r || !t)
+		IR_DIE("out of memory");
+	for (int i = 0; i < s->n; i++) {
+		const char *name = s->t[i].name;
+		r[i] = (store_rank){.canon = canon->n, .own = i};
+		for (int k = 0; k < canon->n; k++) {
+			const ir_node *nd = canon->nodes[k];
+			size_t len = nd->name ? strlen(nd->name) : 0;
+			if (!ir_op_is_persistent(nd->op) || !len || strncmp(name, nd->name, len) != 0 ||
+			    (name[len] && name[len] != '.'))
+				continue;
+			r[i].canon = k;
+			r[i].after = name[len] != 0;
+			if (!r[i].after)
+				break;
+		}
+	}
+	qsort(r, (size_t)s->n, sizeof *r, by_rank);
+	for (int i = 0; i < s->n; i++)
+		t[i] = s->t[r[i].own];
+	memcpy(s->t, t, (size_t)s->n * sizeof *t);
+	free(t);
+	free(r);
+}
+
 /* A file's dtype and shape against the tensor the model needs. */
 static bool same_shape(const rt_tensor *t, const char *path, rt_npy_dtype dtype, int rank, const int64_t *dim,
 	rt_err *e)

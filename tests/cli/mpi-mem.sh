@@ -38,7 +38,43 @@ if bad:
 PY
   rm -rf "$tmp/p"
 done
+# ---- buckets (--bucket SIZE): with one bucket for everything its buffer is
+# the bytes of every gradient outside batch norm's (whose gamma and beta are
+# summed on their own, where bn_dx needs them), in one sum; with none, a sum
+# per such tensor; with 64 KiB buckets, buckets of at most that.
+"$revc" init models/fashion.rev --out "$tmp/p" >/dev/null 2>&1 || { echo "FAIL: init fashion"; exit 1; }
+for b in 25MiB 0 64KiB; do
+  "$revc" mem models/fashion.rev --strategy store --ranks 2 --bucket $b --json >"$tmp/b$b.json" 2>"$tmp/m.err" ||
+    { echo "FAIL: mem --bucket $b"; cat "$tmp/m.err"; exit 1; }
+done
+python3 - "$tmp/p/revc-manifest.txt" "$tmp" <<'PY' || fail=1
+import json, re, sys
+own = n = 0
+for line in open(sys.argv[1]):
+    m = re.match(r'tensor (\S+) f32\[([0-9,]*)\]', line)
+    if not m or m.group(1).endswith(('.mean', '.var', '.gamma', '.beta')):
+        continue
+    b = 4
+    for d in filter(None, m.group(2).split(',')):
+        b *= int(d)
+    own += b
+    n += 1
+r = {k: json.load(open(f"{sys.argv[2]}/b{k}.json"))['ranks'] for k in ('25MiB', '0', '64KiB')}
+checks = [
+    (r['25MiB']['buckets'], 1), (r['25MiB']['bucket_buffer_bytes'], own), (r['25MiB']['gradient_sums'], 1),
+    (r['0']['buckets'], 0), (r['0']['bucket_buffer_bytes'], 0), (r['0']['gradient_sums'], n),
+    (r['64KiB']['buckets'] > 1, True), (r['64KiB']['gradient_sums'] < n, True),
+    (r['64KiB']['bucket_buffer_bytes'] <= min(own, r['64KiB']['buckets'] * 65536), True),
+]
+bad = [(i, got, want) for i, (got, want) in enumerate(checks) if got != want]
+if bad:
+    print(f"FAIL: --bucket (check, got, want): {bad}")
+    sys.exit(1)
+PY
+"$revc" mem models/fashion.rev --ranks 2 --bucket 25MiB | grep -q "1 of them of buckets" ||
+  { echo "FAIL: revc mem --bucket does not say its buckets"; fail=1; }
+"$revc" mem models/fashion.rev --ranks 2 --bucket -1 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: --bucket -1 is not a usage error"; fail=1; }
 "$revc" mem models/fashion.rev --ranks 0 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: --ranks 0 is not a usage error"; fail=1; }
 "$revc" mem models/fashion.rev --json | grep -q '"ranks"' && { echo "FAIL: ranks reported without --ranks"; fail=1; }
-[ $fail = 0 ] && echo "OK: revc mem --ranks"
+[ $fail = 0 ] && echo "OK: revc mem --ranks, --bucket"
 exit $fail

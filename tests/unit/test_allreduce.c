@@ -9,7 +9,8 @@
  * batch statistics and running statistics (whose unbiased count is K·b's).
  * Checked in f64 to 1e-10 relative per tensor after two steps, for store,
  * revnet and checkpoint, on the interpreter and the JIT, with the
- * gradients' sums blocking and as start/wait pairs.  And in the singleton
+ * gradients' sums blocking and as start/wait pairs, one tensor a sum and in
+ * buckets (bucket_pack, bucket_unpack).  And in the singleton
  * world the pass forced on (ranks 1, blocking sums) changes no bit.
  *
  * Linked against the static libraries, so rt_comm_set_world sets the world
@@ -28,6 +29,8 @@
 
 #define K_RANKS 2
 #define B_LOCAL 2
+/* fashion's 371 KB of gradients in several buckets of several tensors */
+#define BUCKET ((int64_t)64 << 10)
 
 /* ---- the world of K identical replicas ----------------------------------- */
 
@@ -63,7 +66,8 @@ static rt_comm replicas = {
 
 /* ---- models -------------------------------------------------------------- */
 
-static revc_model *fashion(int batch, int ranks, bool overlap, revc_strategy s, revc_dtype dt, revc_engine engine)
+static revc_model *fashion(int batch, int ranks, bool overlap, int64_t bucket, revc_strategy s, revc_dtype dt,
+	revc_engine engine)
 {
 	char path[1024], set[32];
 	snprintf(path, sizeof path, "%s/models/fashion.rev", root());
@@ -80,6 +84,7 @@ static revc_model *fashion(int batch, int ranks, bool overlap, revc_strategy s, 
 	o.threads = 1;
 	o.ranks = ranks;
 	o.allreduce_overlap = overlap;
+	o.bucket_bytes = bucket;
 	ck_assert_msg(revc_model_compile(m, &o, &err), "%s", revc_error_message(err));
 	snprintf(path, sizeof path, "%s/" FIXTURE_DIR "/params", root());
 	ck_assert_msg(revc_load(m, path, NULL, &err), "%s", revc_error_message(err));
@@ -146,27 +151,29 @@ static int compare(const revc_model *a, const revc_model *b, double rel, const c
 static const revc_strategy strategies[3] = {REVC_STORE, REVC_REVNET, REVC_CHECKPOINT};
 
 /* _i: strategy (i % 3) on engine ((i / 3) % 2: interpreter, JIT), the
- * gradients' sums blocking (i < 6) or as start/wait pairs */
+ * gradients' sums blocking ((i / 6) % 2 == 0) or as start/wait pairs, one
+ * tensor a sum (i < 12) or in buckets of BUCKET bytes */
 START_TEST(test_replicas_equal_one_process)
 {
 	revc_strategy s = strategies[_i % 3];
 	revc_engine engine = (_i / 3) % 2 ? REVC_JIT : REVC_INTERP;
-	bool overlap = _i >= 6;
+	bool overlap = (_i / 6) % 2;
+	int64_t bucket = _i >= 12 ? BUCKET : 0;
 	char what[64];
-	snprintf(what, sizeof what, "%s on %s%s", revc_strategy_name(s), engine == REVC_JIT ? "jit" : "interp",
-		overlap ? ", overlapped" : "");
+	snprintf(what, sizeof what, "%s on %s%s%s", revc_strategy_name(s), engine == REVC_JIT ? "jit" : "interp",
+		overlap ? ", overlapped" : "", bucket ? ", bucketed" : "");
 	fixture f;
 	fixture_batch(&f, REVC_F64);
 	batch_buf local, global;
 	revc_batch bl = repeated(&local, &f, 1, REVC_F64), bg = repeated(&global, &f, K_RANKS, REVC_F64);
 
 	rt_comm_set_world(NULL);
-	revc_model *one = fashion(K_RANKS * B_LOCAL, 0, false, s, REVC_F64, engine);
+	revc_model *one = fashion(K_RANKS * B_LOCAL, 0, false, 0, s, REVC_F64, engine);
 	double loss_one;
 	steps(one, &bg, 2, &loss_one);
 
 	rt_comm_set_world(&replicas);
-	revc_model *rank = fashion(B_LOCAL, 0, overlap, s, REVC_F64, engine); /* ranks: the world's */
+	revc_model *rank = fashion(B_LOCAL, 0, overlap, bucket, s, REVC_F64, engine); /* ranks: the world's */
 	double loss_rank;
 	steps(rank, &bl, 2, &loss_rank);
 	rt_comm_set_world(NULL);
@@ -181,18 +188,21 @@ START_TEST(test_replicas_equal_one_process)
 END_TEST
 
 /* The singleton world: the pass forced on (ranks 1) gives the bits of the
- * step without it, f32 and f64. */
+ * step without it, f32 and f64 (_i / 6 % 2), the gradients' sums blocking
+ * one tensor a sum (_i < 12) or as start/wait pairs of buckets. */
 START_TEST(test_one_rank_bitwise)
 {
 	revc_strategy s = strategies[_i % 3];
 	revc_engine engine = (_i / 3) % 2 ? REVC_JIT : REVC_INTERP;
-	revc_dtype dt = _i / 6 ? REVC_F64 : REVC_F32;
+	revc_dtype dt = (_i / 6) % 2 ? REVC_F64 : REVC_F32;
+	bool overlap = _i >= 12;
 	fixture f;
 	fixture_batch(&f, dt);
 	batch_buf bb;
 	revc_batch b = repeated(&bb, &f, 1, dt);
 	rt_comm_set_world(NULL);
-	revc_model *off = fashion(B_LOCAL, 0, false, s, dt, engine), *on = fashion(B_LOCAL, 1, false, s, dt, engine);
+	revc_model *off = fashion(B_LOCAL, 0, false, 0, s, dt, engine),
+		   *on = fashion(B_LOCAL, 1, overlap, overlap ? BUCKET : 0, s, dt, engine);
 	double l_off, l_on;
 	steps(off, &b, 2, &l_off);
 	steps(on, &b, 2, &l_on);
@@ -200,9 +210,12 @@ START_TEST(test_one_rank_bitwise)
 	for (int i = 0; i < revc_param_count(off); i++) {
 		revc_tensor p, q;
 		ck_assert(revc_param_at(off, i, &p) && revc_param_at(on, i, &q));
+		/* (the store's order is docs/model.md's, not the schedule's) */
+		ck_assert_str_eq(p.name, q.name);
 		size_t bytes = (size_t)elems(&p) * (dt == REVC_F64 ? 8 : 4);
-		ck_assert_msg(memcmp(p.data, q.data, bytes) == 0, "%s (%s, %s, %s) differs with the pass on", p.name,
-			revc_strategy_name(s), engine == REVC_JIT ? "jit" : "interp", dt == REVC_F64 ? "f64" : "f32");
+		ck_assert_msg(memcmp(p.data, q.data, bytes) == 0, "%s (%s, %s, %s%s) differs with the pass on", p.name,
+			revc_strategy_name(s), engine == REVC_JIT ? "jit" : "interp", dt == REVC_F64 ? "f64" : "f32",
+			overlap ? ", overlapped" : "");
 	}
 	revc_model_free(on);
 	revc_model_free(off);
@@ -214,8 +227,8 @@ int main(void)
 	Suite *s = suite_create("allreduce");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 0);
-	tcase_add_loop_test(tc, test_replicas_equal_one_process, 0, 12);
-	tcase_add_loop_test(tc, test_one_rank_bitwise, 0, 12);
+	tcase_add_loop_test(tc, test_replicas_equal_one_process, 0, 24);
+	tcase_add_loop_test(tc, test_one_rank_bitwise, 0, 24);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
