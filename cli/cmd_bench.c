@@ -8,7 +8,7 @@
 
 static const char usage[] =
 	"revc bench SPEC [--set KEY=VALUE ...] [--steps K] [--engine interp|jit] [--cpu NAME] [--strategy NAME]\n"
-	"                  [--threads N] [--gemm] [--kernels] [--json] [--dump-llvm DIR] [--max-memory SIZE]\n"
+	"                  [--threads N] [--gemm] [--kernels] [--profile] [--json] [--dump-llvm DIR] [--max-memory SIZE]\n"
 	"                  [pass options]";
 static const char about[] =
 	"Builds SPEC's training step, runs one warm-up step and then K timed steps on\n"
@@ -18,7 +18,12 @@ static const char about[] =
 	"cblas_sgemm alone on the step's GEMM shapes (the machine's ceiling for them)\n"
 	"and gives the step's share of it.  --kernels lists the step's convolutions\n"
 	"with the lowering each got (direct, winograd2, winograd4 or blas: REVC_CONV\n"
-	"forces one) and why.  The pass options apply to the step's\n"
+	"forces one) and why.  --profile (JIT) runs the timed steps again timing\n"
+	"every kernel call, and prints per kind of kernel its calls, time, share of\n"
+	"the step, how busy it kept the threads, and GFLOP/s or GB/s; the share of\n"
+	"the threads' time spent idle in the dispatcher (waking, waiting for the\n"
+	"slower thread, serial kernels); and the profiled step's time against the\n"
+	"unprofiled one (what the timing costs).  The pass options apply to the step's\n"
 	"pipeline; with --stop-after or --passes revc bench builds and dumps the step\n"
 	"and exits without timing it.";
 
@@ -36,12 +41,13 @@ static const cli_opt opts[] = {
 	CLI_SET_OPT,
 	{"kernels", 0, NULL, "also list the convolutions and the lowering each got, and why"},
 	CLI_DP_OPTS, /* (bucket) */
+	{"profile", 0, NULL, "also time every kernel call: a table per kind of kernel, and the dispatcher's share"},
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_STEPS, OPT_ENGINE, OPT_CPU, OPT_STRATEGY, OPT_BUDGET, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP,
-	OPT_MAX_MEMORY, OPT_SET, OPT_KERNELS, OPT_BUCKET, OPT_OVERLAP, OPT_HELP, OPT_PASS0 };
+	OPT_MAX_MEMORY, OPT_SET, OPT_KERNELS, OPT_BUCKET, OPT_OVERLAP, OPT_PROFILE, OPT_HELP, OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* What the command line asked for. */
@@ -74,6 +80,7 @@ static int parse(cli_args *a, bench_args *o)
 		case OPT_GEMM: o->b.gemm = true; break;
 		case OPT_JSON: o->json = true; break;
 		case OPT_KERNELS: o->kernels = true; break;
+		case OPT_PROFILE: o->b.profile = true; break;
 		case OPT_DUMP: o->o.dump_llvm = val; break;
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
@@ -87,6 +94,8 @@ static int parse(cli_args *a, bench_args *o)
 	}
 	if (!o->spec)
 		return cli_usage_error(a->cmd, "missing SPEC");
+	if (o->b.profile && o->o.engine != REVC_JIT)
+		return cli_usage_error(a->cmd, "--profile times native kernels: it needs --engine jit");
 	int ready = cli_engine_check(a->cmd, o->o.engine, o->o.cpu);
 	if (ready == EXIT_OK)
 		ready = cli_pass_options_ready(a->cmd, &o->o);
@@ -110,6 +119,60 @@ typedef struct {
 	const bench_args *o;
 	double rss, rss_base; /* MiB */
 } bench_info;
+
+/* The idle share of the threads' time over the profiled calls: all of it,
+ * and the part in serial calls. */
+static double idle_share(const revc_bench_result *r, double *serial)
+{
+	double wall = 0, busy = 0, ser = 0;
+	for (int k = 0; k < r->nkinds; k++) {
+		wall += r->kinds[k].seconds;
+		busy += r->kinds[k].busy_seconds;
+		ser += r->kinds[k].serial_seconds;
+	}
+	double cores = wall * r->profile_threads;
+	*serial = cores > 0 ? ser * (r->profile_threads - 1) / cores : 0;
+	return cores > 0 ? 1 - busy / cores : 0;
+}
+
+static void print_profile_json(const revc_bench_result *r)
+{
+	double serial, idle = idle_share(r, &serial);
+	printf(",\"profile\":{\"median_step_seconds\":%.9g,\"calls_seconds\":%.9g,\"idle_share\":%.6f,"
+	       "\"serial_idle_share\":%.6f,\"kinds\":[",
+		r->profile_median_seconds, r->profile_step_seconds, idle, serial);
+	for (int k = 0; k < r->nkinds; k++) {
+		printf("%s{\"kind\":\"", k ? "," : "");
+		cli_json_string(stdout, r->kinds[k].kind);
+		printf("\",\"calls\":%.6g,\"seconds\":%.9g,\"busy_seconds\":%.9g,\"serial_seconds\":%.9g,"
+		       "\"bytes\":%.0f,\"flops\":%.0f}",
+			r->kinds[k].calls, r->kinds[k].seconds, r->kinds[k].busy_seconds, r->kinds[k].serial_seconds,
+			r->kinds[k].bytes, r->kinds[k].flops);
+	}
+	printf("]}");
+}
+
+static void print_profile_text(const revc_bench_result *r, double median)
+{
+	double serial, idle = idle_share(r, &serial);
+	double step = r->profile_step_seconds;
+	printf("  profile       %.4f s a step while timing calls (%+.1f%% over the median above), calls %.4f s of it\n",
+		r->profile_median_seconds, 100 * (r->profile_median_seconds / median - 1), step);
+	printf("  dispatcher    %.1f%% of the %d threads' time idle: %.1f%% beside serial kernels, %.1f%% in parallel "
+	       "calls (waking, handing out, waiting for the slower thread)\n",
+		100 * idle, r->profile_threads, 100 * serial, 100 * (idle - serial));
+	printf("  %-46s %7s %9s %6s %5s %9s\n", "kind", "calls", "ms/step", "share", "busy", "rate");
+	for (int k = 0; k < r->nkinds; k++) {
+		double s = r->kinds[k].seconds;
+		char rate[32];
+		if (r->kinds[k].flops > 0)
+			snprintf(rate, sizeof rate, "%.1f GF/s", r->kinds[k].flops / s / 1e9);
+		else
+			snprintf(rate, sizeof rate, "%.1f GB/s", r->kinds[k].bytes / s / 1e9);
+		printf("  %-46.46s %7.0f %9.3f %5.1f%% %4.0f%% %9s\n", r->kinds[k].kind, r->kinds[k].calls, 1e3 * s,
+			100 * s / step, 100 * r->kinds[k].busy_seconds / (s * r->profile_threads), rate);
+	}
+}
 
 static void print_json(const bench_info *i, const revc_bench_result *r)
 {
@@ -147,6 +210,8 @@ static void print_json(const bench_info *i, const revc_bench_result *r)
 		}
 		printf("]");
 	}
+	if (r->profiled)
+		print_profile_json(r);
 	printf("}\n");
 }
 
@@ -183,6 +248,8 @@ static void print_text(const bench_info *i, const revc_bench_result *r)
 	if (revc_model_cpu(m))
 		printf("  compile       %.3f s (emit %.3f, optimise %.3f, JIT %.3f), %d kernels for %d calls\n",
 			r->compile_seconds, r->seconds_emit, r->seconds_optimize, r->seconds_jit, r->kernels, r->calls);
+	if (r->profiled)
+		print_profile_text(r, r->median_seconds);
 }
 
 /* Times the model and prints the figures. */

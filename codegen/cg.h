@@ -25,6 +25,7 @@ typedef struct {
 	const char *dump_llvm; /* write NAME.ll before and NAME.opt.ll after optimisation here */
 	const char *name;      /* symbol prefix (default "revc") */
 	bool libm_math;        /* f32 GELU and row kernels as in f64: libm's erf and exp, sums in order (the reference's way, slower; to compare) */
+	bool profile;          /* mark each kernel call for the dispatcher to time (rt_pool_profile; JIT only) */
 } cg_options;
 
 typedef struct {

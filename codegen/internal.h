@@ -77,6 +77,7 @@ struct cg_module {
 	const char *cpu;                   /* the CPU code is for (cg_options.cpu) */
 	int vec_bytes;                     /* its vector width (gemm.c) */
 	bool libm_math;                    /* cg_options.libm_math */
+	bool profile;                      /* cg_options.profile (the step module) */
 };
 
 /* The kernel cache lives in one cg_module, that is one compilation for one

@@ -254,6 +254,7 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 	cg_module m;
 	cg_module_init(&m, name, o->cpu, o->threads, stats);
 	m.libm_math = o->libm_math;
+	m.profile = o->profile;
 	/* Kernels go to one module per compile thread; the step stays alone. */
 	int threads = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
 	cg_module_add_parts(&m, threads);

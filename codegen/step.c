@@ -10,7 +10,15 @@
  * (arena slots at planned offsets, param and state storage from persist, an
  * in-place update's and an output's storage being its operand 0's) and is
  * handed to the parallel dispatcher with its extent, or called directly when
- * it is serial.  Sources and outputs need no code. */
+ * it is serial.  Sources and outputs need no code.
+ *
+ * With cg_options.profile each call is preceded by a mark, the dispatcher
+ * called with no kernel: par(par_ctx, NULL, label, k) for the step's k-th
+ * call, and par(par_ctx, NULL, NULL, -1) ends the step (runtime/pool.c
+ * times calls from mark to mark).  The label is "KIND\tBYTES\tFLOPS": the
+ * kernel's kind ("conv2d winograd2", "bn_stats", "group bn_norm+relu"),
+ * the bytes of its operands and result, and for convolutions their direct
+ * FLOP count. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +34,7 @@ typedef struct {
 	int *input_index;   /* by node id */
 	ir_users users;     /* the readers of each node */
 	int nargs;
+	int ncalls;         /* calls emitted so far */
 } stepper;
 
 /* Where value v lives at run time. */
@@ -51,9 +60,39 @@ static void set_arg(stepper *s, int i, LLVMValueRef p)
 	LLVMBuildStore(s->b, p, LLVMBuildGEP2(s->b, s->m->ptr, s->args, &idx, 1, ""));
 }
 
+/* With profiling, the mark before the next call (label NULL: the end of
+ * the step). */
+static void emit_mark(stepper *s, const char *label)
+{
+	cg_module *m = s->m;
+	if (!m->profile)
+		return;
+	LLVMValueRef l = label ? LLVMBuildGlobalStringPtr(s->b, label, "") : LLVMConstNull(m->ptr);
+	LLVMValueRef a[4] = {s->par_ctx, LLVMConstNull(m->ptr), l,
+		LLVMConstInt(m->i64, label ? (unsigned long long)s->ncalls : ~0ull, 1)};
+	LLVMBuildCall2(s->b, m->par_ty, s->par, a, 4, "");
+}
+
+/* The profile label of a node's kernel (suffix: " finish" or ""). */
+static void node_label(const ir_node *n, const char *suffix, char *buf, size_t len)
+{
+	int64_t bytes = ir_type_bytes(&n->type);
+	for (int k = 0; k < n->nin; k++)
+		bytes += ir_type_bytes(&n->in[k]->type);
+	const char *lowering = cg_conv_describe(n, NULL);
+	double flops = 0;
+	if (lowering && !*suffix) {
+		ir_conv_geom c = ir_conv_geom_of(n);
+		flops = 2.0 * (double)c.n * (double)(c.o * c.c * c.kh * c.kw) * (double)(c.ho * c.wo);
+	}
+	snprintf(buf, len, "%s%s%s%s\t%lld\t%.0f", ir_op_name(n->op), lowering ? " " : "", lowering ? lowering : "",
+		suffix, (long long)bytes, flops);
+}
+
 static void call_kernel(stepper *s, LLVMValueRef fn, int64_t extent, bool serial)
 {
 	cg_module *m = s->m;
+	s->ncalls++;
 	if (serial || m->threads == 1 || extent <= 1) {
 		LLVMValueRef a[4] = {s->args, LLVMConstInt(m->i64, 0, 0),
 			LLVMConstInt(m->i64, (unsigned long long)extent, 0), LLVMConstInt(m->i64, 0, 0)};
@@ -106,6 +145,11 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, cons
 		set_arg(s, n->nin + 1, workspace_ptr(s, n));
 	for (int a = 0; a < nepi; a++)
 		set_arg(s, n->nin + 2 + a, value_ptr(s, epi_args[a]));
+	char label[160];
+	if (s->m->profile) {
+		node_label(n, "", label, sizeof label);
+		emit_mark(s, label);
+	}
 	call_kernel(s, fn, impl->extent(n), impl->serial);
 	void (*finish)(cg_kb *, const ir_node *, int) = epi && epi->stats ? cg_conv_stats_finish : impl->finish;
 	if (!finish)
@@ -121,6 +165,10 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, cons
 		finish(&k, n, s->m->threads);
 		cg_kb_end(&k);
 		LLVMPositionBuilderAtEnd(s->b, at);
+	}
+	if (s->m->profile) {
+		node_label(n, " finish", label, sizeof label);
+		emit_mark(s, label);
 	}
 	call_kernel(s, fin, 1, true);
 }
@@ -154,6 +202,24 @@ static void emit_group(stepper *s, int first, int last)
 	LLVMPositionBuilderAtEnd(s->b, at);
 	for (int b = 0; b < grp.nbuf; b++)
 		set_arg(s, b, value_ptr(s, grp.buf[b]));
+	if (s->m->profile) {
+		/* "group " and the members' distinct ops in order */
+		char label[256] = "group";
+		size_t end = strlen(label);
+		int64_t bytes = 0;
+		for (int b = 0; b < grp.nbuf; b++)
+			bytes += ir_type_bytes(&grp.buf[b]->type);
+		for (int i = 0; i < grp.n; i++) {
+			const char *op = ir_op_name(grp.member[i]->op);
+			bool seen = false;
+			for (int j = 0; j < i && !seen; j++)
+				seen = grp.member[j]->op == grp.member[i]->op;
+			if (!seen && end + strlen(op) + 2 < sizeof label - 40)
+				end += (size_t)snprintf(label + end, sizeof label - end, "%c%s", end == 5 ? ' ' : '+', op);
+		}
+		snprintf(label + end, sizeof label - end, "\t%lld\t0", (long long)bytes);
+		emit_mark(s, label);
+	}
 	call_kernel(s, fn, cg_group_extent(&grp), false);
 }
 
@@ -238,6 +304,7 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 		}
 		emit_node(&s, n, impl, NULL, NULL, 0);
 	}
+	emit_mark(&s, NULL);
 	LLVMBuildRetVoid(s.b);
 	free(s.persist_index);
 	free(s.input_index);

@@ -142,6 +142,52 @@ static void conv_lowerings(const ir_graph *g, revc_bench_result *r)
 	}
 }
 
+/* ---- the per-call profile ------------------------------------------------- */
+
+/* Sums the pool's per-call records (steps steps) per kind of kernel. */
+static void profile_kinds(const rt_pool *pool, int64_t steps, revc_bench_result *r)
+{
+	int n;
+	const rt_pool_call *c = rt_pool_profile_calls(pool, &n);
+	r->profiled = true;
+	r->profile_threads = rt_pool_threads(pool);
+	double per = 1.0 / (double)steps;
+	for (int i = 0; i < n; i++) {
+		if (!c[i].label || !c[i].count)
+			continue;
+		/* "KIND\tBYTES\tFLOPS" (codegen/step.c) */
+		const char *tab = strchr(c[i].label, '\t');
+		size_t len = tab ? (size_t)(tab - c[i].label) : strlen(c[i].label);
+		double bytes = 0, flops = 0;
+		if (tab)
+			sscanf(tab + 1, "%lf\t%lf", &bytes, &flops);
+		int k = 0;
+		while (k < r->nkinds && (strlen(r->kinds[k].kind) != len || strncmp(r->kinds[k].kind, c[i].label, len)))
+			k++;
+		if (k == r->nkinds) {
+			if (k == (int)(sizeof r->kinds / sizeof r->kinds[0]))
+				k--; /* the last row takes the rest */
+			else
+				r->nkinds++;
+			snprintf(r->kinds[k].kind, sizeof r->kinds[k].kind, "%.*s", (int)len, c[i].label);
+		}
+		double runs = (double)c[i].count * per;
+		r->kinds[k].calls += runs;
+		r->kinds[k].seconds += c[i].seconds * per;
+		r->kinds[k].busy_seconds += c[i].busy_seconds * per;
+		r->kinds[k].bytes += bytes * runs;
+		r->kinds[k].flops += flops * runs;
+		if (!c[i].parallel)
+			r->kinds[k].serial_seconds += c[i].seconds * per;
+		r->profile_step_seconds += c[i].seconds * per;
+	}
+	for (int a = 1; a < r->nkinds; a++) /* by time, longest first */
+		for (int b = a; b > 0 && r->kinds[b].seconds > r->kinds[b - 1].seconds; b--) {
+			__typeof__(r->kinds[0]) t = r->kinds[b];
+			r->kinds[b] = r->kinds[b - 1], r->kinds[b - 1] = t;
+		}
+}
+
 /* ---- revc_bench ----------------------------------------------------------- */
 
 void revc_bench_options_init(revc_bench_options *b)
@@ -156,8 +202,10 @@ static int by_value(const void *a, const void *b)
 }
 
 /* Times b->steps runs of x after a warm-up: their median and minimum, and
- * the least processor time one took. */
-static bool time_steps(rt_exec *x, const revc_bench_options *b, revc_bench_result *r, revc_error **err)
+ * the least processor time one took.  With a pool, its profile times the
+ * calls of the timed steps. */
+static bool time_steps(rt_exec *x, const revc_bench_options *b, revc_bench_result *r, rt_pool *pool,
+	revc_error **err)
 {
 	double *times = calloc((size_t)b->steps + 1, sizeof *times);
 	if (!times)
@@ -168,6 +216,8 @@ static bool time_steps(rt_exec *x, const revc_bench_options *b, revc_bench_resul
 	for (int64_t s = -1; ok && s < b->steps; s++) {
 		if (b->on_step)
 			b->on_step(b->user, s + 1, b->steps);
+		if (pool && s == 0)
+			rt_pool_profile(pool, true);
 		double s0 = now(), c0 = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
 		ok = rt_exec_run(x, &e);
 		if (s >= 0) {
@@ -209,6 +259,8 @@ bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *
 		return false;
 	if ((r->cut = m->cut))
 		return true;
+	bool profile = bo.profile && opts.engine == REVC_JIT;
+	m->engine.cg.profile = profile;
 	double t0 = now();
 	if (!revc_model_prepare(m, err))
 		return false;
@@ -217,8 +269,19 @@ bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *
 	rt_exec *x = m->x[DRV_STEP];
 	drv_check_batch(x, (uint64_t)m->spec.spec.seed, m->classes);
 	*(float *)rt_exec_input(x, "lr", NULL) = 1e-4f;
-	if (!time_steps(x, &bo, r, err))
+	if (!time_steps(x, &bo, r, NULL, err))
 		return false;
+	if (profile) {
+		/* As many steps again, timing each call; the median of these
+		 * against the one above is what the timing costs. */
+		revc_bench_result again = {0};
+		bool ok = time_steps(x, &bo, &again, m->engine.pool, err);
+		rt_pool_profile(m->engine.pool, false);
+		if (!ok)
+			return false;
+		r->profile_median_seconds = again.median_seconds;
+		profile_kinds(m->engine.pool, bo.steps, r);
+	}
 	drv_gemm_shape shapes[512];
 	int ns = drv_gemm_shapes(m->g[DRV_STEP], shapes, 512);
 	r->flops = drv_gemm_flops(shapes, ns);

@@ -664,6 +664,7 @@ bool revc_emit_prefix_ok(const char *s);
 typedef struct {
 	int64_t steps;          /* timed steps, after one warm-up step (default 5) */
 	bool gemm;              /* also time cblas_sgemm alone on the step's GEMM shapes */
+	bool profile;           /* also time each kernel call (JIT only): revc_bench_result.kinds */
 	/* NULL, or called before each step: done of steps timed so far (-1:
 	 * the warm-up is next). */
 	void (*on_step)(void *user, int64_t done, int64_t steps);
@@ -703,7 +704,23 @@ typedef struct {
 		int count;
 	} convs[64];
 	double performed_flops;
+	/* With profile: as many steps again, each kernel call timed, summed
+	 * per kind of kernel ("conv2d winograd2", "group bn_norm+relu"), in
+	 * order of time.  Per step: the kind's calls, wall seconds, the
+	 * threads' busy seconds in it (their chunks; all of the wall when the
+	 * call is serial), bytes read and written, direct FLOPs. */
+	bool profiled;
+	double profile_median_seconds; /* step time while timing calls (the profile's overhead) */
+	double profile_step_seconds;   /* the calls' wall time per step */
+	int profile_threads;
+	int nkinds;
+	struct {
+		char kind[96];
+		double calls, seconds, busy_seconds, bytes, flops;
+		double serial_seconds; /* of seconds, in calls run serially */
+	} kinds[96];
 } revc_bench_result;
+
 
 /* Compiles spec model m's training step (f32) under o (NULL: defaults;
  * o->graphs and o->dtype do not apply) and times b->steps steps of it on

@@ -1,17 +1,21 @@
 /* pool.c: the thread pool native kernels are divided among.
  *
- * rt_parallel(pool, fn, args, n) splits [0, n) into one contiguous chunk
- * per thread, thread t getting [n·t/T, n·(t+1)/T), and runs fn on every
- * thread, even one whose chunk is empty, so that kernels can initialise
- * per-thread workspace unconditionally.  The calling thread is thread 0.
- * Chunks depend only on n and T, so results never depend on timing.
+ * rt_parallel(pool, fn, args, n) splits [0, n) into T contiguous chunks,
+ * chunk t being [n·t/T, n·(t+1)/T), and runs fn on every chunk, even an
+ * empty one, so that kernels can initialise per-chunk workspace
+ * unconditionally: fn(args, lo, hi, t).  The calling thread runs chunk 0
+ * and then, like the workers, claims the others from a counter, so a
+ * worker that is slow to wake (or preempted by another process) never
+ * holds the caller up: the caller runs that chunk itself.  Which OS thread
+ * runs chunk t does not matter: chunks and their `t` depend only on n and
+ * T, so results never depend on timing.
  *
  * A step makes hundreds of calls of a millisecond or less, so waking a
  * sleeping thread for each (tens of microseconds on a virtual machine)
  * would cost a few percent of the step.  The workers therefore spin on the
  * job counter for a while (RT_POOL_SPIN checks, about a millisecond)
  * before they sleep on a condition variable; the caller wakes sleepers
- * only when there are some.  The caller spins on the count of workers
+ * only when there are some.  The caller spins on the count of chunks
  * still running, yielding the core after a while.
  *
  * No lost wake-up: a worker going to sleep counts itself in `sleepers`
@@ -19,11 +23,20 @@
  * `generation` and then reads `sleepers` (all sequentially consistent).
  * Either the worker sees the new job, or the caller sees the sleeper and
  * broadcasts under the mutex, which it cannot take before the worker
- * waits. */
+ * waits.
+ *
+ * Profiling (rt_pool_profile): a step compiled with cg_options.profile
+ * calls the dispatcher with fn NULL before each kernel call (args its
+ * label, n its index) and once after the last (n -1).  The pool then times
+ * each call from its mark to the next, and each chunk a thread runs; a
+ * call with no chunks between its marks ran serially on the caller.  Four
+ * clock reads per parallel call, two per serial one. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "rt.h"
 
@@ -39,15 +52,19 @@ struct rt_pool {
 	void **args;
 	int64_t n;
 	atomic_ulong generation;
-	atomic_int pending;  /* workers still running the current job */
+	atomic_int next;     /* the next chunk to claim (chunk 0 is the caller's) */
+	atomic_int pending;  /* chunks 1.. not finished yet */
 	atomic_int sleepers; /* workers waiting on go */
 	atomic_bool quit;
+	/* profiling: per call index, what rt_pool_profile_calls returns */
+	bool profile;
+	rt_pool_call *calls;
+	int ncalls, cap;
+	int cur;                  /* the call being timed, or -1 */
+	double cur_start;         /* when its mark came */
+	bool cur_parallel;        /* it handed out chunks */
+	_Atomic int64_t busy_ns;  /* chunk time of the current job, all threads */
 };
-
-typedef struct {
-	rt_pool *p;
-	int t;
-} worker_arg;
 
 static inline void cpu_relax(void)
 {
@@ -56,10 +73,45 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static void run_chunk(rt_pool *p, int t)
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void run_chunk(rt_pool *p, int64_t t)
 {
 	int64_t lo = p->n * t / p->threads, hi = p->n * (t + 1) / p->threads;
+	if (!p->profile) {
+		p->fn(p->args, lo, hi, t);
+		return;
+	}
+	int64_t t0 = now_ns();
 	p->fn(p->args, lo, hi, t);
+	atomic_fetch_add_explicit(&p->busy_ns, now_ns() - t0, memory_order_relaxed);
+}
+
+/* Runs chunks of the current job while there are unclaimed ones.  A claim
+ * made late, after the job ended, returns T or more and runs nothing; the
+ * job's fields are read only under a claim, and the caller cannot change
+ * them before every claimed chunk is done. */
+static void claim_chunks(rt_pool *p)
+{
+	for (;;) {
+		int t = atomic_fetch_add_explicit(&p->next, 1, memory_order_acq_rel);
+		if (t >= p->threads)
+			return;
+		run_chunk(p, t);
+		atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+	}
+}
+
+/* The whole of [0, n) on the caller, with one thread. */
+static void run_chunk_serial(rt_pool *p, revc_abi_kernel *fn, void **args, int64_t n)
+{
+	p->fn = fn, p->args = args, p->n = n;
+	run_chunk(p, 0);
 }
 
 /* Waits for a generation other than seen (or quit) and returns it. */
@@ -83,17 +135,13 @@ static unsigned long next_job(rt_pool *p, unsigned long seen)
 
 static void *worker(void *arg)
 {
-	worker_arg *w = arg;
-	rt_pool *p = w->p;
-	int t = w->t;
-	free(w);
+	rt_pool *p = arg;
 	unsigned long seen = 0;
 	for (;;) {
 		seen = next_job(p, seen);
 		if (atomic_load(&p->quit))
 			break;
-		run_chunk(p, t);
-		atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+		claim_chunks(p);
 	}
 	return NULL;
 }
@@ -111,14 +159,11 @@ rt_pool *rt_pool_new(int threads)
 	pthread_cond_init(&p->go, NULL);
 	atomic_init(&p->generation, 0);
 	atomic_init(&p->pending, 0);
+	atomic_init(&p->next, p->threads);
 	atomic_init(&p->sleepers, 0);
 	atomic_init(&p->quit, false);
 	for (int t = 1; t < p->threads; t++) {
-		worker_arg *w = malloc(sizeof *w);
-		if (!w)
-			IR_DIE("out of memory");
-		*w = (worker_arg){p, t};
-		if (pthread_create(&p->tid[t], NULL, worker, w) != 0)
+		if (pthread_create(&p->tid[t], NULL, worker, p) != 0)
 			IR_DIE("cannot start a thread");
 	}
 	return p;
@@ -148,24 +193,93 @@ void rt_pool_free(rt_pool *p)
 		pthread_join(p->tid[t], NULL);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->go);
+	free(p->calls);
 	free(p->tid);
 	free(p);
+}
+
+/* ---- profiling ------------------------------------------------------------ */
+
+void rt_pool_profile(rt_pool *p, bool on)
+{
+	p->profile = on;
+	p->cur = -1;
+	if (!on)
+		return;
+	p->ncalls = 0;
+	if (p->calls)
+		memset(p->calls, 0, (size_t)p->cap * sizeof *p->calls);
+}
+
+const rt_pool_call *rt_pool_profile_calls(const rt_pool *p, int *n)
+{
+	*n = p->ncalls;
+	return p->calls;
+}
+
+int rt_pool_threads(const rt_pool *p)
+{
+	return p->threads;
+}
+
+/* The mark before call k (label its kernel's), or after the last (k < 0):
+ * ends the call being timed. */
+static void mark(rt_pool *p, const char *label, int64_t k)
+{
+	if (!p->profile)
+		return;
+	double t = 1e-9 * (double)now_ns();
+	if (p->cur >= 0) {
+		rt_pool_call *c = &p->calls[p->cur];
+		double wall = t - p->cur_start;
+		c->count++;
+		c->seconds += wall;
+		c->busy_seconds += p->cur_parallel ? 1e-9 * (double)atomic_load(&p->busy_ns) : wall;
+		c->parallel = p->cur_parallel;
+	}
+	p->cur = -1;
+	if (k < 0)
+		return;
+	if (k >= p->cap) {
+		int cap = p->cap ? p->cap : 256;
+		while (cap <= k)
+			cap *= 2;
+		rt_pool_call *c = realloc(p->calls, (size_t)cap * sizeof *c);
+		if (!c)
+			IR_DIE("out of memory");
+		memset(c + p->cap, 0, (size_t)(cap - p->cap) * sizeof *c);
+		p->calls = c, p->cap = cap;
+	}
+	if (k >= p->ncalls)
+		p->ncalls = (int)k + 1;
+	p->calls[k].label = label;
+	p->cur = (int)k;
+	p->cur_parallel = false;
+	atomic_store(&p->busy_ns, 0);
+	p->cur_start = 1e-9 * (double)now_ns();
 }
 
 void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n)
 {
 	rt_pool *p = ctx;
+	if (!fn) {
+		mark(p, (const char *)args, n);
+		return;
+	}
+	p->cur_parallel = true;
 	if (p->threads == 1) {
-		fn(args, 0, n, 0);
+		run_chunk_serial(p, fn, args, n);
 		return;
 	}
 	p->fn = fn;
 	p->args = args;
 	p->n = n;
 	atomic_store_explicit(&p->pending, p->threads - 1, memory_order_relaxed);
-	atomic_fetch_add(&p->generation, 1); /* publishes the job */
+	atomic_store_explicit(&p->next, 1, memory_order_release); /* opens the chunks to claims */
+	atomic_fetch_add(&p->generation, 1); /* wakes the spinning workers */
 	wake(p);
 	run_chunk(p, 0);
+	claim_chunks(p);
 	for (long i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) {
 		if (i < RT_POOL_SPIN)
 			cpu_relax();

@@ -449,6 +449,21 @@ void rt_pool_free(rt_pool *p);
 /* Runs fn over [0, n) split into one chunk per thread (every thread called,
  * chunks fixed by n and the thread count); ctx is the pool. */
 void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n);
+int rt_pool_threads(const rt_pool *p);
+
+/* Per-call profile of a step compiled with cg_options.profile (its marks:
+ * rt_parallel with fn NULL, runtime/pool.c).  rt_pool_profile(p, true)
+ * forgets what was timed and starts timing, false stops; between steps
+ * only.  rt_pool_profile_calls gives one record per call index. */
+typedef struct {
+	const char *label;   /* the kernel's, from the step (lives with its code) */
+	int64_t count;       /* times it ran */
+	double seconds;      /* wall time, mark to mark */
+	double busy_seconds; /* the threads' time in its chunks (all of seconds when serial) */
+	bool parallel;       /* handed to the dispatcher (else called directly) */
+} rt_pool_call;
+void rt_pool_profile(rt_pool *p, bool on);
+const rt_pool_call *rt_pool_profile_calls(const rt_pool *p, int *n);
 
 /* Prepares to run g (verified, scheduled) with the tensors of store, which
  * must hold every param and state of g. */
