@@ -167,10 +167,10 @@ const char *fe_network_name(fe_network n);
 const char *fe_key_name(fe_key k);
 const char *fe_key_help(fe_key k);
 const char *fe_key_default(fe_key k); /* spec-language text; "" empty; NULL none */
+/* Whether some spec must give key k (keys.def's req: true or REVNET). */
 bool fe_key_required(fe_key k);
-/* Whether spec s must give key k: the required keys, less those only the
- * RevNet network reads (init_filters, filters, strides, block) when s's
- * network is revvit. */
+/* Whether spec s must give key k: keys.def's req for s's network (the
+ * RevNet keys init_filters, filters, strides and block only with revnet). */
 bool fe_spec_needs_key(const fe_spec *s, fe_key k);
 
 /* ---- lowering (frontend/lower.c) -------------------------------------- */

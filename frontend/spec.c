@@ -7,7 +7,7 @@
 
 const fe_key_info fe_keys[FE_KEY_COUNT] = {
 #define FE_KEY(name, ENUM, kind, nmin, nmax, def, req, help) \
-	[FE_KEY_##ENUM] = {#name, FE_VK_##kind, nmin, nmax, def, req, help},
+	[FE_KEY_##ENUM] = {#name, FE_VK_##kind, nmin, nmax, def, FE_REQ_##req, help},
 #include "keys.def"
 #undef FE_KEY
 };
@@ -75,13 +75,13 @@ const char *fe_key_default(fe_key k)
 bool fe_key_required(fe_key k)
 {
 	IR_ASSERT(k >= 0 && k < FE_KEY_COUNT);
-	return fe_keys[k].req;
+	return fe_keys[k].req != 0;
 }
 
 bool fe_spec_needs_key(const fe_spec *s, fe_key k)
 {
-	bool revnet_only = k == FE_KEY_INIT_FILTERS || k == FE_KEY_FILTERS || k == FE_KEY_STRIDES || k == FE_KEY_BLOCK;
-	return fe_key_required(k) && !(revnet_only && s->network == FE_NET_REVVIT);
+	IR_ASSERT(k >= 0 && k < FE_KEY_COUNT && s->network >= 0 && s->network < FE_NET_COUNT);
+	return fe_keys[k].req >> s->network & 1;
 }
 
 /* The keys an IR file's training settings may hold: how to train, not

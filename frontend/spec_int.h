@@ -6,6 +6,11 @@
 
 #include "fe.h"
 
+/* keys.def's req column: the networks whose specs must give the key. */
+#define FE_REQ_true ((1u << FE_NET_COUNT) - 1)
+#define FE_REQ_false 0u
+#define FE_REQ_REVNET (1u << FE_NET_REVNET)
+
 /* The value kinds of keys.def's kind column. */
 typedef enum { FE_VK_INT, FE_VK_COUNT, FE_VK_REAL, FE_VK_POS, FE_VK_BOOL, FE_VK_WORD } fe_value_kind;
 
@@ -14,7 +19,7 @@ typedef struct {
 	fe_value_kind kind;
 	int nmin, nmax;
 	const char *def;
-	bool req;
+	unsigned req; /* the networks whose specs must give it, a bit each (1u << fe_network) */
 	const char *help;
 } fe_key_info;
 

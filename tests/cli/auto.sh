@@ -70,18 +70,7 @@ echo "auto: fashion within $mid bytes (between revnet $revnet_total and store $s
 # Gradients under a budget in f64, against store.
 sets=(--set batch=2)
 "$revc" init models/fashion.rev "${sets[@]}" --out "$tmp/p" >/dev/null || { echo "FAIL: init"; exit 1; }
-python3 - "$tmp" <<'PY' || { echo "FAIL: cannot write the batch"; exit 1; }
-import random, struct, sys
-d = sys.argv[1]
-def npy(path, descr, shape, fmt, values):
-    h = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, ''.join('%d, ' % s for s in shape))
-    h += ' ' * (-(len(h) + 11) % 64) + '\n'
-    with open(path, 'wb') as f:
-        f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(h)) + h.encode() + struct.pack('<%d%s' % (len(values), fmt), *values))
-r = random.Random(7)
-npy(d + '/x.npy', '<f8', [2, 1, 28, 28], 'd', [r.uniform(-1, 1) for _ in range(2 * 28 * 28)])
-npy(d + '/y.npy', '<i4', [2], 'i', [3, 7])
-PY
+python3 tests/cli/npy.py batch "$tmp" 1,28,28 7 || { echo "FAIL: cannot write the batch"; exit 1; }
 f64=$("$revc" mem models/fashion.rev "${sets[@]}" --dtype f64 --strategy all --json)
 s64=$(field "$(sed 's/{"strategy":/\n/g' <<<"$f64" | grep '^"store"')" total_bytes)
 r64=$(field "$(sed 's/{"strategy":/\n/g' <<<"$f64" | grep '^"revnet"')" total_bytes)
@@ -94,29 +83,8 @@ for s in store auto min; do
     --out "$tmp/g-$s" --strategy $s "${extra[@]}" --engine interp --dtype f64 >"$tmp/out" 2>&1 ||
     { echo "FAIL: grad --strategy $s"; cat "$tmp/out"; fail=1; }
 done
-python3 - "$tmp" <<'PY' || { echo "FAIL: auto's gradients differ from store's"; fail=1; }
-import ast, os, struct, sys
-d = sys.argv[1]
-def load(path):
-    b = open(path, 'rb').read()
-    n = struct.unpack('<H', b[8:10])[0]
-    h = ast.literal_eval(b[10:10 + n].decode())
-    k = 1
-    for s in h['shape']:
-        k *= s
-    return struct.unpack('<%dd' % k, b[10 + n:10 + n + 8 * k])
-bad = n = 0
-for s in 'auto', 'min':
-    for f in sorted(x for x in os.listdir(d + '/g-store') if x.endswith('.npy')):
-        a, b = load(d + '/g-' + s + '/' + f), load(d + '/g-store/' + f)
-        err = max(abs(x - y) for x, y in zip(a, b)) / max(max(abs(y) for y in b), 1e-300)
-        n += 1
-        if not err <= 1e-10:
-            print('%s %s: %g' % (s, f, err))
-            bad += 1
-print('auto, min: %d gradients within 1e-10 of store' % n)
-sys.exit(1 if bad or n == 0 else 0)
-PY
+python3 tests/cli/npy.py same "$tmp/g-store" "$tmp/g-auto" "$tmp/g-min" >"$tmp/same" ||
+  { echo "FAIL: auto's gradients differ from store's"; cat "$tmp/same"; fail=1; }
 echo "auto: f64 decisions $d64 within $mid64 bytes"
 
 # Training under a budget.

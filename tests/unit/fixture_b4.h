@@ -11,16 +11,11 @@
 
 #include "revc.h"
 #include "rt.h"
+#include "test_util.h"
 
 #ifndef FIXTURE_DIR
 #error "define FIXTURE_DIR before including fixture_b4.h"
 #endif
-
-static const char *root(void)
-{
-	const char *r = getenv("REVC_SOURCE_ROOT");
-	return r ? r : ".";
-}
 
 /* DIR/NAME.npy of the fixture (DIR "." for its batch). */
 static rt_npy read_npy(const char *dir, const char *name)

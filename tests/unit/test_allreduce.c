@@ -69,13 +69,9 @@ static rt_comm replicas = {
 static revc_model *fashion(int batch, int ranks, bool overlap, int64_t bucket, revc_strategy s, revc_dtype dt,
 	revc_engine engine)
 {
-	char path[1024], set[32];
-	snprintf(path, sizeof path, "%s/models/fashion.rev", root());
+	char set[32];
 	snprintf(set, sizeof set, "batch=%d", batch);
 	const char *sets[1] = {set};
-	revc_error *err = NULL;
-	revc_model *m = revc_model_from_file(path, sets, 1, &err);
-	ck_assert_msg(m, "%s", revc_error_message(err));
 	revc_options o;
 	revc_options_init(&o);
 	o.dtype = dt;
@@ -85,10 +81,7 @@ static revc_model *fashion(int batch, int ranks, bool overlap, int64_t bucket, r
 	o.ranks = ranks;
 	o.allreduce_overlap = overlap;
 	o.bucket_bytes = bucket;
-	ck_assert_msg(revc_model_compile(m, &o, &err), "%s", revc_error_message(err));
-	snprintf(path, sizeof path, "%s/" FIXTURE_DIR "/params", root());
-	ck_assert_msg(revc_load(m, path, NULL, &err), "%s", revc_error_message(err));
-	return m;
+	return test_model("models/fashion.rev", sets, 1, &o, FIXTURE_DIR "/params");
 }
 
 /* Images 0 .. B_LOCAL-1 of the fixture, repeated `times` times. */
@@ -118,14 +111,6 @@ static void steps(revc_model *m, const revc_batch *b, int n, double *loss)
 		ck_assert_msg(revc_train_step(m, b, 0.1, loss, &err), "%s", revc_error_message(err));
 }
 
-static int64_t elems(const revc_tensor *t)
-{
-	int64_t n = 1;
-	for (int k = 0; k < t->rank; k++)
-		n *= t->dim[k];
-	return n;
-}
-
 /* Every parameter and running statistic of a (f64) within rel of b's,
  * relative to b's largest element; returns how many tensors. */
 static int compare(const revc_model *a, const revc_model *b, double rel, const char *what)
@@ -135,14 +120,7 @@ static int compare(const revc_model *a, const revc_model *b, double rel, const c
 		revc_tensor p, q;
 		ck_assert(revc_param_at(a, i, &p) && revc_param_at(b, i, &q));
 		ck_assert_str_eq(p.name, q.name);
-		int64_t n = elems(&p);
-		ck_assert_int_eq(n, elems(&q));
-		double mx = 0, diff = 0;
-		for (int64_t k = 0; k < n; k++) {
-			double x = ((const double *)p.data)[k], y = ((const double *)q.data)[k];
-			mx = fmax(mx, fabs(y));
-			diff = fmax(diff, fabs(x - y));
-		}
+		double mx, diff = tensor_max_diff(&p, &q, &mx);
 		ck_assert_msg(diff <= rel * mx, "%s: %s differs by %g of max %g", what, p.name, diff, mx);
 	}
 	return revc_param_count(a);
@@ -212,7 +190,7 @@ START_TEST(test_one_rank_bitwise)
 		ck_assert(revc_param_at(off, i, &p) && revc_param_at(on, i, &q));
 		/* (the store's order is docs/model.md's, not the schedule's) */
 		ck_assert_str_eq(p.name, q.name);
-		size_t bytes = (size_t)elems(&p) * (dt == REVC_F64 ? 8 : 4);
+		size_t bytes = (size_t)tensor_elems(&p) * (dt == REVC_F64 ? 8 : 4);
 		ck_assert_msg(memcmp(p.data, q.data, bytes) == 0, "%s (%s, %s, %s%s) differs with the pass on", p.name,
 			revc_strategy_name(s), engine == REVC_JIT ? "jit" : "interp", dt == REVC_F64 ? "f64" : "f32",
 			overlap ? ", overlapped" : "");

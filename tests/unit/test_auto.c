@@ -16,12 +16,7 @@
 #include <string.h>
 
 #include "revc.h"
-
-static const char *root(void)
-{
-	const char *r = getenv("REVC_SOURCE_ROOT");
-	return r ? r : ".";
-}
+#include "test_util.h"
 
 typedef struct {
 	char d[12];

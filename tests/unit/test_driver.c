@@ -25,19 +25,11 @@ static const char *fixture_sets[] = {"batch=4"};
 
 static revc_model *fashion_b4(revc_dtype dt, revc_engine engine)
 {
-	char path[1024];
-	snprintf(path, sizeof path, "%s/models/fashion.rev", root());
-	revc_error *err = NULL;
-	revc_model *m = revc_model_from_file(path, fixture_sets, 1, &err);
-	ck_assert_msg(m, "%s", revc_error_message(err));
 	revc_options o;
 	revc_options_init(&o);
 	o.dtype = dt;
 	o.engine = engine;
-	ck_assert_msg(revc_model_compile(m, &o, &err), "%s", revc_error_message(err));
-	snprintf(path, sizeof path, "%s/tests/data/fashion-b4/params", root());
-	ck_assert_msg(revc_load(m, path, NULL, &err), "%s", revc_error_message(err));
-	return m;
+	return test_model("models/fashion.rev", fixture_sets, 1, &o, FIXTURE_DIR "/params");
 }
 
 START_TEST(test_fixture_grad_f64)

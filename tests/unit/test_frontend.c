@@ -229,6 +229,17 @@ START_TEST(test_defaults)
 	ck_assert(fe_key_required(FE_KEY_UNITS));
 	ck_assert(!fe_key_required(FE_KEY_LR));
 	ck_assert_ptr_nonnull(fe_key_help(FE_KEY_LR));
+	/* The key table says which networks need a key: the RevNet keys only
+	 * revnet, the others every network or none. */
+	for (int k = 0; k < FE_KEY_COUNT; k++) {
+		bool revnet_only = k == FE_KEY_INIT_FILTERS || k == FE_KEY_FILTERS || k == FE_KEY_STRIDES ||
+				   k == FE_KEY_BLOCK;
+		s.network = FE_NET_REVNET;
+		ck_assert_msg(fe_spec_needs_key(&s, (fe_key)k) == fe_key_required((fe_key)k), "%s", fe_key_name((fe_key)k));
+		s.network = FE_NET_REVVIT;
+		ck_assert_msg(fe_spec_needs_key(&s, (fe_key)k) == (fe_key_required((fe_key)k) && !revnet_only), "%s",
+			fe_key_name((fe_key)k));
+	}
 }
 END_TEST
 

@@ -27,20 +27,14 @@
 #define WIDTH 64   /* revvit-fashion's D: qkv.b's key part is D..2D-1 */
 
 static revc_model *model(const char *file, const char *const *sets, int nsets, revc_dtype dt, revc_engine engine,
-	revc_strategy strategy)
+	revc_strategy strategy, const char *params)
 {
-	char path[1024];
-	snprintf(path, sizeof path, "%s/%s", root(), file);
-	revc_error *err = NULL;
-	revc_model *m = revc_model_from_file(path, sets, nsets, &err);
-	ck_assert_msg(m, "%s", revc_error_message(err));
 	revc_options o;
 	revc_options_init(&o);
 	o.dtype = dt;
 	o.engine = engine;
 	o.strategy = strategy;
-	ck_assert_msg(revc_model_compile(m, &o, &err), "%s", revc_error_message(err));
-	return m;
+	return test_model(file, sets, nsets, &o, params);
 }
 
 static const char *b4_sets[] = {"batch=4"};
@@ -48,26 +42,9 @@ static const char *b4_sets[] = {"batch=4"};
 /* revvit-fashion at batch 4 with the fixture's parameters. */
 static revc_model *revvit_b4(revc_dtype dt, revc_engine engine, revc_strategy strategy)
 {
-	revc_model *m = model("models/revvit-fashion.rev", b4_sets, 1, dt, engine, strategy);
-	char path[1024];
-	snprintf(path, sizeof path, "%s/tests/data/revvit-b4/params", root());
-	revc_error *err = NULL;
-	ck_assert_msg(revc_load(m, path, NULL, &err), "%s", revc_error_message(err));
-	return m;
+	return model("models/revvit-fashion.rev", b4_sets, 1, dt, engine, strategy, FIXTURE_DIR "/params");
 }
 
-static int64_t elems(const revc_tensor *t)
-{
-	int64_t n = 1;
-	for (int k = 0; k < t->rank; k++)
-		n *= t->dim[k];
-	return n;
-}
-
-static double at(const revc_tensor *t, int64_t i)
-{
-	return t->dtype == REVC_F64 ? ((const double *)t->data)[i] : (double)((const float *)t->data)[i];
-}
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -85,14 +62,14 @@ static bool key_bias(const char *name, int64_t i)
 static void expect_close(const revc_tensor *a, const char *dir, const char *name, double tol)
 {
 	rt_npy want = read_npy(dir, name);
-	int64_t n = elems(a);
+	int64_t n = tensor_elems(a);
 	ck_assert_msg(n == want.count, "%s: %lld values, the fixture has %lld", name, (long long)n,
 		(long long)want.count);
 	double mx = 0, diff = 0;
 	for (int64_t k = 0; k < n; k++) {
 		double w = ((double *)want.data)[k];
 		mx = fmax(mx, fabs(w));
-		diff = fmax(diff, fabs(at(a, k) - w));
+		diff = fmax(diff, fabs(tensor_at(a, k) - w));
 	}
 	ck_assert_msg(diff <= tol * mx, "%s/%s: max|a-b| %g of max|b| %g", dir, name, diff, mx);
 	rt_npy_free(&want);
@@ -129,10 +106,10 @@ static void check_grads(revc_dtype dt, revc_engine engine)
 			continue;
 		}
 		rt_npy want = read_npy("grad_f64", p.name);
-		ck_assert_int_eq(elems(&g), want.count);
+		ck_assert_int_eq(tensor_elems(&g), want.count);
 		double dot = 0, na = 0, nb = 0, key = 0;
 		for (int64_t k = 0; k < want.count; k++) {
-			double w = ((double *)want.data)[k], a = at(&g, k);
+			double w = ((double *)want.data)[k], a = tensor_at(&g, k);
 			if (key_bias(p.name, k)) {
 				key = fmax(key, fabs(a));
 				continue;
@@ -221,11 +198,7 @@ static int same_grads(const revc_model *a, const revc_model *b, double tol, cons
 			continue;
 		ck_assert(revc_grad_at(a, i, &ga) && revc_grad_at(b, i, &gb));
 		ck_assert_str_eq(ga.name, gb.name);
-		double mx = 0, diff = 0;
-		for (int64_t k = 0; k < elems(&ga); k++) {
-			mx = fmax(mx, fabs(at(&gb, k)));
-			diff = fmax(diff, fabs(at(&ga, k) - at(&gb, k)));
-		}
+		double mx, diff = tensor_max_diff(&ga, &gb, &mx);
 		ck_assert_msg(diff <= tol * mx, "%s, %s: max|a-b| %g of max|b| %g", what, ga.name, diff, mx);
 		n++;
 	}
@@ -267,13 +240,13 @@ START_TEST(test_strategies_gelu_block)
 		x[i] = (double)(r >> 11) / 9007199254740992.0;
 	}
 	revc_batch b = {.x = x, .labels = y, .n = N};
-	revc_model *store = model("examples/gelu-net.rev", sets, 2, REVC_F64, REVC_JIT, REVC_STORE);
+	revc_model *store = model("examples/gelu-net.rev", sets, 2, REVC_F64, REVC_JIT, REVC_STORE, NULL);
 	revc_error *err = NULL;
 	double ls, l;
 	ck_assert_msg(revc_grad(store, &b, &ls, &err), "%s", revc_error_message(err));
 	const revc_strategy other[] = {REVC_REVNET, REVC_CHECKPOINT};
 	for (int s = 0; s < 2; s++) {
-		revc_model *m = model("examples/gelu-net.rev", sets, 2, REVC_F64, REVC_JIT, other[s]);
+		revc_model *m = model("examples/gelu-net.rev", sets, 2, REVC_F64, REVC_JIT, other[s], NULL);
 		ck_assert_msg(revc_grad(m, &b, &l, &err), "%s", revc_error_message(err));
 		ck_assert_msg(fabs(l - ls) <= 1e-12 * fabs(ls), "loss %.17g vs store's %.17g", l, ls);
 		ck_assert_int_gt(same_grads(m, store, 1e-10, revc_strategy_name(other[s])), 10);
