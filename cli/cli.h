@@ -140,7 +140,7 @@ int cli_model_option(const char *cmd, const char *name, const char *val, revc_op
  * gradients are summed over the processes (docs/distributed.md). */
 #define CLI_DP_OPTS \
 	{"bucket", 0, "SIZE", "data parallelism: sum the gradients in buckets of up to SIZE (0: one tensor a sum; default 25MiB)"}, \
-	{"overlap", 0, "on|off", "data parallelism: start each bucket's sum when it is final, wait before the update (default off)"}
+	{"overlap", 0, "on|off", "data parallelism: start each bucket's sum when it is final, wait before the update (default on)"}
 
 /* --strategy's value: what it names into *out, and into *minimum whether
  * it is min (REVC_AUTO's minimum-memory decisions); else a usage error

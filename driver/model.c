@@ -40,6 +40,7 @@ void revc_options_init(revc_options *o)
 	o->max_memory = -1;
 	o->budget = -1;
 	o->bucket_bytes = REVC_BUCKET_DEFAULT;
+	o->allreduce_overlap = true;
 }
 
 _Static_assert(REVC_INT_MAX == FE_INT_MAX, "revc.h's largest spec integer is the frontend's");

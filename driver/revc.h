@@ -121,9 +121,9 @@ typedef struct {
 	 * step of one of K processes, its reductions included (1: the
 	 * allreduce pass forced on, which changes no result). */
 	int ranks;
-	/* Each gradient's sum starts where the gradient is final and is waited
-	 * for after the backward pass, instead of blocking there (experimental:
-	 * docs/distributed.md says what is wrong with it). */
+	/* Each bucket's sum starts where its last gradient is final and is
+	 * waited for after the backward pass, before the optimiser reads it
+	 * (the default); false: each sum blocks where it starts. */
 	bool allreduce_overlap;
 	/* Gradients are summed in buckets: consecutive in the backward pass,
 	 * together up to this many bytes, one all-reduce a bucket (0: one a

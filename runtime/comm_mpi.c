@@ -36,7 +36,8 @@ int rt_comm_launched_size(void)
 static struct {
 	rt_comm comm;
 	void (*fatal)(const char *msg);
-	MPI_Request *req; /* by ticket; MPI_REQUEST_NULL when free */
+	MPI_Request *req; /* by ticket; MPI_REQUEST_NULL when free or done */
+	bool *done;       /* by ticket: finished (by progress), not yet waited for */
 	int64_t nreq;
 	bool live;
 } mw;
@@ -98,18 +99,38 @@ static void mpi_allreduce_sum(rt_comm *c, void *buf, int64_t count, ir_dtype dt)
 static int64_t ticket(void)
 {
 	for (int64_t i = 0; i < mw.nreq; i++)
-		if (mw.req[i] == MPI_REQUEST_NULL)
+		if (mw.req[i] == MPI_REQUEST_NULL && !mw.done[i])
 			return i;
 	int64_t n = mw.nreq ? 2 * mw.nreq : 64;
 	MPI_Request *r = realloc(mw.req, (size_t)n * sizeof *r);
-	if (!r)
+	bool *d = r ? realloc(mw.done, (size_t)n * sizeof *d) : NULL;
+	if (!r || !d)
 		IR_DIE("out of memory for %lld all-reduce requests", (long long)n);
-	for (int64_t i = mw.nreq; i < n; i++)
+	for (int64_t i = mw.nreq; i < n; i++) {
 		r[i] = MPI_REQUEST_NULL;
+		d[i] = false;
+	}
 	mw.req = r;
+	mw.done = d;
 	int64_t t = mw.nreq;
 	mw.nreq = n;
 	return t;
+}
+
+/* Moves the sums under way along: OpenMPI progresses a non-blocking
+ * collective only inside MPI calls (it has no progress thread), so without
+ * this a sum started early would travel only when its wait is reached.
+ * Each start tests the sums started before it, and one that has finished
+ * is marked done for its wait. */
+static void progress(void)
+{
+	for (int64_t i = 0; i < mw.nreq; i++)
+		if (mw.req[i] != MPI_REQUEST_NULL) {
+			int flag = 0;
+			check(MPI_Test(&mw.req[i], &flag, MPI_STATUS_IGNORE), "MPI_Test");
+			if (flag)
+				mw.done[i] = true;
+		}
 }
 
 static int64_t mpi_allreduce_start(rt_comm *c, void *buf, int64_t count, ir_dtype dt)
@@ -122,6 +143,7 @@ static int64_t mpi_allreduce_start(rt_comm *c, void *buf, int64_t count, ir_dtyp
 	int64_t t = ticket();
 	check(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(dt), MPI_SUM, MPI_COMM_WORLD, &mw.req[t]),
 		"MPI_Iallreduce");
+	progress();
 	return t;
 }
 
@@ -129,7 +151,11 @@ static void mpi_wait(rt_comm *c, int64_t t)
 {
 	if (t < 0)
 		return;
-	IR_ASSERT(t < mw.nreq && mw.req[t] != MPI_REQUEST_NULL);
+	IR_ASSERT(t < mw.nreq && (mw.req[t] != MPI_REQUEST_NULL || mw.done[t]));
+	if (mw.done[t]) {
+		mw.done[t] = false;
+		return;
+	}
 	double t0 = now();
 	check(MPI_Wait(&mw.req[t], MPI_STATUS_IGNORE), "MPI_Wait");
 	c->blocked_seconds += now() - t0;
@@ -192,7 +218,9 @@ void rt_comm_mpi_end(int status)
 	mw.live = false;
 	rt_comm_set_world(NULL);
 	free(mw.req);
+	free(mw.done);
 	mw.req = NULL;
+	mw.done = NULL;
 	mw.nreq = 0;
 	if (status != 0)
 		MPI_Abort(MPI_COMM_WORLD, status);

@@ -11,7 +11,8 @@
  * revnet and checkpoint, on the interpreter and the JIT, with the
  * gradients' sums blocking and as start/wait pairs, one tensor a sum and in
  * buckets (bucket_pack, bucket_unpack).  And in the singleton
- * world the pass forced on (ranks 1, blocking sums) changes no bit.
+ * world the pass forced on (ranks 1; blocking sums of one tensor, or
+ * start/wait pairs of 64 KiB buckets) changes no bit.
  *
  * Linked against the static libraries, so rt_comm_set_world sets the world
  * the step runs on (librevc.so keeps its own copy private). */
