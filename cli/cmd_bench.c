@@ -156,7 +156,7 @@ static void print_profile_text(const revc_bench_result *r, double median)
 {
 	double serial, idle = idle_share(r, &serial);
 	double step = r->profile_step_seconds;
-	printf("  profile       %.4f s a step while timing calls (%+.1f%% over the median above), calls %.4f s of it\n",
+	printf("  profile       %.4f s a step while timing calls (%+.1f%% over the median above); the calls' mean %.4f s\n",
 		r->profile_median_seconds, 100 * (r->profile_median_seconds / median - 1), step);
 	printf("  dispatcher    %.1f%% of the %d threads' time idle: %.1f%% beside serial kernels, %.1f%% in parallel "
 	       "calls (waking, handing out, waiting for the slower thread)\n",

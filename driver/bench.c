@@ -165,11 +165,13 @@ static void profile_kinds(const rt_pool *pool, int64_t steps, revc_bench_result 
 		while (k < r->nkinds && (strlen(r->kinds[k].kind) != len || strncmp(r->kinds[k].kind, c[i].label, len)))
 			k++;
 		if (k == r->nkinds) {
-			if (k == (int)(sizeof r->kinds / sizeof r->kinds[0]))
+			if (k == (int)(sizeof r->kinds / sizeof r->kinds[0])) {
 				k--; /* the last row takes the rest */
-			else
+				snprintf(r->kinds[k].kind, sizeof r->kinds[k].kind, "(other kinds)");
+			} else {
 				r->nkinds++;
-			snprintf(r->kinds[k].kind, sizeof r->kinds[k].kind, "%.*s", (int)len, c[i].label);
+				snprintf(r->kinds[k].kind, sizeof r->kinds[k].kind, "%.*s", (int)len, c[i].label);
+			}
 		}
 		double runs = (double)c[i].count * per;
 		r->kinds[k].calls += runs;

@@ -13,8 +13,11 @@
  * A step makes hundreds of calls of a millisecond or less, so waking a
  * sleeping thread for each (tens of microseconds on a virtual machine)
  * would cost a few percent of the step.  The workers therefore spin on the
- * job counter for a while (RT_POOL_SPIN checks, about a millisecond)
- * before they sleep on a condition variable; the caller wakes sleepers
+ * job counter for a while before they sleep on a condition variable:
+ * RT_POOL_SPIN checks (about 0.1 ms), then RT_POOL_YIELDS more that each
+ * yield the core, so that on a machine with more runnable threads than
+ * cores a waiting worker gives its core to the thread with work (which may
+ * be this pool's caller) instead of burning its time slice; the caller wakes sleepers
  * only when there are some.  The caller spins on the count of chunks
  * still running, yielding the core after a while.
  *
@@ -40,7 +43,8 @@
 
 #include "rt.h"
 
-#define RT_POOL_SPIN 20000
+#define RT_POOL_SPIN 2000
+#define RT_POOL_YIELDS 1000
 
 struct rt_pool {
 	int threads;
@@ -117,11 +121,14 @@ static void run_chunk_serial(rt_pool *p, revc_abi_kernel *fn, void **args, int64
 /* Waits for a generation other than seen (or quit) and returns it. */
 static unsigned long next_job(rt_pool *p, unsigned long seen)
 {
-	for (int i = 0; i < RT_POOL_SPIN; i++) {
+	for (int i = 0; i < RT_POOL_SPIN + RT_POOL_YIELDS; i++) {
 		unsigned long g = atomic_load_explicit(&p->generation, memory_order_acquire);
 		if (g != seen || atomic_load(&p->quit))
 			return g;
-		cpu_relax();
+		if (i < RT_POOL_SPIN)
+			cpu_relax();
+		else
+			sched_yield();
 	}
 	pthread_mutex_lock(&p->mu);
 	atomic_fetch_add(&p->sleepers, 1);

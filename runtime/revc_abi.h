@@ -14,6 +14,9 @@
  *     parallel kernel to, which must call kernel(args, lo, hi, tid) over a
  *     split of [0, n) (every thread, with an empty range if need be;
  *     runtime/pool.c's rt_parallel, or a serial one running fn(args, 0, n, 0)).
+ *     A step JIT-compiled for profiling (cg_options.profile, never an
+ *     object file) also calls par with kernel NULL: a mark before its
+ *     call number n (args: the call's label), and n = -1 at its end.
  * These are function types: declare a step with `revc_abi_step NAME_step;`
  * and point at one with `revc_abi_step *`. */
 #ifndef REVC_ABI_H

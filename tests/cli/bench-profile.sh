@@ -3,7 +3,8 @@
 # with marks, codegen/step.c): every kernel call of the step is timed once
 # per step, the kinds' times add up to the calls' time, the threads' busy
 # time fits in their wall time, the convolutions' FLOPs are the step's,
-# and one thread is never idle beside itself.  --engine interp is a usage
+# one thread is never idle beside itself, and small elementwise groups
+# run serially.  --engine interp is a usage
 # error.
 # Usage: bench-profile.sh REVC ROOT
 set -u
@@ -45,6 +46,11 @@ conv = sum(x["flops"] for x in k if x["kind"].startswith("conv2d"))
 assert abs(conv - 1e9 * r["gflop_per_step"]) <= 1e-3 * conv + 1e6, ("convolution FLOPs", conv, r["gflop_per_step"])
 assert any(x["kind"] == "conv2d_dw direct finish" or x["kind"].endswith("finish") for x in k), "no finish kernel"
 assert any(x["kind"].startswith("group ") for x in k), "no elementwise group"
+# elementwise groups of 128 KiB or less run on the caller (codegen/step.c)
+small = [x for x in k if x["kind"].startswith("group ") and x["bytes"] <= 131072]
+assert small, "no small group"
+for x in small:
+    assert x["serial_seconds"] == x["seconds"], ("a small group was split", x)
 PY
     then
       echo "FAIL: $what"; cat "$tmp/out"; fail=$((fail + 1))
