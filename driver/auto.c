@@ -16,7 +16,7 @@
 
 /* Plans at most: one by one down the model's order, then by the excess. */
 enum { WALK_TRIES = 24, MAX_TRIES = 40, IMPROVE_PLANS = 48, PROBE_STEPS = 8, PAIR_PLANS = 32, TRIPLE_PLANS = 128, PAIR_ROUNDS = 4,
-	PAIR_PLACES = 12, TRIPLE_PLACES = 8 };
+	PAIR_PLACES = 12, TRIPLE_PLACES = 8, ALL_PLANS = 512 };
 
 /* Decisions under way: each unit's, and each segment's (recomputed?). */
 typedef struct {
@@ -309,6 +309,79 @@ static bool improve_multi(revc_model *m, const revc_options *o, int64_t budget, 
 	return ok;
 }
 
+/* Every choice that changes any places of c, on the smallest chains (at
+ * most TRIPLE_PLACES places): those cheaper than c whose modelled total is
+ * within an eighth over the budget (the model errs by a few percent either
+ * way), planned cheapest first until one fits (at most ALL_PLANS plans);
+ * that one replaces c.  Changes of four places and more, which the pairs
+ * and triples below cannot reach, are among them. */
+typedef struct {
+	double cost;
+	char letters[REVC_MAX_LETTERS + 1];
+} candidate;
+
+typedef struct {
+	candidate *v;
+	int n, cap;
+	double base;
+	int64_t limit;
+} candidates;
+
+static int by_candidate_cost(const void *a, const void *b)
+{
+	double x = ((const candidate *)a)->cost, y = ((const candidate *)b)->cost;
+	return (x > y) - (x < y);
+}
+
+static void enumerate(choice *c, int k, bool changed, candidates *cs)
+{
+	if (k == c->am->n + c->am->nseg) {
+		double cost = choice_cost(c);
+		if (!changed || !(cost < cs->base) || ps_auto_model_peak(c->am, c->d, c->rec) > cs->limit)
+			return;
+		if (cs->n == cs->cap && !(cs->v = realloc(cs->v, (size_t)(cs->cap = 2 * cs->cap + 64) * sizeof *cs->v)))
+			IR_DIE("out of memory");
+		cs->v[cs->n].cost = cost;
+		choice_letters(c, cs->v[cs->n++].letters);
+		return;
+	}
+	enumerate(c, k + 1, changed, cs);
+	for (int j = 0; j < NALT; j++) {
+		ps_keep was;
+		if (!change(c, k, j, &was, false))
+			continue;
+		enumerate(c, k + 1, true, cs);
+		change(c, k, j, &was, true);
+	}
+}
+
+static bool improve_all(revc_model *m, const revc_options *o, int64_t budget, choice *c, revc_auto *out,
+	revc_error **err)
+{
+	candidates cs = {.base = choice_cost(c), .limit = budget + budget / 8};
+	enumerate(c, 0, false, &cs);
+	if (cs.n > 0)
+		qsort(cs.v, (size_t)cs.n, sizeof *cs.v, by_candidate_cost);
+	bool ok = true;
+	for (int i = 0; i < cs.n && i < ALL_PLANS && ok; i++) {
+		revc_options to = plan_options(o, cs.v[i].letters);
+		int64_t total;
+		ok = drv_memory_total(m, &to, &total, err);
+		out->plans++;
+		if (ok && total <= budget) {
+			char why[200];
+			bool parsed = ps_keep_parse(cs.v[i].letters, c->am->n, c->d, why, sizeof why) &&
+				      ps_segments_parse(cs.v[i].letters, c->am->nseg, c->rec, why, sizeof why);
+			IR_ASSERT(parsed);
+			out->total_bytes = total;
+			out->improved++;
+			break;
+		}
+	}
+	free(cs.v);
+	return ok;
+}
+
 /* The program's choices at budgets raised step by step above budget (by
  * budget / 2^k, k = PROBE_STEPS .. 1): a cheaper one than c the model puts
  * over the budget may fit when planned (the model errs either way); the
@@ -497,6 +570,8 @@ bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc
 	/* Small chains: pairs too, and on the smallest triples (on long ones
 	 * the plans would cost too much). */
 	int depth = n + am.nseg <= TRIPLE_PLACES ? 3 : n + am.nseg <= PAIR_PLACES ? 2 : 0;
+	if (budget >= 0 && n + am.nseg <= TRIPLE_PLACES && !improve_all(m, o, budget, &c, out, err))
+		goto done;
 	for (int dd = 2; budget >= 0 && dd <= depth; dd++)
 		for (int r = 0, found = 1; found && r < PAIR_ROUNDS; r++) {
 			bool f;
