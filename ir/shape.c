@@ -14,44 +14,7 @@
 #include <string.h>
 
 #include "shape.h"
-
-static bool fail(const ir_node *n, ir_diags *d, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static bool fail(const ir_node *n, ir_diags *d, const char *fmt, ...)
-{
-	char msg[512], ref[80];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	ir_diag_add(d, n->pos, "%s (%s): %s", ir_node_ref(n, ref, sizeof ref), ir_op_name(n->op), msg);
-	return false;
-}
-
-static const ir_type *in(const ir_node *n, int i) { return &n->in[i]->type; }
-
-static const char *tstr(const ir_type *t, char *buf, size_t len)
-{
-	ir_type_str(t, buf, len);
-	return buf;
-}
-
-/* Operand i must have the given rank (or any rank when rank < 0) and a float
- * dtype equal to operand 0's. */
-static bool need_float(const ir_node *n, int i, int rank, ir_diags *d)
-{
-	const ir_type *t = in(n, i);
-	char b[128];
-	if (!ir_dtype_is_float(t->dtype))
-		return fail(n, d, "operand %d must be f32 or f64, got %s", i, tstr(t, b, sizeof b));
-	if (i > 0 && t->dtype != in(n, 0)->dtype)
-		return fail(n, d, "operand %d has dtype %s, operand 0 has %s", i,
-			ir_dtype_name(t->dtype), ir_dtype_name(in(n, 0)->dtype));
-	if (rank >= 0 && t->rank != rank)
-		return fail(n, d, "operand %d must have rank %d, got %s", i, rank, tstr(t, b, sizeof b));
-	return true;
-}
+#include "shape_check.h"
 
 /* Operand i must be a float vector [c] matching operand 0's dtype, one per
  * `what` (channel, feature). */
@@ -108,8 +71,6 @@ static bool need_activation(const ir_node *n, int i, ir_diags *d)
 	}
 	return true;
 }
-
-static bool declared(const ir_type *out) { return out->rank >= 0; }
 
 /* The result must have been declared, with the given rank. */
 static bool need_declared(const ir_node *n, const ir_type *out, int rank, ir_diags *d)
@@ -903,14 +864,6 @@ bool ir_rule_ln_dx(const ir_node *n, ir_type *out, ir_diags *d)
 	return true;
 }
 
-static bool finite_factor(const ir_node *n, ir_diags *d)
-{
-	const ir_attr *f = ir_node_attr(n, IR_ATTR_FACTOR);
-	if (f && !isfinite(f->u.f))
-		return fail(n, d, "factor must be finite, got %g", f->u.f);
-	return true;
-}
-
 /* softmax(x) over the last axis, of factor * x */
 bool ir_rule_softmax(const ir_node *n, ir_type *out, ir_diags *d)
 {
@@ -952,77 +905,5 @@ bool ir_rule_token_mean_grad(const ir_node *n, ir_type *out, ir_diags *d)
 		return fail(n, d, "result must be [%lld,T,%lld]", (long long)dy->dim[0],
 			(long long)dy->dim[1]);
 	out->dtype = dy->dtype;
-	return true;
-}
-
-/* ---- data parallelism (issue 15) ---------------------------------------- */
-
-/* allreduce(x), times factor */
-bool ir_rule_allreduce(const ir_node *n, ir_type *out, ir_diags *d)
-{
-	if (!need_float(n, 0, -1, d) || !finite_factor(n, d))
-		return false;
-	*out = *in(n, 0);
-	return true;
-}
-
-/* Batch statistics [rows,C] of operand 0 to [to,C] (bn_share: 2 to 3, bn_merge:
- * 3 to 2). */
-static bool stats_rows(const ir_node *n, int64_t rows, int64_t to, ir_type *out, ir_diags *d)
-{
-	if (!need_float(n, 0, 2, d))
-		return false;
-	if (in(n, 0)->dim[0] != rows)
-		return fail(n, d, "operand 0 must be %s batch statistics [%lld,C]", rows == 2 ? "the" : "shared",
-			(long long)rows);
-	int64_t dims[2] = {to, in(n, 0)->dim[1]};
-	*out = ir_type_make(in(n, 0)->dtype, 2, dims);
-	return true;
-}
-
-bool ir_rule_bn_share(const ir_node *n, ir_type *out, ir_diags *d)
-{
-	return stats_rows(n, 2, 3, out, d);
-}
-
-bool ir_rule_bn_merge(const ir_node *n, ir_type *out, ir_diags *d)
-{
-	return stats_rows(n, 3, 2, out, d);
-}
-
-/* allreduce_wait(s), s an allreduce_start */
-bool ir_rule_allreduce_wait(const ir_node *n, ir_type *out, ir_diags *d)
-{
-	if (n->in[0]->op != IR_OP_ALLREDUCE_START)
-		return fail(n, d, "operand 0 must be an allreduce_start");
-	return ir_rule_allreduce(n, out, d);
-}
-
-/* bucket_pack(x1, ..., xn): [Σ elements], operands' dtype */
-bool ir_rule_bucket_pack(const ir_node *n, ir_type *out, ir_diags *d)
-{
-	int64_t total = 0;
-	for (int i = 0; i < n->nin; i++) {
-		if (!need_float(n, i, -1, d))
-			return false;
-		total += ir_type_elems(in(n, i));
-	}
-	*out = ir_type_make(in(n, 0)->dtype, 1, &total);
-	return true;
-}
-
-/* bucket_unpack(v) {lo, hi}: elements [lo, hi) of v as the declared type */
-bool ir_rule_bucket_unpack(const ir_node *n, ir_type *out, ir_diags *d)
-{
-	if (!need_float(n, 0, 1, d))
-		return false;
-	int64_t lo = ir_node_int(n, IR_ATTR_LO), hi = ir_node_int(n, IR_ATTR_HI);
-	if (lo < 0 || hi <= lo || hi > in(n, 0)->dim[0])
-		return fail(n, d, "lo and hi must give elements within operand 0's %lld", (long long)in(n, 0)->dim[0]);
-	if (!declared(out))
-		return fail(n, d, "needs a declared result type");
-	if (out->dtype != in(n, 0)->dtype || ir_type_elems(out) != hi - lo)
-		return fail(n, d, "the declared type must have hi - lo = %lld elements of operand 0's dtype",
-			(long long)(hi - lo));
 	return true;
 }
