@@ -106,7 +106,7 @@ static bool setup_arena(rt_exec *x, rt_err *e)
 		if (ws > 0 && n->ws_offset + ws > x->arena_bytes)
 			x->arena_bytes = n->ws_offset + ws;
 	}
-	x->arena = aligned_alloc(64, (size_t)((x->arena_bytes + 63) / 64 * 64 + 64));
+	x->arena = rt_step_arena_alloc(x->arena_bytes);
 	if (!x->arena)
 		return rt_error_oom(e, "the arena", x->arena_bytes);
 	for (int i = 0; i < g->n; i++)
