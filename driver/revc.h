@@ -156,6 +156,13 @@ bool revc_pass_names_ok(const revc_options *o, char *bad, size_t n);
 /* "store" / "revnet" / "checkpoint" and back; false for other names. */
 const char *revc_strategy_name(revc_strategy s);
 bool revc_strategy_parse(const char *name, revc_strategy *out);
+/* The names a strategy option takes (revc's --strategy, the Python
+ * module's strategy=), in the order help and errors list them: the
+ * strategies by revc_strategy_name, then "min", REVC_AUTO with minimum
+ * (its minimum-memory decisions, whatever the budget); NULL past the last. */
+const char *revc_strategy_option_at(int i);
+/* One of those names into *s and *minimum; false for any other. */
+bool revc_strategy_option(const char *name, revc_strategy *s, bool *minimum);
 
 /* ---- models ---------------------------------------------------------------- */
 
