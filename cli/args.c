@@ -271,9 +271,9 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 		return 1;
 	}
 	if (strcmp(name, "max-memory") == 0)
-		return cli_parse_max_memory(cmd, val, &o->max_memory) ? 1 : -1;
+		return cli_parse_limit(cmd, "--max-memory", val, &o->max_memory) ? 1 : -1;
 	if (strcmp(name, "budget") == 0) /* strategy auto's */
-		return cli_parse_max_memory(cmd, val, &o->budget) ? 1 : -1;
+		return cli_parse_limit(cmd, "--budget", val, &o->budget) ? 1 : -1;
 	if (strcmp(name, "decisions") == 0) { /* strategy auto's, given */
 		o->decisions = val;
 		return 1;
