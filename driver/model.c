@@ -255,6 +255,14 @@ bool drv_model_error(const revc_model *m, const ir_diags *d, revc_error **err)
 	return drv_error_diags(err, REVC_ERR_USER, d, &src, 1);
 }
 
+bool drv_plan_error(const revc_model *m, const ps_ctx *ctx, revc_error **err)
+{
+	drv_model_error(m, &ctx->diags, err);
+	if (err && *err)
+		(*err)->too_large = ctx->too_large;
+	return false;
+}
+
 void revc_model_free(revc_model *m)
 {
 	if (!m)

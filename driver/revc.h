@@ -56,6 +56,11 @@ typedef struct revc_error revc_error;
 /* The diagnostics, ready to print: lines ending in '\n'. */
 const char *revc_error_message(const revc_error *e);
 revc_error_kind revc_error_kind_of(const revc_error *e);
+/* Whether planning failed only because something would be larger than
+ * revc plans, 2^40 bytes (a tensor of the spec, a workspace, the arena): at
+ * a larger batch, an error that means "does not fit" (revc mem
+ * --max-batch), not a fault of the input. */
+bool revc_error_too_large(const revc_error *e);
 void revc_error_free(revc_error *e);
 
 /* ---- sizes ----------------------------------------------------------------- */
