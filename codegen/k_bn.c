@@ -115,36 +115,13 @@ static LLVMTypeRef run_vec(const cg_kb *k, LLVMTypeRef elem)
 
 static LLVMValueRef run_splat(cg_kb *k, LLVMValueRef x)
 {
-	LLVMTypeRef vt = run_vec(k, k->m->f64);
-	LLVMValueRef v = LLVMBuildInsertElement(k->b, LLVMGetPoison(vt), x, LLVMConstInt(k->m->i32, 0, 0), "");
-	LLVMTypeRef mask_ty = run_vec(k, k->m->i32);
-	return LLVMBuildShuffleVector(k->b, v, LLVMGetPoison(vt), LLVMConstNull(mask_ty), "");
-}
-
-/* The first n lanes on. */
-static LLVMValueRef run_mask(cg_kb *k, int n)
-{
-	LLVMValueRef bits[64];
-	for (int i = 0; i < run_lanes(k); i++)
-		bits[i] = LLVMConstInt(k->m->i1, i < n, 0);
-	return LLVMConstVector(bits, (unsigned)run_lanes(k));
+	return cg_vsplat(k, x, run_lanes(k));
 }
 
 /* A vector of base[i ..] in double: n lanes (the rest zero) when n < lanes. */
 static LLVMValueRef run_load(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
 {
-	LLVMTypeRef vt = run_vec(k, k->real);
-	LLVMValueRef p = cg_gep(k, NULL, base, i), v;
-	if (n >= run_lanes(k)) {
-		v = LLVMBuildLoad2(k->b, vt, p, "");
-		LLVMSetAlignment(v, (unsigned)ir_dtype_size(k->dt));
-	} else {
-		LLVMTypeRef over[2] = {vt, k->m->ptr}, fty;
-		LLVMValueRef f = cg_intrinsic(k, "llvm.masked.load", over, 2, &fty);
-		LLVMValueRef args[4] = {p, LLVMConstInt(k->m->i32, (unsigned long long)ir_dtype_size(k->dt), 0),
-			run_mask(k, n), LLVMConstNull(vt)};
-		v = LLVMBuildCall2(k->b, fty, f, args, 4, "");
-	}
+	LLVMValueRef v = cg_vload(k, run_lanes(k), base, i, n);
 	return k->dt == IR_F64 ? v : LLVMBuildFPExt(k->b, v, run_vec(k, k->m->f64), "");
 }
 
@@ -159,7 +136,7 @@ static void run_add(cg_kb *k, const run_sums *r, const LLVMValueRef *ctx, LLVMVa
 	r->term(k, v, ctx, t);
 	for (int s = 0; s < r->nsum; s++) {
 		if (n < run_lanes(k))
-			t[s] = LLVMBuildSelect(k->b, run_mask(k, n), t[s], LLVMConstNull(LLVMTypeOf(t[s])), "");
+			t[s] = LLVMBuildSelect(k->b, cg_vmask(k, run_lanes(k), n), t[s], LLVMConstNull(LLVMTypeOf(t[s])), "");
 		acc[s * RUN_ACC + a] = LLVMBuildFAdd(k->b, acc[s * RUN_ACC + a], t[s], "");
 	}
 }
