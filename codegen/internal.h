@@ -171,6 +171,16 @@ void cg_zero(cg_kb *k, LLVMValueRef p, LLVMValueRef elems);
 void cg_zero_loop(cg_kb *k, LLVMValueRef p, LLVMValueRef lo, LLVMValueRef hi);
 void cg_memcpy(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes);
 
+/* Vectors of `lanes` elements (vec.c; at most CG_MAX_VLANES): the mask of
+ * the first n lanes; x in every lane; base[i ..] of the kernel's type, only
+ * the first n lanes when n < lanes (the rest zero); v stored at base[i ..],
+ * only its first n lanes when n is less than its width. */
+#define CG_MAX_VLANES 64
+LLVMValueRef cg_vmask(cg_kb *k, int lanes, int n);
+LLVMValueRef cg_vsplat(cg_kb *k, LLVMValueRef x, int lanes);
+LLVMValueRef cg_vload(cg_kb *k, int lanes, LLVMValueRef base, LLVMValueRef i, int n);
+void cg_vstore(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, int n);
+
 /* for (i = lo; i < hi; i++): cg_for positions the builder in the body and
  * returns i; up to CG_MAX_CARRY values can be carried around the loop
  * (cg_carry right after cg_for gives each one's value in the body;

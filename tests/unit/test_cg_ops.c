@@ -114,6 +114,12 @@ static const shape_case bn_cases[] = {
 	{4, {2, 1, 3, 3}}, /* one channel: an extent of 1 */
 	{4, {4, 3, 1, 1}},
 	{4, {2, 3, 17, 19}},
+	/* fashion's planes: runs of 49, 196 and 784, a whole number of
+	 * vectors or not, and longer than the vector blocks (k_bn.c) */
+	{4, {3, 4, 7, 7}},
+	{4, {2, 3, 14, 14}},
+	{4, {2, 2, 28, 28}},
+	{4, {5, 2, 6, 6}}, /* 36: a tail after full vectors */
 };
 
 START_TEST(test_bn)
@@ -168,6 +174,8 @@ static const reduce_case reduce_cases[] = {
 	{4, {3, 4, 5, 6}, 4, {0, 1, 2, 3}}, /* to a scalar */
 	{3, {3, 4, 5}, 1, {1}},          /* 15 outputs in blocks of 5 */
 	{3, {2, 1, 5}, 1, {1}},          /* a reduced axis of size 1 */
+	{4, {3, 2, 14, 14}, 3, {0, 2, 3}}, /* dbeta over runs of 196 */
+	{3, {2, 3, 70}, 2, {0, 2}},      /* runs of 70: vector blocks and a tail */
 };
 
 START_TEST(test_reduce_sum)
