@@ -44,20 +44,37 @@ static LLVMValueRef first_lanes(cg_kb *k, int n)
 	return LLVMConstVector(bits, (unsigned)lanes(k));
 }
 
-/* Loads a vector at base[i] (n of its lanes, the rest zero, when n < lanes). */
-static LLVMValueRef vload(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
+/* A mask with lanes lo .. hi-1 on. */
+static LLVMValueRef lane_range(cg_kb *k, int64_t lo, int64_t hi)
 {
-	LLVMValueRef p = cg_gep(k, NULL, base, i);
-	if (n >= lanes(k)) {
+	LLVMValueRef bits[64];
+	for (int i = 0; i < lanes(k); i++)
+		bits[i] = LLVMConstInt(k->m->i1, i >= lo && i < hi, 0);
+	return LLVMConstVector(bits, (unsigned)lanes(k));
+}
+
+/* Loads the vector at p, lanes lo .. hi-1 of it (the others zero and not
+ * read, so they may lie outside the operand). */
+static LLVMValueRef vload_lanes(cg_kb *k, LLVMValueRef p, int64_t lo, int64_t hi)
+{
+	if (lo <= 0 && hi >= lanes(k)) {
 		LLVMValueRef v = LLVMBuildLoad2(k->b, vec_ty(k), p, "");
 		LLVMSetAlignment(v, (unsigned)ir_dtype_size(k->dt));
 		return v;
 	}
+	if (hi <= lo || hi <= 0 || lo >= lanes(k))
+		return LLVMConstNull(vec_ty(k));
 	LLVMTypeRef over[2] = {vec_ty(k), k->m->ptr}, fty;
 	LLVMValueRef f = cg_intrinsic(k, "llvm.masked.load", over, 2, &fty);
 	LLVMValueRef args[4] = {p, LLVMConstInt(k->m->i32, (unsigned long long)ir_dtype_size(k->dt), 0),
-		first_lanes(k, n), LLVMConstNull(vec_ty(k))};
+		lane_range(k, lo, hi), LLVMConstNull(vec_ty(k))};
 	return LLVMBuildCall2(k->b, fty, f, args, 4, "");
+}
+
+/* Loads a vector at base[i] (n of its lanes, the rest zero, when n < lanes). */
+static LLVMValueRef vload(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
+{
+	return vload_lanes(k, cg_gep(k, NULL, base, i), 0, n);
 }
 
 static void vstore(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, int n)
@@ -100,6 +117,34 @@ static LLVMValueRef vsum(cg_kb *k, LLVMValueRef v)
 	LLVMValueRef s = LLVMBuildCall2(k->b, fty, f, args, 2, "");
 	LLVMSetFastMathFlags(s, LLVMFastMathAllowReassoc);
 	return s;
+}
+
+/* ---- rows of padded and phase-split planes --------------------------------- */
+
+void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int s, int64_t off, int64_t w)
+{
+	IR_ASSERT(s == 1 || s == 2);
+	int64_t L = lanes(k);
+	for (int64_t j0 = 0; j0 < n; j0 += L) {
+		int64_t cnt = n - j0 < L ? n - j0 : L;
+		/* Source elements e = s·j + off of this vector's j; those outside
+		 * [0, w) are zero lanes, not read. */
+		int64_t e0 = s * j0 + off, last = e0 + s * (cnt - 1);
+		LLVMValueRef v[2];
+		for (int h = 0; h < s; h++) {
+			int64_t at = e0 + h * L, lo = -at, hi = (last < w - 1 ? last + 1 : w) - at;
+			v[h] = vload_lanes(k, cg_gep(k, NULL, src, cg_i64(k, at)), lo, hi);
+		}
+		LLVMValueRef x = v[0];
+		if (s == 2) {
+			/* Every other element of the two vectors. */
+			LLVMValueRef idx[64];
+			for (int i = 0; i < L; i++)
+				idx[i] = LLVMConstInt(k->m->i32, (unsigned long long)(2 * i), 0);
+			x = LLVMBuildShuffleVector(k->b, v[0], v[1], LLVMConstVector(idx, (unsigned)L), "");
+		}
+		vstore(k, dst, cg_i64(k, j0), x, (int)cnt);
+	}
 }
 
 /* Blocks of `size` over [0, total): a loop over the full ones (block
