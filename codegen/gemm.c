@@ -238,22 +238,33 @@ typedef struct {
 	int mr;
 } rows;
 
-/* One block of C: rows rw->m0 .. +rw->mr, B rows n0 .. n0+nr with all
- * their taps. */
-static void block_abt(cg_kb *k, const void *gp, LLVMValueRef n0, int nr, const void *rp)
+/* The offset of row (j / taps, tap j % taps) of B, j a value. */
+static LLVMValueRef tap_row(cg_kb *k, const cg_abt *g, int taps, LLVMValueRef j)
+{
+	if (taps == 1)
+		return cg_imul(k, j, cg_i64(k, g->ldb));
+	LLVMValueRef t = cg_irem(k, j, cg_i64(k, taps)), off = cg_i64(k, tap(g->b_tap, 0));
+	for (int u = 1; u < taps; u++)
+		off = LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntEQ, t, cg_i64(k, u), ""),
+			cg_i64(k, tap(g->b_tap, u)), off, "");
+	return cg_iadd(k, cg_imul(k, cg_idiv(k, j, cg_i64(k, taps)), cg_i64(k, g->ldb)), off);
+}
+
+/* One block of C: rows rw->m0 .. +rw->mr, columns j0 .. j0+nb, column j
+ * being B row j / taps at tap j % taps (so a block may hold some taps of
+ * one row and some of the next). */
+static void block_abt(cg_kb *k, const void *gp, LLVMValueRef j0, int nb, const void *rp)
 {
 	const cg_abt *g = gp;
 	const rows *rw = rp;
-	int mr = rw->mr, taps = g->taps > 0 ? g->taps : 1, nb = nr * taps;
+	int mr = rw->mr, taps = g->taps > 0 ? g->taps : 1;
 	int64_t L = lanes(k), full = g->q / L, tail = g->q - full * L;
 	LLVMValueRef zero = LLVMConstNull(vec_ty(k));
 	LLVMValueRef aoff[8], boff[CG_MAX_CARRY];
 	for (int m = 0; m < mr; m++)
 		aoff[m] = cg_imul(k, cg_iadd(k, rw->m0, cg_i64(k, m)), cg_i64(k, g->lda));
-	for (int n = 0; n < nr; n++)
-		for (int t = 0; t < taps; t++)
-			boff[n * taps + t] = cg_iadd(k, cg_imul(k, cg_iadd(k, n0, cg_i64(k, n)), cg_i64(k, g->ldb)),
-				cg_i64(k, tap(g->b_tap, t)));
+	for (int n = 0; n < nb; n++)
+		boff[n] = tap_row(k, g, taps, cg_iadd(k, j0, cg_i64(k, n)));
 	cg_loop li, lq;
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), rw->count);
 	LLVMValueRef acc[CG_MAX_CARRY], in[CG_MAX_CARRY], av[8], bv[CG_MAX_CARRY];
@@ -298,33 +309,35 @@ static void block_abt(cg_kb *k, const void *gp, LLVMValueRef n0, int nr, const v
 	for (int m = 0; m < mr; m++)
 		for (int n = 0; n < nb; n++) {
 			LLVMValueRef row = cg_imul(k, cg_iadd(k, rw->m0, cg_i64(k, m)), cg_i64(k, g->ldc));
-			LLVMValueRef col = cg_iadd(k, cg_imul(k, n0, cg_i64(k, taps)), cg_i64(k, n));
-			LLVMValueRef at = cg_iadd(k, row, col);
+			LLVMValueRef at = cg_iadd(k, row, cg_iadd(k, j0, cg_i64(k, n)));
 			cg_st(k, g->c, at, cg_fadd(k, cg_ld(k, g->c, at), vsum(k, li.out[m * nb + n])));
 		}
 }
 
-/* Blocks of mr rows by nr B rows (with their taps): 16 accumulators or
- * so, fewer with narrower vector registers. */
-static void abt_shape(const cg_kb *k, int taps, int *mr, int *nr)
+/* Blocks of mr rows of A by nb columns of C (B rows or their taps).
+ * Each step loads mr + nb vectors for mr·nb fused multiply-adds, so the
+ * block is as large as the registers allow: with taps (a convolution's
+ * filter gradient, whose B loads are mostly unaligned) 4 x 6 of 32 vector
+ * registers, 2 x 6 of 16; without, 4 x 4 or 4 x 2 (Winograd's products). */
+static void abt_shape(const cg_kb *k, int taps, int *mr, int *nb)
 {
 	bool wide = k->m->vec_bytes >= 64;
 	if (taps > 1) {
-		*mr = wide ? 2 : 1;
-		*nr = 1;
+		*mr = wide ? 4 : 2;
+		*nb = 6;
 	} else {
 		*mr = 4;
-		*nr = wide ? 4 : 2;
+		*nb = wide ? 4 : 2;
 	}
 }
 
 static void row_abt(cg_kb *k, const void *gp, LLVMValueRef m0, int mr, const void *cp)
 {
 	const cg_abt *g = gp;
-	int bm, bn;
-	abt_shape(k, g->taps > 0 ? g->taps : 1, &bm, &bn);
+	int taps = g->taps > 0 ? g->taps : 1, bm, bn;
+	abt_shape(k, taps, &bm, &bn);
 	rows rw = {*(const LLVMValueRef *)cp, m0, mr};
-	blocks(k, g->n, bn, block_abt, g, &rw);
+	blocks(k, g->n * taps, bn, block_abt, g, &rw);
 }
 
 void cg_gemm_abt(cg_kb *k, const cg_abt *g, LLVMValueRef count)
