@@ -1,4 +1,5 @@
-/* k_conv_implicit.c: stride-1 convolutions without unfolded columns.
+/* k_conv_implicit.c: stride-1 convolutions, and stride-2 conv2d and
+ * conv2d_dw, without unfolded columns.
  *
  * At stride 1, the unfolded row of window offset (kh, kw) is the image
  * itself, shifted.  So each image is copied once into a zero-bordered
@@ -17,8 +18,11 @@
  *   conv2d_dw  dW += dY · X^T over a tile of images, dY laid out in padded
  *              rows with zeros in the dropped columns
  * Every padding must be less than the window (as SAME padding is), so the
- * transposed one is not negative; other convolutions are unfolded
- * (k_conv.c). */
+ * transposed one is not negative.  At stride 2 (windows of 2x2 and more)
+ * the input is split into its four phases instead of padded (padding,
+ * below), which makes each tap a stride-1 offset again, so conv2d and
+ * conv2d_dw run the same products; the data gradient at stride 2 and the
+ * other convolutions are unfolded (k_conv.c). */
 #include "internal.h"
 
 bool cg_conv_implicit(const ir_conv_geom *g)
