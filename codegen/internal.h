@@ -244,6 +244,12 @@ typedef struct {
 
 void cg_gemm_ab(cg_kb *k, const cg_ab *g);
 
+/* dst[j] = src[s·j + off] where 0 <= s·j + off < w, else 0, for j in
+ * [0, n): a row of a zero-bordered plane (s = 1) or of one phase of a
+ * plane split by stride (s = 2), in whole vectors, masked at the ends.
+ * Elements of src outside [0, w) are not read. */
+void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int s, int64_t off, int64_t w);
+
 /* C += A·B^T reducing over `count` segments of q contiguous elements: C is
  * m x (n·taps) at c[i·ldc + j·taps + t]; row i of A in segment s starts at
  * a[s·a_is + i·lda], row (j, t) of B at b[s·b_is + j·ldb + b_tap[t]]. */
