@@ -32,8 +32,8 @@ export OMPI_MCA_mpi_yield_when_idle=1 # (2 cores, shared: no busy waits)
 export LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/cli/lsan-openmpi.supp
 asan=$(ldd "$revc" | awk '/libasan/ {print $3}')
 mpi=(mpirun --oversubscribe --allow-run-as-root --mca btl self,tcp --mca btl_tcp_if_include lo
-     --mca oob_tcp_if_include lo -np 2 -x ASAN_OPTIONS -x LSAN_OPTIONS)
-[ -n "$asan" ] && mpi+=(-x "LD_PRELOAD=$asan:${REVC_NODLCLOSE:?}")
+     --mca oob_tcp_if_include lo -np 2)
+[ -n "$asan" ] && mpi+=(-x "ASAN_OPTIONS=${ASAN_OPTIONS-}" -x LSAN_OPTIONS -x "LD_PRELOAD=$asan:${REVC_NODLCLOSE:?}")
 args=(models/fashion.rev --data synthetic --set units=1,1,1 --set batch=10 --threads 1)
 fail=0
 
