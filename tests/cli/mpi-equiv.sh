@@ -28,13 +28,15 @@ cd "$root" || exit 1
   { echo "SKIP: the pipeline has no allreduce pass yet"; exit 77; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMPI_MCA_mpi_yield_when_idle=1
-# (Under ASan, no leak check in these processes: OpenMPI keeps allocations
-# until exit in plugins it has unloaded, which LeakSanitizer cannot name for
-# a suppression without full unwinding -- too slow for a JIT compile.  The
-# training loop's leaks are checked by the single-process tests.)
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+# Under ASan the ranks are leak-checked, OpenMPI's own leaks suppressed by
+# library (tests/cli/lsan-openmpi.supp); they preload ASan's runtime and
+# tests/cli/nodlclose.c, which keeps OpenMPI's plugins loaded so that the
+# suppressions can name them.
+export LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/cli/lsan-openmpi.supp
+asan=$(ldd "$revc" | awk '/libasan/ {print $3}')
 mpi=(mpirun --oversubscribe --allow-run-as-root --mca btl self,tcp --mca btl_tcp_if_include lo
      --mca oob_tcp_if_include lo -np 2)
+[ -n "$asan" ] && mpi+=(-x "ASAN_OPTIONS=${ASAN_OPTIONS-}" -x LSAN_OPTIONS -x "LD_PRELOAD=$asan:${REVC_NODLCLOSE:?}")
 data=synthetic
 [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && data=fashion-mnist
 args=(models/fashion.rev --data "$data" --threads 1)
