@@ -1,11 +1,13 @@
 /* auto_plan.c: revc_auto_plan, the step every caller of strategy auto
  * makes: its decisions chosen under the options (the minimum, or the
  * fastest within a budget) unless the options give them, then the plan
- * under them.  revc mem, its --max-batch search, revc_model_compile and the
- * Python module's memory calls share it, so they cannot choose apart.
+ * under them.  revc mem, its --max-batch search, revc_model_compile, the
+ * gradient check, emission and the Python module's memory calls share it,
+ * so they cannot choose apart.
  *
  * requires: a model (a spec, or an IR file's step); guarantees: *out is
- * revc_memory_plan's figures for exactly the decisions *au reports. */
+ * revc_memory_plan's figures for exactly the decisions *au reports (o's
+ * own, when it gives them and *au is all zero). */
 #include <string.h>
 
 #include "revc.h"
