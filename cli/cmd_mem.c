@@ -308,26 +308,23 @@ static int report(revc_model *m, bool all, revc_options *o, bool json, const cha
 	int nr = 0;
 	bool cut = false;
 	revc_error *err = NULL;
-	revc_auto au;
-	bool chose = !all && o->strategy == REVC_AUTO && !o->decisions;
-	if (chose) {
-		if (o->minimum ? !revc_auto_minimum(m, o, &au, &err) : !revc_auto_choose(m, o, budget, &au, &err))
-			return cli_revc_error(err);
-		o->decisions = au.decisions;
-	}
+	revc_auto au = {0};
 	for (int s = 0; s <= REVC_AUTO; s++) {
 		if (all ? s == REVC_AUTO : s != (int)o->strategy)
 			continue;
 		/* Three pipelines, one dump directory. */
 		o->dump_tag = all ? revc_strategy_name((revc_strategy)s) : NULL;
-		if (!revc_memory_plan(m, (revc_strategy)s, o, &r[nr], &err)) {
+		if (!revc_auto_plan(m, (revc_strategy)s, o, budget, &au, &r[nr], &err)) {
 			cli_print_dumps(m);
 			return cli_revc_error(err);
 		}
+		if (au.units)
+			o->decisions = au.decisions; /* the timeline's plan */
 		cut = cut || r[nr].cut;
 		nr += !r[nr].cut;
 	}
 	cli_print_dumps(m);
+	bool chose = au.units > 0;
 	if (cut) {
 		cli_pipeline_cut("revc mem", o);
 		return EXIT_OK;

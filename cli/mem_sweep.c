@@ -317,17 +317,11 @@ static bool fits_at(revc_model *m, const revc_options *o, revc_strategy st, int6
 	q.strategy = st;
 	q.decisions = NULL;
 	q.measure = false;
-	bool ok;
-	if (st == REVC_AUTO) {
-		ok = revc_auto_choose(m, &q, size, au, &err);
-		if (ok)
-			*total = au->total_bytes;
-	} else {
-		revc_memory r;
-		ok = revc_memory_plan(m, st, &q, &r, &err);
-		if (ok)
-			*total = r.total_bytes;
-	}
+	/* auto's choice is planned already: its total is the plan's. */
+	revc_memory r;
+	bool ok = revc_auto_plan(m, st, &q, size, au, st == REVC_AUTO ? NULL : &r, &err);
+	if (ok)
+		*total = st == REVC_AUTO ? au->total_bytes : r.total_bytes;
 	if (!ok) {
 		/* Over the budget, or (beyond batch 1) too large for revc to plan
 		 * at all: does not fit.  Any other error is the spec's, at this

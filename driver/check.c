@@ -257,13 +257,12 @@ bool revc_check_gradients(revc_model *m, const revc_options *o, const revc_check
 		return false;
 	/* Strategy auto: its choice for the f64 step the check differentiates. */
 	char letters[REVC_MAX_LETTERS + 1];
-	if (opts.strategy == REVC_AUTO && !opts.decisions) {
-		revc_options ao = opts;
-		ao.dtype = REVC_F64;
-		revc_auto au;
-		if (opts.minimum ? !revc_auto_minimum(m, &ao, &au, err)
-				 : !revc_auto_choose(m, &ao, opts.budget >= 0 ? opts.budget : opts.max_memory, &au, err))
-			return false;
+	revc_options ao = opts;
+	ao.dtype = REVC_F64;
+	revc_auto au;
+	if (!revc_auto_plan(m, opts.strategy, &ao, -1, &au, NULL, err))
+		return false;
+	if (au.units) {
 		memcpy(letters, au.decisions, sizeof letters);
 		opts.decisions = letters;
 	}

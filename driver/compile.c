@@ -269,12 +269,10 @@ bool revc_model_compile(revc_model *m, const revc_options *o, revc_error **err)
 	const char *cpu = m->opts.cpu;
 	if (!revc_options_check(&m->opts, err))
 		return false;
-	if (m->opts.strategy == REVC_AUTO && !m->opts.decisions) {
-		revc_auto au;
-		if (m->opts.minimum ? !revc_auto_minimum(m, &m->opts, &au, err)
-				    : !revc_auto_choose(m, &m->opts, m->opts.budget >= 0 ? m->opts.budget : m->opts.max_memory,
-					      &au, err))
-			return false;
+	revc_auto au;
+	if (!revc_auto_plan(m, m->opts.strategy, &m->opts, -1, &au, NULL, err))
+		return false;
+	if (au.units) {
 		memcpy(m->decisions, au.decisions, sizeof m->decisions);
 		m->opts.decisions = m->decisions;
 	}

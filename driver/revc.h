@@ -321,6 +321,15 @@ bool revc_auto_choose(revc_model *m, const revc_options *o, int64_t budget, revc
  * least planned total single changes reach from revnet's decisions with
  * every segment that helps recomputed (docs/mem.md). */
 bool revc_auto_minimum(revc_model *m, const revc_options *o, revc_auto *out, revc_error **err);
+/* Strategy s's plan of m under o (NULL: defaults), strategy auto's
+ * decisions chosen first when s is REVC_AUTO and o gives none:
+ * revc_auto_minimum's when o->minimum, else revc_auto_choose's within
+ * budget (< 0: o->budget, or else o->max_memory; both -1: no budget).
+ * *au (NULL: not wanted) gets what was chosen, all zero (units 0) when
+ * nothing was; out NULL chooses only and plans nothing more.  What revc mem,
+ * revc mem --max-batch, revc_model_compile and the Python module do. */
+bool revc_auto_plan(revc_model *m, revc_strategy s, const revc_options *o, int64_t budget, revc_auto *au,
+	revc_memory *out, revc_error **err);
 /* The FLOPs decisions (letters) add to m's step in the cost model. */
 bool revc_auto_cost(revc_model *m, const revc_options *o, const char *decisions, double *recompute_flops,
 	revc_error **err);

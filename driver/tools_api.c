@@ -60,9 +60,9 @@ bool revc_emit_with(const revc_model *m, const char *path, revc_emit_options *e,
 		revc_options_init(&ao);
 		ao.engine = REVC_JIT;
 		ao.cpu = e->cpu;
+		ao.minimum = e->minimum;
 		/* choosing plans the model; it changes nothing the caller sees */
-		revc_model *mm = (revc_model *)m;
-		if (e->minimum ? !revc_auto_minimum(mm, &ao, &au, err) : !revc_auto_choose(mm, &ao, e->budget, &au, err))
+		if (!revc_auto_plan((revc_model *)m, REVC_AUTO, &ao, e->budget, &au, NULL, err))
 			return false;
 		decisions = au.decisions;
 	}

@@ -170,14 +170,7 @@ static bool memory_under(revc_model *m, revc_strategy s, bool minimum, const rev
 	q.strategy = s;
 	q.minimum = minimum;
 	q.decisions = NULL;
-	revc_auto au;
-	if (s == REVC_AUTO) {
-		if (minimum ? !revc_auto_minimum(m, &q, &au, e)
-			    : !revc_auto_choose(m, &q, q.budget >= 0 ? q.budget : q.max_memory, &au, e))
-			return false;
-		q.decisions = au.decisions;
-	}
-	return revc_memory_plan(m, s, &q, r, e);
+	return revc_auto_plan(m, s, &q, -1, NULL, r, e);
 }
 
 /* "float32", "f64", np.float64, np.dtype(...). */

@@ -187,10 +187,5 @@ int main(void)
 	tcase_add_test(t, fashion_like);
 	tcase_add_test(t, user_block);
 	suite_add_tcase(s, t);
-	SRunner *r = srunner_create(s);
-	srunner_set_fork_status(r, CK_NOFORK);
-	srunner_run_all(r, CK_NORMAL);
-	int failed = srunner_ntests_failed(r);
-	srunner_free(r);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run(s);
 }

@@ -1,7 +1,7 @@
 /* test_util.h: what the unit tests of librevc through revc.h share (the
  * driver's, RevViT's, data parallelism's, auto's): the source root, a spec
- * compiled and its parameters loaded, and a tensor's values compared with
- * another's. */
+ * compiled and its parameters loaded, a tensor's values compared with
+ * another's, and a suite run. */
 #ifndef REVC_TEST_UTIL_H
 #define REVC_TEST_UTIL_H
 
@@ -64,6 +64,17 @@ static inline double tensor_max_diff(const revc_tensor *a, const revc_tensor *b,
 	}
 	*max_b = mx;
 	return diff;
+}
+
+/* Runs s's tests in this process (no fork per test): main's exit status. */
+static inline int test_run(Suite *s)
+{
+	SRunner *r = srunner_create(s);
+	srunner_set_fork_status(r, CK_NOFORK);
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
 #endif
