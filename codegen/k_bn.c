@@ -8,8 +8,11 @@
  * split them into partial sums (still in double, so the result moves by a
  * few ulps of double, far inside the f32 and f64 tolerances).
  *
- * Extents: the batch-norm reductions run per channel (extent C); the
- * running updates are tiny and serial; reduce_sum runs per output element.
+ * Extents: the batch-norm reductions run per image (extent N), each thread
+ * summing its images into per-thread partials that a serial finish adds in
+ * thread order (bn_stats in f64, two passes, runs per channel, extent C);
+ * the running updates are tiny and serial; reduce_sum runs per output
+ * element.
  * When reduce_sum keeps the innermost dimension (dbias = Σ over the batch of
  * [N,C]), the per-output sums would be strided, so each thread instead adds
  * whole contiguous rows into double accumulators in its workspace, in the
@@ -99,6 +102,9 @@ struct run_sums {
 	const space *outs;        /* output t's first run, from 0 */
 	const space *rows;        /* its runs, from the first */
 	int64_t len;              /* elements per run */
+	/* by_row: the runs [k->lo, k->hi) of every output (all of them),
+	 * instead of every run of the outputs [k->lo, k->hi) */
+	bool by_row;
 };
 
 /* Doubles per vector on the target. */
@@ -193,17 +199,21 @@ static void run_sum(cg_kb *k, const run_sums *r)
 	LLVMTypeRef vt = run_vec(k, k->m->f64), fty;
 	LLVMValueRef zero = LLVMConstNull(vt), stack = run_stack(k), acc[RUN_SUMS * RUN_ACC];
 	cg_loop lb, lz, lu, lt, lf;
-	LLVMValueRef nb = cg_idiv(k, cg_iadd(k, cg_isub(k, k->hi, k->lo), cg_i64(k, RUN_BLOCK - 1)),
+	LLVMValueRef olo = r->by_row ? cg_i64(k, 0) : k->lo;
+	LLVMValueRef ohi = r->by_row ? cg_i64(k, space_count(r->outs)) : k->hi;
+	LLVMValueRef ulo = r->by_row ? k->lo : cg_i64(k, 0);
+	LLVMValueRef uhi = r->by_row ? k->hi : cg_i64(k, space_count(r->rows));
+	LLVMValueRef nb = cg_idiv(k, cg_iadd(k, cg_isub(k, ohi, olo), cg_i64(k, RUN_BLOCK - 1)),
 		cg_i64(k, RUN_BLOCK));
 	LLVMValueRef bi = cg_for(k, &lb, cg_i64(k, 0), nb);
-	LLVMValueRef t0 = cg_iadd(k, k->lo, cg_imul(k, bi, cg_i64(k, RUN_BLOCK)));
-	LLVMValueRef t1 = cg_imin(k, cg_iadd(k, t0, cg_i64(k, RUN_BLOCK)), k->hi);
+	LLVMValueRef t0 = cg_iadd(k, olo, cg_imul(k, bi, cg_i64(k, RUN_BLOCK)));
+	LLVMValueRef t1 = cg_imin(k, cg_iadd(k, t0, cg_i64(k, RUN_BLOCK)), ohi);
 	LLVMValueRef t = cg_for(k, &lz, t0, t1);
 	LLVMValueRef slot = cg_imul(k, cg_isub(k, t, t0), cg_i64(k, na));
 	for (int a = 0; a < na; a++)
 		LLVMBuildStore(k->b, zero, cg_gep(k, vt, stack, cg_iadd(k, slot, cg_i64(k, a))));
 	cg_end_for(k, &lz, NULL);
-	LLVMValueRef u = cg_for(k, &lu, cg_i64(k, 0), cg_i64(k, space_count(r->rows)));
+	LLVMValueRef u = cg_for(k, &lu, ulo, uhi);
 	LLVMValueRef rowu = space_offset(k, r->rows, r->rows->n, u);
 	t = cg_for(k, &lt, t0, t1);
 	slot = cg_imul(k, cg_isub(k, t, t0), cg_i64(k, na));
@@ -242,9 +252,69 @@ static void channel_runs(const bn_shape *s, run_sums *r, space *outs, space *row
 	r->len = s->hw;
 }
 
-static int64_t per_channel(const ir_node *n)
+/* ---- by images: per-thread partial sums, added by a serial finish -------- */
+
+/* bn_stats (in f32: its f64 form takes two passes) and bn_dgamma read
+ * tensors the kernels around them (convolutions, elementwise groups) divide
+ * among threads by images.  Divided by channels, each thread read half of
+ * its operands from the other core's cache, and the kernel after it half
+ * of its own (on fashion at 2 threads they took 1.7-3.1x the processor time
+ * of one thread).  So each thread sums its images [lo, hi) for every
+ * channel, RUN_BLOCK channels at a time as before, into its workspace
+ * (nsum doubles per channel), and the finish adds the threads' partials in
+ * thread order and computes the result.  On one thread the sums are the
+ * same as by channels, so are the bits. */
+static bool by_images(const ir_node *n)
 {
-	return shape_of(&n->in[0]->type).c;
+	return n->op == IR_OP_BN_DGAMMA || n->type.dtype == IR_F32;
+}
+
+static int by_images_sums(const ir_node *n)
+{
+	return n->op == IR_OP_BN_DGAMMA ? 1 : 2;
+}
+
+static int64_t bn_extent(const ir_node *n)
+{
+	bn_shape s = shape_of(&n->in[0]->type);
+	return by_images(n) ? s.n : s.c;
+}
+
+static int64_t bn_workspace(const ir_node *n)
+{
+	if (!by_images(n))
+		return 0;
+	return by_images_sums(n) * shape_of(&n->in[0]->type).c * (int64_t)sizeof(double);
+}
+
+/* Channel c's partial sums, into this thread's workspace slice. */
+static void done_partial(cg_kb *k, const run_sums *r, LLVMValueRef c, const LLVMValueRef *sum)
+{
+	int64_t C = r->outs->size[0];
+	LLVMValueRef ws = cg_gep(k, k->m->f64, cg_arg(k, r->n->nin + 1),
+		cg_imul(k, k->tid, cg_i64(k, r->nsum * C)));
+	for (int i = 0; i < r->nsum; i++)
+		LLVMBuildStore(k->b, sum[i], cg_gep(k, k->m->f64, ws, cg_iadd(k, c, cg_i64(k, i * C))));
+}
+
+/* The finish: every channel's partials added in thread order, handed to
+ * done (r as the kernel's, its done being what the channel split ran). */
+static void partials_finish(cg_kb *k, const run_sums *r, int threads)
+{
+	int64_t C = r->outs->size[0], per = r->nsum * C;
+	int ran = space_count(r->rows) <= 1 ? 1 : threads; /* the step runs an extent of 1 serially */
+	LLVMValueRef ws = cg_arg(k, r->n->nin + 1), sum[RUN_SUMS];
+	cg_loop lc;
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, C));
+	for (int t = 0; t < ran; t++) {
+		for (int i = 0; i < r->nsum; i++) {
+			LLVMValueRef at = cg_iadd(k, c, cg_i64(k, t * per + i * C));
+			LLVMValueRef v = LLVMBuildLoad2(k->b, k->m->f64, cg_gep(k, k->m->f64, ws, at), "");
+			sum[i] = t == 0 ? v : LLVMBuildFAdd(k->b, sum[i], v, "");
+		}
+	}
+	r->done(k, r, c, sum);
+	cg_end_for(k, &lc, NULL);
 }
 
 /* ---- bn_stats: mean and biased variance ------------------------------------- */
@@ -330,9 +400,10 @@ static void emit_bn_stats(cg_kb *k, const ir_node *n)
 	if (s.n * s.hw == 0)
 		return;
 	space outs, rows;
-	run_sums r = {{cg_arg(k, 1)}, 1, 2, term_shifted, ctx_shift, done_shifted, n, NULL, NULL, 0};
+	run_sums r = {{cg_arg(k, 1)}, 1, 2, term_shifted, ctx_shift, done_shifted, n, NULL, NULL, 0, false};
 	channel_runs(&s, &r, &outs, &rows);
 	if (k->dt == IR_F32) {
+		r.done = done_partial, r.by_row = true;
 		run_sum(k, &r);
 		return;
 	}
@@ -369,13 +440,35 @@ static void emit_bn_dgamma(cg_kb *k, const ir_node *n)
 {
 	bn_shape s = shape_of(&n->in[0]->type);
 	space outs, rows;
-	run_sums r = {{cg_arg(k, 1), cg_arg(k, 2)}, 2, 1, term_dgamma, ctx_dgamma, done_dgamma, n, NULL, NULL, 0};
+	run_sums r = {{cg_arg(k, 1), cg_arg(k, 2)}, 2, 1, term_dgamma, ctx_dgamma, done_partial, n, NULL, NULL, 0,
+		true};
 	channel_runs(&s, &r, &outs, &rows);
 	run_sum(k, &r);
 }
 
-const cg_op_impl cg_impl_bn_stats = {per_channel, NULL, emit_bn_stats, false, NULL};
-const cg_op_impl cg_impl_bn_dgamma = {per_channel, NULL, emit_bn_dgamma, false, NULL};
+static void finish_bn_dgamma(cg_kb *k, const ir_node *n, int threads)
+{
+	bn_shape s = shape_of(&n->in[0]->type);
+	space outs, rows;
+	run_sums r = {{cg_arg(k, 1), cg_arg(k, 2)}, 2, 1, term_dgamma, ctx_dgamma, done_dgamma, n, NULL, NULL, 0, false};
+	channel_runs(&s, &r, &outs, &rows);
+	partials_finish(k, &r, threads);
+}
+
+/* In f64 (by channels) there is nothing to finish. */
+static void finish_bn_stats(cg_kb *k, const ir_node *n, int threads)
+{
+	bn_shape s = shape_of(&n->in[0]->type);
+	if (!by_images(n) || s.n * s.hw == 0)
+		return;
+	space outs, rows;
+	run_sums r = {{cg_arg(k, 1)}, 1, 2, term_shifted, ctx_shift, done_shifted, n, NULL, NULL, 0, false};
+	channel_runs(&s, &r, &outs, &rows);
+	partials_finish(k, &r, threads);
+}
+
+const cg_op_impl cg_impl_bn_stats = {bn_extent, bn_workspace, emit_bn_stats, false, finish_bn_stats};
+const cg_op_impl cg_impl_bn_dgamma = {bn_extent, bn_workspace, emit_bn_dgamma, false, finish_bn_dgamma};
 
 /* ---- running statistics: in place, serial -------------------------------- */
 
@@ -478,7 +571,7 @@ static void reduce_outputs(cg_kb *k, const space *kept, const space *red)
 {
 	space outer = *red;
 	outer.n--;
-	run_sums r = {{cg_arg(k, 1)}, 1, 1, term_x, NULL, done_reduce, NULL, kept, &outer, red->size[red->n - 1]};
+	run_sums r = {{cg_arg(k, 1)}, 1, 1, term_x, NULL, done_reduce, NULL, kept, &outer, red->size[red->n - 1], false};
 	run_sum(k, &r);
 }
 

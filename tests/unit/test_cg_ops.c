@@ -14,6 +14,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "codegen_suites.h"
 
@@ -122,10 +123,10 @@ static const shape_case bn_cases[] = {
 	{4, {5, 2, 6, 6}}, /* 36: a tail after full vectors */
 };
 
-START_TEST(test_bn)
+/* The statistics, dgamma, dbeta and running statistics of x of shape c. */
+static void bn_build(gb *bp, const shape_case *c)
 {
-	const shape_case *c = CASE(_i, bn_cases);
-	gb b = gb_new("bn", _i);
+	gb b = *bp;
 	int64_t ch = c->dims[1], m = c->dims[0] * (c->rank == 4 ? c->dims[2] * c->dims[3] : 1);
 	ir_node *x = input(&b, "x", c->rank, c->dims), *dy = input(&b, "dy", c->rank, c->dims);
 	ir_node *mean = state(&b, "bn.mean", ch), *var = state(&b, "bn.var", ch);
@@ -147,7 +148,44 @@ START_TEST(test_bn)
 	output(&b, st, "stats");
 	output(&b, dg, "dgamma");
 	output(&b, db, "dbeta");
+}
+
+START_TEST(test_bn)
+{
+	gb b = gb_new("bn", _i);
+	bn_build(&b, CASE(_i, bn_cases));
 	check_graph(&b, 21, "batch norm", _i);
+}
+END_TEST
+
+/* Three threads (k_bn.c splits bn_stats in f32 and bn_dgamma by images:
+ * with two images one thread has none, with three or four the chunks are
+ * uneven), and two runs on the same data give the same bits (the threads'
+ * partials are added in thread order). */
+START_TEST(test_bn_3)
+{
+	gb b = gb_new("bn", _i % 2);
+	b.threads = 3;
+	const shape_case *c = &bn_cases[_i / 2];
+	bn_build(&b, c);
+	cgt_plan(b.g, b.threads);
+	int64_t ch = c->dims[1];
+	double tol = b.dt == IR_F32 ? 1e-5 : 1e-12;
+	static const char *const outs[] = {"stats", "dgamma"};
+	for (int o = 0; o < 2; o++) {
+		int64_t len = o ? ch : 2 * ch;
+		double jit[2][2 * 8], ref[2 * 8];
+		ck_assert_int_le(len, 2 * 8);
+		for (int run = 0; run < 2; run++) {
+			double err = cgt_compare_poked(b.g, b.threads, 25, 2, NULL, 0, outs[o], jit[run], ref);
+			ck_assert_msg(err <= tol, "batch norm (case %d, %s, 3 threads): error %g > %g", _i / 2,
+				ir_dtype_name(b.dt), err, tol);
+		}
+		ck_assert_msg(memcmp(jit[0], jit[1], (size_t)len * sizeof jit[0][0]) == 0,
+			"batch norm (case %d, %s, 3 threads): %s differs between runs", _i / 2, ir_dtype_name(b.dt),
+			outs[o]);
+	}
+	ir_graph_free(b.g);
 }
 END_TEST
 
@@ -579,6 +617,7 @@ Suite *cg_ops_suite(void)
 	TCase *tc = tcase_create("ops");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_bn, 0, LOOPS(bn_cases));
+	tcase_add_loop_test(tc, test_bn_3, 0, LOOPS(bn_cases) / 2);
 	tcase_add_loop_test(tc, test_bn_offset, 0, 4);
 	tcase_add_loop_test(tc, test_reduce_sum, 0, LOOPS(reduce_cases));
 	tcase_add_loop_test(tc, test_reduce_sum_3, 0, LOOPS(reduce_cases) / 4);
