@@ -138,17 +138,29 @@ bool cg_conv_winograd(const ir_conv_geom *g, ir_dtype dt)
 
 /* ---- geometry and workspace ---------------------------------------------- */
 
+/* Columns: every tile row has one more tile than it needs (tp = tw + 1), so
+ * that tile t = ty·tp + tx reads its patch at m·t in the strips below,
+ * affine in t over the whole image: every transform is one loop over all
+ * of an index's tiles, long enough for whole vectors however narrow the
+ * plane (a 7x7 plane has 4 tiles a row, a vector 8 or 16).  The extra
+ * tile of each row is computed and not stored. */
 typedef struct {
 	const transforms *t;
 	int64_t cin, cout;      /* planes read and written */
 	int64_t h, w;           /* source planes */
 	int64_t top, left;      /* their place in the padded planes */
 	int64_t ho, wo;         /* output planes */
-	int64_t th, tw, tiles;  /* tiles down, across, per plane */
+	int64_t th, tw, tp, tt; /* tiles down, across, per row with the extra, per plane */
 	int64_t imgs, cols;     /* images per parallel index; their tiles */
 	int64_t vs, ms;         /* strides of V's and M's a² matrices */
-	int64_t hp, wp;         /* padded planes: whole tiles plus the window */
+	int64_t hp, wq;         /* a padded plane: whole tiles plus the window, rows of m·tp */
+	int64_t sl;             /* stride of the strips (and of the output's) */
 } wino;
+
+/* Vectors are at most 16 floats (AVX-512): the slack that the strips'
+ * whole-vector loads and stores may run past their rows into, so the
+ * workspace does not depend on the CPU. */
+#define WIDEST 16
 
 /* The transforms write (and read) a² matrices at once, one element of
  * each: a multiple of 4 KiB apart, they would all map to the same L1 sets.
@@ -164,8 +176,8 @@ static int64_t skew(int64_t elems)
  * 256 KiB (half of L2), at most half the batch so both threads work. */
 static int64_t images(const ir_conv_geom *g, const wino *w)
 {
-	int64_t per = (int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tiles * 4;
-	int64_t t = (64 + w->tiles - 1) / w->tiles;
+	int64_t per = (int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tt * 4;
+	int64_t t = (64 + w->tt - 1) / w->tt;
 	if (t > ((int64_t)256 << 10) / per)
 		t = ((int64_t)256 << 10) / per;
 	if (t > g->n / 2)
@@ -174,14 +186,14 @@ static int64_t images(const ir_conv_geom *g, const wino *w)
 }
 
 /* conv2d_dw's images per parallel index.  Its products reduce over the
- * columns, each block of results ending in horizontal sums: so 512
+ * columns, each block of results ending in horizontal sums: so 256
  * columns or more, with one matrix element's Z and V (the operands of one
  * product) within 256 KiB, and the batch split into an even number of
  * equal indices, so two threads get the same work. */
 static int64_t dw_images(const ir_conv_geom *g, const wino *w)
 {
-	int64_t per = (w->cin + w->cout) * w->tiles * 4;
-	int64_t t = (256 + w->tiles - 1) / w->tiles;
+	int64_t per = (w->cin + w->cout) * w->tt * 4;
+	int64_t t = (256 + w->tt - 1) / w->tt;
 	if (t > ((int64_t)256 << 10) / per)
 		t = ((int64_t)256 << 10) / per;
 	if (t < 1)
@@ -207,28 +219,39 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	int m = w.t->m;
 	w.th = (w.ho + m - 1) / m;
 	w.tw = (w.wo + m - 1) / m;
-	w.tiles = w.th * w.tw;
+	w.tp = w.tw + 1;
+	w.tt = w.th * w.tp;
 	w.hp = w.th * m + 2;
-	w.wp = w.tw * m + 2;
+	w.wq = w.tp * m;
 	w.imgs = g->op == IR_OP_CONV2D_DW ? dw_images(g, &w) : images(g, &w);
-	w.cols = w.imgs * w.tiles;
+	w.cols = w.imgs * w.tt;
 	w.vs = skew(w.cin * w.cols);
 	w.ms = skew(w.cout * w.cols);
+	w.sl = skew(w.cols + WIDEST + 1);
 	return w;
 }
 
-/* Per thread: U, then the padded planes, V and M; for conv2d_dw the
- * thread's partial sum P in U's place, the padded planes of x or of dY
- * (whole tiles), V and Z in M's. */
+/* Per thread: U (for conv2d_dw the thread's partial sum P), one padded
+ * plane (of x, or of dY in whole tiles), the strips of the index's images
+ * (a·m of them), the output's strips (m²), V, and M (conv2d_dw: Z). */
 static int64_t u_elems(const wino *w)
 {
 	return (int64_t)w->t->a * w->t->a * w->cout * w->cin;
 }
 
-static int64_t pad_elems(const ir_conv_geom *g, const wino *w)
+static int64_t pad_elems(const wino *w)
 {
-	int64_t x = w->cin * w->hp * w->wp, dy = w->cout * (w->hp - 2) * (w->wp - 2);
-	return g->op == IR_OP_CONV2D_DW && dy > x ? dy : x;
+	return w->hp * w->wq + (int64_t)w->t->m * WIDEST;
+}
+
+static int64_t strip_elems(const wino *w)
+{
+	return (int64_t)w->t->a * w->t->m * w->sl;
+}
+
+static int64_t out_elems(const wino *w)
+{
+	return (int64_t)w->t->m * w->t->m * w->sl;
 }
 
 static int64_t v_elems(const wino *w)
@@ -239,7 +262,8 @@ static int64_t v_elems(const wino *w)
 int64_t cg_conv_winograd_workspace(const ir_conv_geom *g, ir_dtype dt)
 {
 	wino w = wino_of(g, dt);
-	return u_elems(&w) + pad_elems(g, &w) + v_elems(&w) + (int64_t)w.t->a * w.t->a * w.ms;
+	return u_elems(&w) + pad_elems(&w) + strip_elems(&w) + out_elems(&w) + v_elems(&w) +
+	       (int64_t)w.t->a * w.t->a * w.ms;
 }
 
 /* ---- the kernel ----------------------------------------------------------- */
@@ -271,107 +295,231 @@ static void transform_filter(cg_kb *k, const ir_conv_geom *g, const wino *w, LLV
 	cg_end_for(k, &lo, NULL);
 }
 
-/* v[e][c][tile] = (L d L^T)[e] for every n x n patch d (m apart) of every
- * plane c of p (hp x wp): V = B^T d B from the padded input, and for
- * conv2d_dw Z = A dY A^T from dY's m x m tiles.  vs: v's a² matrices'
- * stride; col0: the image's first column. */
-static void transform_tiles(cg_kb *k, const wino *w, int64_t planes, int n, int64_t hp, int64_t wp, cmat l,
-	LLVMValueRef p, LLVMValueRef v, int64_t vs, LLVMValueRef col0)
+/* ---- whole vectors: the strips' layout changes --------------------------- */
+
+static int lanes_of(const cg_kb *k)
 {
-	int a = w->t->a, m = w->t->m;
-	cg_loop lc, ly, lx;
-	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, planes));
+	return k->m->vec_bytes / 4;
+}
+
+static LLVMValueRef wide_load(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
+{
+	LLVMValueRef v = LLVMBuildLoad2(k->b, LLVMVectorType(k->real, (unsigned)n), cg_gep(k, NULL, base, i), "");
+	LLVMSetAlignment(v, 4);
+	return v;
+}
+
+/* Stores the first n lanes of v (all of them, or a masked store). */
+static void wide_store(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, int n)
+{
+	LLVMTypeRef ty = LLVMTypeOf(v);
+	int lanes = (int)LLVMGetVectorSize(ty);
+	LLVMValueRef p = cg_gep(k, NULL, base, i);
+	if (n >= lanes) {
+		LLVMSetAlignment(LLVMBuildStore(k->b, v, p), 4);
+		return;
+	}
+	LLVMValueRef bits[4 * WIDEST];
+	for (int l = 0; l < lanes; l++)
+		bits[l] = LLVMConstInt(k->m->i1, l < n, 0);
+	LLVMTypeRef over[2] = {ty, k->m->ptr}, fty;
+	LLVMValueRef f = cg_intrinsic(k, "llvm.masked.store", over, 2, &fty);
+	LLVMValueRef args[4] = {v, p, LLVMConstInt(k->m->i32, 4, 0), LLVMConstVector(bits, (unsigned)lanes)};
+	LLVMBuildCall2(k->b, fty, f, args, 4, "");
+}
+
+/* The n lanes lane[l] = step·l + off of a and b (b's lanes after a's). */
+static LLVMValueRef lanes_pick(cg_kb *k, LLVMValueRef a, LLVMValueRef b, int n, int step, int off)
+{
+	LLVMValueRef idx[4 * WIDEST];
+	for (int l = 0; l < n; l++)
+		idx[l] = LLVMConstInt(k->m->i32, (unsigned long long)(step * l + off), 0);
+	return LLVMBuildShuffleVector(k->b, a, b ? b : LLVMGetPoison(LLVMTypeOf(a)), LLVMConstVector(idx, (unsigned)n), "");
+}
+
+/* The strips of one padded plane pl (rows of wq = m·tp) for the image
+ * whose columns start at col0, for the tile rows' first n rows:
+ *     s[(i·m + p)·sl + col0 + ty·tp + q] = pl[(m·ty + i)·wq + m·q + p],
+ * row i of tile row ty, phase p: so that element (i, j) of tile t's patch
+ * is s[(i·m + j mod m)·sl + t + j div m], at unit stride in t.  Whole
+ * vectors: each tile row's stores run past its tp tiles into the next
+ * row's, which are stored after (so the images must be done in order),
+ * and past the last into the slack; the loads run past the plane into the
+ * pad's slack. */
+static void strips(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef s, LLVMValueRef col0)
+{
+	int m = w->t->m, vw = lanes_of(k);
+	cg_loop ly;
 	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
-	LLVMValueRef rows = cg_gep(k, NULL, p, cg_iadd(k, cg_imul(k, c, cg_i64(k, hp * wp)),
-		cg_imul(k, ty, cg_i64(k, m * wp))));
-	LLVMValueRef vrow = cg_gep(k, NULL, v, cg_iadd(k, cg_iadd(k, cg_imul(k, c, cg_i64(k, w->cols)), col0),
-		cg_imul(k, ty, cg_i64(k, w->tw))));
-	LLVMValueRef tx = cg_for(k, &lx, cg_i64(k, 0), cg_i64(k, w->tw));
-	LLVMValueRef col = cg_imul(k, tx, cg_i64(k, m)), in[36] = {0}, out[36];
+	LLVMValueRef row0 = cg_imul(k, ty, cg_i64(k, m * w->wq));
+	LLVMValueRef dst0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tp)));
 	for (int i = 0; i < n; i++)
-		for (int j = 0; j < n; j++)
-			in[i * n + j] = cg_ld(k, rows, cg_iadd(k, col, cg_i64(k, i * wp + j)));
-	sandwich(k, l, l, in, n, n, out);
-	for (int e = 0; e < a * a; e++)
-		cg_st(k, vrow, cg_iadd(k, tx, cg_i64(k, e * vs)), out[e]);
-	cg_end_for(k, &lx, NULL);
+		for (int64_t q0 = 0; q0 < w->tp; q0 += vw) {
+			LLVMValueRef v = wide_load(k, pl, cg_iadd(k, row0, cg_i64(k, i * w->wq + m * q0)), m * vw);
+			for (int p = 0; p < m; p++)
+				wide_store(k, s, cg_iadd(k, dst0, cg_i64(k, (i * m + p) * w->sl + q0)),
+					lanes_pick(k, v, NULL, vw, m, p), vw);
+		}
 	cg_keep_loop(&ly);
 	cg_end_for(k, &ly, NULL);
+}
+
+/* dst[e·ds + t] = (L d L^T)[e] for the n x n patch d of every column t <
+ * cols of the strips s: V = B^T d B from x's (n = a), and for conv2d_dw
+ * Z = A dY A^T from dY's m x m tiles (n = m). */
+static void transform_cols(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef s, LLVMValueRef dst, int64_t ds,
+	LLVMValueRef cols)
+{
+	int a = w->t->a, m = w->t->m;
+	cg_loop lt;
+	LLVMValueRef t = cg_for(k, &lt, cg_i64(k, 0), cols);
+	LLVMValueRef in[36], out[36];
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++)
+			in[i * n + j] = cg_ld(k, s, cg_iadd(k, t, cg_i64(k, (i * m + j % m) * w->sl + j / m)));
+	sandwich(k, l, l, in, n, n, out);
+	for (int e = 0; e < a * a; e++)
+		cg_st(k, dst, cg_iadd(k, t, cg_i64(k, e * ds)), out[e]);
+	cg_parallel_loop(&lt);
+	cg_end_for(k, &lt, NULL);
+}
+
+/* The strips of every image's plane c (of x or dY: `planes` planes of
+ * h x w each, placed at top, left in hp rows) into s, and their transform
+ * into dst's plane c (columns [0, count·tt)). */
+static void plane_cols(cg_kb *k, const wino *w, LLVMValueRef src, int64_t planes, int64_t h, int64_t wd,
+	int64_t top, int64_t left, int64_t hp, int n, cmat l, LLVMValueRef pl, LLVMValueRef s, LLVMValueRef dst,
+	int64_t ds, LLVMValueRef count)
+{
+	cg_loop lc, li;
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, planes));
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
+	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, planes)), c);
+	cg_conv_pad_planes(k, 1, h, wd, top, left, hp, w->wq, cg_gep(k, NULL, src, cg_imul(k, plane, cg_i64(k, h * wd))),
+		pl);
+	strips(k, w, n, pl, s, cg_imul(k, i, cg_i64(k, w->tt)));
+	cg_keep_loop(&li);
+	cg_end_for(k, &li, NULL);
+	transform_cols(k, w, n, l, s, cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, w->cols))), ds,
+		cg_imul(k, count, cg_i64(k, w->tt)));
 	cg_keep_loop(&lc);
 	cg_end_for(k, &lc, NULL);
 }
 
-/* V[e][c][tile] = (B^T d B)[e] for every patch d of every padded plane. */
-static void transform_input(cg_kb *k, const wino *w, LLVMValueRef p, LLVMValueRef v, LLVMValueRef col0)
+/* V[e][c][t] = (B^T d B)[e] for every patch d of every plane of the
+ * index's `count` images, from `in` at its first image. */
+static void transform_input(cg_kb *k, const wino *w, LLVMValueRef in, LLVMValueRef pl, LLVMValueRef s,
+	LLVMValueRef v, LLVMValueRef count)
 {
 	const transforms *t = w->t;
-	transform_tiles(k, w, w->cin, t->a, w->hp, w->wp, plain(&t->bt[0][0], t->a, 6), p, v, w->vs, col0);
+	plane_cols(k, w, in, w->cin, w->h, w->w, w->top, w->left, w->hp, t->a, plain(&t->bt[0][0], t->a, 6), pl, s, v,
+		w->vs, count);
 }
 
-/* The output tiles [tx0, tx1) of tile row ty of plane o: Y = A^T M A, of
- * which the first `rows` x `cols` are stored. */
-static void tiles_out(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef y, LLVMValueRef o, LLVMValueRef ty,
-	LLVMValueRef tx0, LLVMValueRef tx1, int rows, int cols)
+/* The output strips os[(i·m + j)·sl + t] = (A^T M A)[i][j] of plane o's
+ * columns t < cols. */
+static void out_strips(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef os, LLVMValueRef o, LLVMValueRef cols)
 {
 	const transforms *t = w->t;
 	int a = t->a, m = t->m;
-	int64_t plane = w->ms;
-	cg_loop lx;
-	LLVMValueRef mrow = cg_gep(k, NULL, mm, cg_iadd(k, cg_imul(k, o, cg_i64(k, w->cols)),
-		cg_imul(k, ty, cg_i64(k, w->tw))));
-	LLVMValueRef yrow = cg_gep(k, NULL, y, cg_iadd(k, cg_imul(k, o, cg_i64(k, w->ho * w->wo)),
-		cg_imul(k, ty, cg_i64(k, m * w->wo))));
-	LLVMValueRef tx = cg_for(k, &lx, tx0, tx1);
-	LLVMValueRef in[36] = {0}, out[16];
+	LLVMValueRef mrow = cg_gep(k, NULL, mm, cg_imul(k, o, cg_i64(k, w->cols)));
+	cg_loop lt;
+	LLVMValueRef c = cg_for(k, &lt, cg_i64(k, 0), cols);
+	LLVMValueRef in[36], out[16];
 	for (int e = 0; e < a * a; e++)
-		in[e] = cg_ld(k, mrow, cg_iadd(k, tx, cg_i64(k, e * plane)));
+		in[e] = cg_ld(k, mrow, cg_iadd(k, c, cg_i64(k, e * w->ms)));
 	sandwich(k, plain(&t->at[0][0], m, 6), plain(&t->at[0][0], m, 6), in, a, a, out);
-	LLVMValueRef col = cg_imul(k, tx, cg_i64(k, m));
-	for (int i = 0; i < rows; i++)
-		for (int j = 0; j < cols; j++)
-			cg_st(k, yrow, cg_iadd(k, col, cg_i64(k, i * w->wo + j)), out[i * m + j]);
-	cg_end_for(k, &lx, NULL);
+	for (int e = 0; e < m * m; e++)
+		cg_st(k, os, cg_iadd(k, c, cg_i64(k, e * w->sl)), out[e]);
+	cg_parallel_loop(&lt);
+	cg_end_for(k, &lt, NULL);
 }
 
-/* Y from M (this image's columns): whole tiles, then the right and bottom
- * edges' partial ones. */
-static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef y)
+/* Rows m·ty + i (i < rows) of output plane y from the output strips of
+ * the image whose columns start at col0: the m phases interleaved back,
+ * whole vectors, the last of a row masked at wo. */
+static void rows_out(cg_kb *k, const wino *w, LLVMValueRef os, LLVMValueRef col0, LLVMValueRef y, LLVMValueRef ty,
+	int rows)
+{
+	int m = w->t->m, vw = lanes_of(k);
+	LLVMValueRef src0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tp)));
+	LLVMValueRef dst0 = cg_imul(k, ty, cg_i64(k, m * w->wo));
+	for (int i = 0; i < rows; i++)
+		for (int64_t q0 = 0; m * q0 < w->wo; q0 += vw) {
+			LLVMValueRef v[4];
+			for (int j = 0; j < m; j++)
+				v[j] = wide_load(k, os, cg_iadd(k, src0, cg_i64(k, (i * m + j) * w->sl + q0)), vw);
+			for (int half = m; half > 1; half /= 2) /* concatenate: phase j's lanes at j·vw */
+				for (int j = 0; j < half / 2; j++)
+					v[j] = lanes_pick(k, v[2 * j], v[2 * j + 1], (m / half) * 2 * vw, 1, 0);
+			LLVMValueRef idx[4 * WIDEST];
+			for (int l = 0; l < vw; l++)
+				for (int j = 0; j < m; j++)
+					idx[m * l + j] = LLVMConstInt(k->m->i32, (unsigned long long)(j * vw + l), 0);
+			LLVMValueRef y2 = LLVMBuildShuffleVector(k->b, v[0], LLVMGetPoison(LLVMTypeOf(v[0])),
+				LLVMConstVector(idx, (unsigned)(m * vw)), "");
+			wide_store(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0)), y2, (int)(w->wo - m * q0));
+		}
+}
+
+/* Output plane y of the image whose columns start at col0: whole tile
+ * rows, then the bottom edge's partial one. */
+static void plane_out(cg_kb *k, const wino *w, LLVMValueRef os, LLVMValueRef col0, LLVMValueRef y)
 {
 	int m = w->t->m;
-	int64_t full_y = w->ho / m, full_x = w->wo / m;
-	int rest_y = (int)(w->ho - full_y * m), rest_x = (int)(w->wo - full_x * m);
-	cg_loop lo, ly;
-	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
-	for (int part = 0; part < 2; part++) {
-		int rows = part ? rest_y : m;
-		if (rows == 0 || (!part && full_y == 0))
-			continue;
-		LLVMValueRef ty = part ? cg_i64(k, full_y) : cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, full_y));
-		if (full_x > 0)
-			tiles_out(k, w, mm, y, o, ty, cg_i64(k, 0), cg_i64(k, full_x), rows, m);
-		if (rest_x > 0)
-			tiles_out(k, w, mm, y, o, ty, cg_i64(k, full_x), cg_i64(k, full_x + 1), rows, rest_x);
-		if (!part) {
-			cg_keep_loop(&ly);
-			cg_end_for(k, &ly, NULL);
-		}
+	int64_t full_y = w->ho / m;
+	int rest_y = (int)(w->ho - full_y * m);
+	if (full_y > 0) {
+		cg_loop ly;
+		LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, full_y));
+		rows_out(k, w, os, col0, y, ty, m);
+		cg_keep_loop(&ly);
+		cg_end_for(k, &ly, NULL);
 	}
+	if (rest_y > 0)
+		rows_out(k, w, os, col0, y, cg_i64(k, full_y), rest_y);
+}
+
+/* Y = A^T M A for every output plane of the index's `count` images, out
+ * at its first image. */
+static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef os, LLVMValueRef out,
+	LLVMValueRef count)
+{
+	cg_loop lo, li;
+	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
+	out_strips(k, w, mm, os, o, cg_imul(k, count, cg_i64(k, w->tt)));
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
+	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, w->cout)), o);
+	plane_out(k, w, os, cg_imul(k, i, cg_i64(k, w->tt)),
+		cg_gep(k, NULL, out, cg_imul(k, plane, cg_i64(k, w->ho * w->wo))));
+	cg_keep_loop(&li);
+	cg_end_for(k, &li, NULL);
 	cg_keep_loop(&lo);
 	cg_end_for(k, &lo, NULL);
 }
 
 /* The thread's buffers (cg_conv_winograd_workspace's order). */
 typedef struct {
-	LLVMValueRef u, p, v, mm; /* conv2d_dw: P, the padded planes, V, Z */
+	LLVMValueRef u, p, s, os, v, mm; /* conv2d_dw: P, a padded plane, strips, -, V, Z */
 } bufs;
 
-static bufs bufs_of(cg_kb *k, const ir_conv_geom *g, const wino *w, LLVMValueRef ws)
+static bufs bufs_of(cg_kb *k, const wino *w, LLVMValueRef ws)
 {
 	bufs b = {.u = ws};
 	b.p = cg_gep(k, NULL, b.u, cg_i64(k, u_elems(w)));
-	b.v = cg_gep(k, NULL, b.p, cg_i64(k, pad_elems(g, w)));
+	b.s = cg_gep(k, NULL, b.p, cg_i64(k, pad_elems(w)));
+	b.os = cg_gep(k, NULL, b.s, cg_i64(k, strip_elems(w)));
+	b.v = cg_gep(k, NULL, b.os, cg_i64(k, out_elems(w)));
 	b.mm = cg_gep(k, NULL, b.v, cg_i64(k, v_elems(w)));
 	return b;
+}
+
+/* The slack the strips' vectors run into is read (as the extra tiles'
+ * patches) but never stored by a pad: zeroed once per call, so that
+ * those tiles are finite and conv2d_dw's (whose Z is zero) add nothing. */
+static void zero_slack(cg_kb *k, const wino *w, const bufs *b)
+{
+	cg_zero(k, b->p, cg_i64(k, pad_elems(w) + strip_elems(w)));
 }
 
 /* For the first `imgs` images' columns, one product per tile element:
@@ -385,11 +533,11 @@ static void products(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs 
 	LLVMValueRef v = cg_gep(k, NULL, b->v, cg_imul(k, e, cg_i64(k, w->vs)));
 	LLVMValueRef mm = cg_gep(k, NULL, b->mm, cg_imul(k, e, cg_i64(k, w->ms)));
 	if (g->op == IR_OP_CONV2D_DW) {
-		cg_abt prod = {.m = w->cout, .n = w->cin, .q = imgs * w->tiles, .a = mm, .lda = w->cols, .b = v,
+		cg_abt prod = {.m = w->cout, .n = w->cin, .q = imgs * w->tt, .a = mm, .lda = w->cols, .b = v,
 			.ldb = w->cols, .c = u, .ldc = w->cin};
 		cg_gemm_abt(k, &prod, cg_i64(k, 1));
 	} else {
-		cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * w->tiles, .a = u, .a_rs = w->cin, .a_cs = 1,
+		cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * w->tt, .a = u, .a_rs = w->cin, .a_cs = 1,
 			.b = v, .ldb = w->cols, .c = mm, .ldc = w->cols};
 		cg_gemm_ab(k, &prod);
 	}
@@ -426,28 +574,24 @@ int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt)
  * algorithm.  With Y = A^T [U ⊙ V] A per tile, dL/dU = (A dY A^T) ⊙ V, so
  *     Z[e] = A dY A^T      for every m x m tile of every plane of dY
  *     P[e] += Z[e] · V[e]^T over the thread's images' tiles
- * and cg_conv_winograd_finish turns the threads' sum into dW = G^T P G. */
+ * and cg_conv_winograd_finish turns the threads' sum into dW = G^T P G.
+ * dY is padded with zeros to whole tiles and the extra tile of each row,
+ * so the extra tiles' Z is zero. */
 static void emit_dw(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b)
 {
 	const transforms *t = w->t;
 	int m = t->m;
 	LLVMValueRef dy = cg_arg(k, 1), x = cg_arg(k, 2);
 	cg_zero(k, b->u, cg_i64(k, u_elems(w)));
-	cg_loop lt, li;
+	zero_slack(k, w, b);
+	cg_loop lt;
 	LLVMValueRef it = cg_for(k, &lt, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, it, cg_i64(k, w->imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w->imgs));
-	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count), img = cg_iadd(k, first, i);
-	LLVMValueRef col0 = cg_imul(k, i, cg_i64(k, w->tiles));
-	cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wp,
-		cg_gep(k, NULL, x, cg_imul(k, img, cg_i64(k, w->cin * w->h * w->w))), b->p);
-	transform_input(k, w, b->p, b->v, col0);
-	int64_t hz = w->th * m, wz = w->tw * m;
-	cg_conv_pad_planes(k, w->cout, w->ho, w->wo, 0, 0, hz, wz,
-		cg_gep(k, NULL, dy, cg_imul(k, img, cg_i64(k, w->cout * w->ho * w->wo))), b->p);
-	transform_tiles(k, w, w->cout, m, hz, wz, transposed(&t->at[0][0], t->a, 6), b->p, b->mm, w->ms, col0);
-	cg_keep_loop(&li);
-	cg_end_for(k, &li, NULL);
+	transform_input(k, w, cg_gep(k, NULL, x, cg_imul(k, first, cg_i64(k, w->cin * w->h * w->w))), b->p, b->s,
+		b->v, count);
+	plane_cols(k, w, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, w->cout * w->ho * w->wo))), w->cout, w->ho,
+		w->wo, 0, 0, w->th * m, m, transposed(&t->at[0][0], t->a, 6), b->p, b->s, b->mm, w->ms, count);
 	all_products(k, g, w, b, count);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
@@ -456,29 +600,23 @@ static void emit_dw(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *
 void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws)
 {
 	wino w = wino_of(g, n->type.dtype);
-	bufs b = bufs_of(k, g, &w, ws);
+	bufs b = bufs_of(k, &w, ws);
 	if (g->op == IR_OP_CONV2D_DW) {
 		emit_dw(k, g, &w, &b);
 		return;
 	}
 	LLVMValueRef out = cg_arg(k, 0), in = cg_arg(k, 1), wt = cg_arg(k, 2);
 	transform_filter(k, g, &w, wt, b.u);
-	cg_loop lt, li, lo;
+	zero_slack(k, &w, &b);
+	cg_loop lt;
 	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, t, cg_i64(k, w.imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w.imgs));
-	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
-	cg_conv_pad_planes(k, w.cin, w.h, w.w, w.top, w.left, w.hp, w.wp,
-		cg_gep(k, NULL, in, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, w.cin * w.h * w.w))), b.p);
-	transform_input(k, &w, b.p, b.v, cg_imul(k, i, cg_i64(k, w.tiles)));
-	cg_keep_loop(&li);
-	cg_end_for(k, &li, NULL);
+	transform_input(k, &w, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))), b.p, b.s, b.v,
+		count);
 	all_products(k, g, &w, &b, count);
-	i = cg_for(k, &lo, cg_i64(k, 0), count);
-	transform_output(k, &w, cg_gep(k, NULL, b.mm, cg_imul(k, i, cg_i64(k, w.tiles))),
-		cg_gep(k, NULL, out, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, w.cout * w.ho * w.wo))));
-	cg_keep_loop(&lo);
-	cg_end_for(k, &lo, NULL);
+	transform_output(k, &w, b.mm, b.os, cg_gep(k, NULL, out, cg_imul(k, first, cg_i64(k, w.cout * w.ho * w.wo))),
+		count);
 	cg_conv_epilogue_tile(k, n, first, count);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
