@@ -138,22 +138,22 @@ bool cg_conv_winograd(const ir_conv_geom *g, ir_dtype dt)
 
 /* ---- geometry and workspace ---------------------------------------------- */
 
-/* Columns: every tile row has one more tile than it needs (tp = tw + 1), so
- * that tile t = ty·tp + tx reads its patch at m·t in the strips below,
- * affine in t over the whole image: every transform is one loop over all
- * of an index's tiles, long enough for whole vectors however narrow the
- * plane (a 7x7 plane has 4 tiles a row, a vector 8 or 16).  The extra
- * tile of each row is computed and not stored. */
+/* Every transform is one loop over all of an index's tiles t = ty·tw + tx
+ * (and images), long enough for whole vectors however narrow the plane (a
+ * 7x7 plane has 4 tiles a row, a vector 8 or 16): it reads element (i, j)
+ * of tile t's patch from strip (i, j) at t, at unit stride, the strips
+ * being built from the padded plane with whole-vector loads and lane
+ * picks (strips()). */
 typedef struct {
 	const transforms *t;
 	int64_t cin, cout;      /* planes read and written */
 	int64_t h, w;           /* source planes */
 	int64_t top, left;      /* their place in the padded planes */
 	int64_t ho, wo;         /* output planes */
-	int64_t th, tw, tp, tt; /* tiles down, across, per row with the extra, per plane */
+	int64_t th, tw, tiles;  /* tiles down, across, per plane */
 	int64_t imgs, cols;     /* images per parallel index; their tiles */
 	int64_t vs, ms;         /* strides of V's and M's a² matrices */
-	int64_t hp, wq;         /* a padded plane: whole tiles plus the window, rows of m·tp */
+	int64_t hp, wq;         /* a padded plane: whole tiles plus the window */
 	int64_t sl;             /* stride of the strips (and of the output's) */
 } wino;
 
@@ -176,8 +176,8 @@ static int64_t skew(int64_t elems)
  * 256 KiB (half of L2), at most half the batch so both threads work. */
 static int64_t images(const ir_conv_geom *g, const wino *w)
 {
-	int64_t per = (int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tt * 4;
-	int64_t t = (64 + w->tt - 1) / w->tt;
+	int64_t per = (int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tiles * 4;
+	int64_t t = (64 + w->tiles - 1) / w->tiles;
 	if (t > ((int64_t)256 << 10) / per)
 		t = ((int64_t)256 << 10) / per;
 	if (t > g->n / 2)
@@ -192,8 +192,8 @@ static int64_t images(const ir_conv_geom *g, const wino *w)
  * equal indices, so two threads get the same work. */
 static int64_t dw_images(const ir_conv_geom *g, const wino *w)
 {
-	int64_t per = (w->cin + w->cout) * w->tt * 4;
-	int64_t t = (256 + w->tt - 1) / w->tt;
+	int64_t per = (w->cin + w->cout) * w->tiles * 4;
+	int64_t t = (256 + w->tiles - 1) / w->tiles;
 	if (t > ((int64_t)256 << 10) / per)
 		t = ((int64_t)256 << 10) / per;
 	if (t < 1)
@@ -219,12 +219,11 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	int m = w.t->m;
 	w.th = (w.ho + m - 1) / m;
 	w.tw = (w.wo + m - 1) / m;
-	w.tp = w.tw + 1;
-	w.tt = w.th * w.tp;
+	w.tiles = w.th * w.tw;
 	w.hp = w.th * m + 2;
-	w.wq = w.tp * m;
+	w.wq = w.tw * m + 2;
 	w.imgs = g->op == IR_OP_CONV2D_DW ? dw_images(g, &w) : images(g, &w);
-	w.cols = w.imgs * w.tt;
+	w.cols = w.imgs * w.tiles;
 	w.vs = skew(w.cin * w.cols);
 	w.ms = skew(w.cout * w.cols);
 	w.sl = skew(w.cols + WIDEST + 1);
@@ -233,7 +232,7 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 
 /* Per thread: U (for conv2d_dw the thread's partial sum P), one padded
  * plane (of x, or of dY in whole tiles), the strips of the index's images
- * (a·m of them), the output's strips (m²), V, and M (conv2d_dw: Z). */
+ * (a² of them), the output's strips (m²), V, and M (conv2d_dw: Z). */
 static int64_t u_elems(const wino *w)
 {
 	return (int64_t)w->t->a * w->t->a * w->cout * w->cin;
@@ -241,12 +240,12 @@ static int64_t u_elems(const wino *w)
 
 static int64_t pad_elems(const wino *w)
 {
-	return w->hp * w->wq + (int64_t)w->t->m * WIDEST;
+	return w->hp * w->wq + 2 * (int64_t)w->t->m * WIDEST;
 }
 
 static int64_t strip_elems(const wino *w)
 {
-	return (int64_t)w->t->a * w->t->m * w->sl;
+	return (int64_t)w->t->a * w->t->a * w->sl;
 }
 
 static int64_t out_elems(const wino *w)
@@ -337,28 +336,28 @@ static LLVMValueRef lanes_pick(cg_kb *k, LLVMValueRef a, LLVMValueRef b, int n, 
 	return LLVMBuildShuffleVector(k->b, a, b ? b : LLVMGetPoison(LLVMTypeOf(a)), LLVMConstVector(idx, (unsigned)n), "");
 }
 
-/* The strips of one padded plane pl (rows of wq = m·tp) for the image
- * whose columns start at col0, for the tile rows' first n rows:
- *     s[(i·m + p)·sl + col0 + ty·tp + q] = pl[(m·ty + i)·wq + m·q + p],
- * row i of tile row ty, phase p: so that element (i, j) of tile t's patch
- * is s[(i·m + j mod m)·sl + t + j div m], at unit stride in t.  Whole
- * vectors: each tile row's stores run past its tp tiles into the next
- * row's, which are stored after (so the images must be done in order),
- * and past the last into the slack; the loads run past the plane into the
- * pad's slack. */
+/* The strips of one padded plane pl (rows of wq) for the image whose
+ * columns start at col0, for the tile rows' first n rows and columns:
+ *     s[(i·n + j)·sl + col0 + ty·tw + q] = pl[(m·ty + i)·wq + m·q + j],
+ * element (i, j) of tile (ty, q)'s patch.  Whole vectors: each tile row's
+ * stores run past its tw tiles into the next row's, which are stored
+ * after (so the images must be done in order), and past the last into the
+ * slack; the loads run past the plane into the pad's slack. */
 static void strips(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef s, LLVMValueRef col0)
 {
 	int m = w->t->m, vw = lanes_of(k);
 	cg_loop ly;
 	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
 	LLVMValueRef row0 = cg_imul(k, ty, cg_i64(k, m * w->wq));
-	LLVMValueRef dst0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tp)));
+	LLVMValueRef dst0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tw)));
 	for (int i = 0; i < n; i++)
-		for (int64_t q0 = 0; q0 < w->tp; q0 += vw) {
-			LLVMValueRef v = wide_load(k, pl, cg_iadd(k, row0, cg_i64(k, i * w->wq + m * q0)), m * vw);
-			for (int p = 0; p < m; p++)
-				wide_store(k, s, cg_iadd(k, dst0, cg_i64(k, (i * m + p) * w->sl + q0)),
-					lanes_pick(k, v, NULL, vw, m, p), vw);
+		for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
+			LLVMValueRef at = cg_iadd(k, row0, cg_i64(k, i * w->wq + m * q0));
+			LLVMValueRef v = wide_load(k, pl, at, m * vw);
+			LLVMValueRef next = n > m ? wide_load(k, pl, cg_iadd(k, at, cg_i64(k, m * vw)), m * vw) : NULL;
+			for (int j = 0; j < n; j++)
+				wide_store(k, s, cg_iadd(k, dst0, cg_i64(k, (i * n + j) * w->sl + q0)),
+					lanes_pick(k, v, next, vw, m, j), vw);
 		}
 	cg_keep_loop(&ly);
 	cg_end_for(k, &ly, NULL);
@@ -370,13 +369,13 @@ static void strips(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef
 static void transform_cols(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef s, LLVMValueRef dst, int64_t ds,
 	LLVMValueRef cols)
 {
-	int a = w->t->a, m = w->t->m;
+	int a = w->t->a;
 	cg_loop lt;
 	LLVMValueRef t = cg_for(k, &lt, cg_i64(k, 0), cols);
 	LLVMValueRef in[36], out[36];
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < n; j++)
-			in[i * n + j] = cg_ld(k, s, cg_iadd(k, t, cg_i64(k, (i * m + j % m) * w->sl + j / m)));
+			in[i * n + j] = cg_ld(k, s, cg_iadd(k, t, cg_i64(k, (i * n + j) * w->sl)));
 	sandwich(k, l, l, in, n, n, out);
 	for (int e = 0; e < a * a; e++)
 		cg_st(k, dst, cg_iadd(k, t, cg_i64(k, e * ds)), out[e]);
@@ -397,11 +396,11 @@ static void plane_cols(cg_kb *k, const wino *w, LLVMValueRef src, int64_t planes
 	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, planes)), c);
 	cg_conv_pad_planes(k, 1, h, wd, top, left, hp, w->wq, cg_gep(k, NULL, src, cg_imul(k, plane, cg_i64(k, h * wd))),
 		pl);
-	strips(k, w, n, pl, s, cg_imul(k, i, cg_i64(k, w->tt)));
+	strips(k, w, n, pl, s, cg_imul(k, i, cg_i64(k, w->tiles)));
 	cg_keep_loop(&li);
 	cg_end_for(k, &li, NULL);
 	transform_cols(k, w, n, l, s, cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, w->cols))), ds,
-		cg_imul(k, count, cg_i64(k, w->tt)));
+		cg_imul(k, count, cg_i64(k, w->tiles)));
 	cg_keep_loop(&lc);
 	cg_end_for(k, &lc, NULL);
 }
@@ -442,7 +441,7 @@ static void rows_out(cg_kb *k, const wino *w, LLVMValueRef os, LLVMValueRef col0
 	int rows)
 {
 	int m = w->t->m, vw = lanes_of(k);
-	LLVMValueRef src0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tp)));
+	LLVMValueRef src0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tw)));
 	LLVMValueRef dst0 = cg_imul(k, ty, cg_i64(k, m * w->wo));
 	for (int i = 0; i < rows; i++)
 		for (int64_t q0 = 0; m * q0 < w->wo; q0 += vw) {
@@ -487,10 +486,10 @@ static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValue
 {
 	cg_loop lo, li;
 	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
-	out_strips(k, w, mm, os, o, cg_imul(k, count, cg_i64(k, w->tt)));
+	out_strips(k, w, mm, os, o, cg_imul(k, count, cg_i64(k, w->tiles)));
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
 	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, w->cout)), o);
-	plane_out(k, w, os, cg_imul(k, i, cg_i64(k, w->tt)),
+	plane_out(k, w, os, cg_imul(k, i, cg_i64(k, w->tiles)),
 		cg_gep(k, NULL, out, cg_imul(k, plane, cg_i64(k, w->ho * w->wo))));
 	cg_keep_loop(&li);
 	cg_end_for(k, &li, NULL);
@@ -514,9 +513,9 @@ static bufs bufs_of(cg_kb *k, const wino *w, LLVMValueRef ws)
 	return b;
 }
 
-/* The slack the strips' vectors run into is read (as the extra tiles'
- * patches) but never stored by a pad: zeroed once per call, so that
- * those tiles are finite and conv2d_dw's (whose Z is zero) add nothing. */
+/* The pad's slack, which the strips' loads read into lanes that are
+ * stored nowhere or overwritten, is zeroed once per call, as are the
+ * strips, so that no lane ever holds memory no kernel wrote. */
 static void zero_slack(cg_kb *k, const wino *w, const bufs *b)
 {
 	cg_zero(k, b->p, cg_i64(k, pad_elems(w) + strip_elems(w)));
@@ -533,11 +532,11 @@ static void products(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs 
 	LLVMValueRef v = cg_gep(k, NULL, b->v, cg_imul(k, e, cg_i64(k, w->vs)));
 	LLVMValueRef mm = cg_gep(k, NULL, b->mm, cg_imul(k, e, cg_i64(k, w->ms)));
 	if (g->op == IR_OP_CONV2D_DW) {
-		cg_abt prod = {.m = w->cout, .n = w->cin, .q = imgs * w->tt, .a = mm, .lda = w->cols, .b = v,
+		cg_abt prod = {.m = w->cout, .n = w->cin, .q = imgs * w->tiles, .a = mm, .lda = w->cols, .b = v,
 			.ldb = w->cols, .c = u, .ldc = w->cin};
 		cg_gemm_abt(k, &prod, cg_i64(k, 1));
 	} else {
-		cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * w->tt, .a = u, .a_rs = w->cin, .a_cs = 1,
+		cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * w->tiles, .a = u, .a_rs = w->cin, .a_cs = 1,
 			.b = v, .ldb = w->cols, .c = mm, .ldc = w->cols};
 		cg_gemm_ab(k, &prod);
 	}
@@ -575,8 +574,7 @@ int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt)
  *     Z[e] = A dY A^T      for every m x m tile of every plane of dY
  *     P[e] += Z[e] · V[e]^T over the thread's images' tiles
  * and cg_conv_winograd_finish turns the threads' sum into dW = G^T P G.
- * dY is padded with zeros to whole tiles and the extra tile of each row,
- * so the extra tiles' Z is zero. */
+ * dY is padded with zeros to whole tiles. */
 static void emit_dw(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b)
 {
 	const transforms *t = w->t;
