@@ -62,7 +62,20 @@ static const transforms *transforms_for(int m)
 	return m == 4 ? &f4 : &f2;
 }
 
-/* sum_i c[i]·v[i] over the nonzero c[i], with no multiplication by ±1. */
+/* The constant x of type ty, a real or a vector of them. */
+static LLVMValueRef konst(LLVMTypeRef ty, double x)
+{
+	if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
+		return LLVMConstReal(ty, x);
+	LLVMValueRef lanes[64];
+	unsigned n = LLVMGetVectorSize(ty);
+	for (unsigned i = 0; i < n; i++)
+		lanes[i] = LLVMConstReal(LLVMGetElementType(ty), x);
+	return LLVMConstVector(lanes, n);
+}
+
+/* sum_i c[i]·v[i] over the nonzero c[i], with no multiplication by ±1
+ * (on reals or on vectors of them). */
 static LLVMValueRef combine(cg_kb *k, const double *c, int stride, const LLVMValueRef *v, int n)
 {
 	LLVMValueRef s = NULL;
@@ -73,13 +86,13 @@ static LLVMValueRef combine(cg_kb *k, const double *c, int stride, const LLVMVal
 		double mag = ci < 0 ? -ci : ci;
 		LLVMValueRef t = v[i];
 		if (mag != 1)
-			t = LLVMBuildFMul(k->b, t, LLVMConstReal(LLVMTypeOf(t), mag), "");
+			t = LLVMBuildFMul(k->b, t, konst(LLVMTypeOf(t), mag), "");
 		if (!s)
 			s = ci < 0 ? LLVMBuildFNeg(k->b, t, "") : t;
 		else
 			s = ci < 0 ? LLVMBuildFSub(k->b, s, t, "") : LLVMBuildFAdd(k->b, s, t, "");
 	}
-	return s ? s : LLVMConstReal(LLVMTypeOf(v[0]), 0);
+	return s ? s : konst(LLVMTypeOf(v[0]), 0);
 }
 
 /* A constant matrix: element (i, j) at c[i·rs + j·cs], so a table read
@@ -138,12 +151,11 @@ bool cg_conv_winograd(const ir_conv_geom *g, ir_dtype dt)
 
 /* ---- geometry and workspace ---------------------------------------------- */
 
-/* Every transform is one loop over all of an index's tiles t = ty·tw + tx
- * (and images), long enough for whole vectors however narrow the plane (a
- * 7x7 plane has 4 tiles a row, a vector 8 or 16): it reads element (i, j)
- * of tile t's patch from strip (i, j) at t, at unit stride, the strips
- * being built from the padded plane with whole-vector loads and lane
- * picks (strips()). */
+/* The transforms work on whole vectors of a tile row's tiles, their
+ * patches' elements picked from wide loads of the padded plane (patches()),
+ * their results stored as whole vectors: a tile row narrower than a vector
+ * (a 7x7 plane has 4 tiles a row, a vector 8 or 16) costs one vector, not
+ * a scalar loop, and V and M keep one column per tile. */
 typedef struct {
 	const transforms *t;
 	int64_t cin, cout;      /* planes read and written */
@@ -154,12 +166,11 @@ typedef struct {
 	int64_t imgs, cols;     /* images per parallel index; their tiles */
 	int64_t vs, ms;         /* strides of V's and M's a² matrices */
 	int64_t hp, wq;         /* a padded plane: whole tiles plus the window */
-	int64_t sl;             /* stride of the strips (and of the output's) */
 } wino;
 
-/* Vectors are at most 16 floats (AVX-512): the slack that the strips'
- * whole-vector loads and stores may run past their rows into, so the
- * workspace does not depend on the CPU. */
+/* Vectors are at most 16 floats (AVX-512): the slack that whole-vector
+ * loads and stores may run past a plane into, so that the workspace does
+ * not depend on the CPU. */
 #define WIDEST 16
 
 /* The transforms write (and read) a² matrices at once, one element of
@@ -224,15 +235,13 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	w.wq = w.tw * m + 2;
 	w.imgs = g->op == IR_OP_CONV2D_DW ? dw_images(g, &w) : images(g, &w);
 	w.cols = w.imgs * w.tiles;
-	w.vs = skew(w.cin * w.cols);
-	w.ms = skew(w.cout * w.cols);
-	w.sl = skew(w.cols + WIDEST + 1);
+	w.vs = skew(w.cin * w.cols + WIDEST);
+	w.ms = skew(w.cout * w.cols + WIDEST);
 	return w;
 }
 
 /* Per thread: U (for conv2d_dw the thread's partial sum P), one padded
- * plane (of x, or of dY in whole tiles), the strips of the index's images
- * (a² of them), the output's strips (m²), V, and M (conv2d_dw: Z). */
+ * plane (of x, or of dY in whole tiles), V, and M (conv2d_dw: Z). */
 static int64_t u_elems(const wino *w)
 {
 	return (int64_t)w->t->a * w->t->a * w->cout * w->cin;
@@ -243,16 +252,6 @@ static int64_t pad_elems(const wino *w)
 	return w->hp * w->wq + 2 * (int64_t)w->t->m * WIDEST;
 }
 
-static int64_t strip_elems(const wino *w)
-{
-	return (int64_t)w->t->a * w->t->a * w->sl;
-}
-
-static int64_t out_elems(const wino *w)
-{
-	return (int64_t)w->t->m * w->t->m * w->sl;
-}
-
 static int64_t v_elems(const wino *w)
 {
 	return (int64_t)w->t->a * w->t->a * w->vs;
@@ -261,7 +260,7 @@ static int64_t v_elems(const wino *w)
 int64_t cg_conv_winograd_workspace(const ir_conv_geom *g, ir_dtype dt)
 {
 	wino w = wino_of(g, dt);
-	return u_elems(&w) + pad_elems(&w) + strip_elems(&w) + out_elems(&w) + v_elems(&w) +
+	return u_elems(&w) + pad_elems(&w) + v_elems(&w) +
 	       (int64_t)w.t->a * w.t->a * w.ms;
 }
 
@@ -336,59 +335,54 @@ static LLVMValueRef lanes_pick(cg_kb *k, LLVMValueRef a, LLVMValueRef b, int n, 
 	return LLVMBuildShuffleVector(k->b, a, b ? b : LLVMGetPoison(LLVMTypeOf(a)), LLVMConstVector(idx, (unsigned)n), "");
 }
 
-/* The strips of one padded plane pl (rows of wq) for the image whose
- * columns start at col0, for the tile rows' first n rows and columns:
- *     s[(i·n + j)·sl + col0 + ty·tw + q] = pl[(m·ty + i)·wq + m·q + j],
- * element (i, j) of tile (ty, q)'s patch.  Whole vectors: each tile row's
- * stores run past its tw tiles into the next row's, which are stored
- * after (so the images must be done in order), and past the last into the
- * slack; the loads run past the plane into the pad's slack. */
-static void strips(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef s, LLVMValueRef col0)
+/* Elements (i, j) of the n x n patches of tile row ty (at row0 of the
+ * padded plane pl, rows of wq) for tiles [q0, q0 + vw), as vectors over the
+ * tiles: lanes m·l + j of one or two wide loads.  The loads run past the
+ * row, and past the plane into the pad's slack. */
+static void patches(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef row0, int64_t q0, LLVMValueRef *d)
 {
 	int m = w->t->m, vw = lanes_of(k);
+	for (int i = 0; i < n; i++) {
+		LLVMValueRef at = cg_iadd(k, row0, cg_i64(k, i * w->wq + m * q0));
+		LLVMValueRef v = wide_load(k, pl, at, m * vw);
+		LLVMValueRef next = n > m ? wide_load(k, pl, cg_iadd(k, at, cg_i64(k, m * vw)), m * vw) : NULL;
+		for (int j = 0; j < n; j++)
+			d[i * n + j] = lanes_pick(k, v, next, vw, m, j);
+	}
+}
+
+/* dst[e·ds + col0 + ty·tw + q] = (L d L^T)[e] for the n x n patch d of
+ * every tile (ty, q) of padded plane pl: V = B^T d B from x's (n = a),
+ * and for conv2d_dw Z = A dY A^T from dY's m x m tiles (n = m).  The
+ * stores are whole vectors: each tile row's run past its tw tiles into the
+ * next row's, which are stored after (so planes and images must be done
+ * in order), and the last past the plane into the next plane's or the
+ * slack of ds. */
+static void transform_plane(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef pl, LLVMValueRef dst, int64_t ds,
+	LLVMValueRef col0)
+{
+	int a = w->t->a, m = w->t->m, vw = lanes_of(k);
 	cg_loop ly;
 	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
 	LLVMValueRef row0 = cg_imul(k, ty, cg_i64(k, m * w->wq));
 	LLVMValueRef dst0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tw)));
-	for (int i = 0; i < n; i++)
-		for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
-			LLVMValueRef at = cg_iadd(k, row0, cg_i64(k, i * w->wq + m * q0));
-			LLVMValueRef v = wide_load(k, pl, at, m * vw);
-			LLVMValueRef next = n > m ? wide_load(k, pl, cg_iadd(k, at, cg_i64(k, m * vw)), m * vw) : NULL;
-			for (int j = 0; j < n; j++)
-				wide_store(k, s, cg_iadd(k, dst0, cg_i64(k, (i * n + j) * w->sl + q0)),
-					lanes_pick(k, v, next, vw, m, j), vw);
-		}
+	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
+		LLVMValueRef d[36], out[36];
+		patches(k, w, n, pl, row0, q0, d);
+		sandwich(k, l, l, d, n, n, out);
+		for (int e = 0; e < a * a; e++)
+			wide_store(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds + q0)), out[e], vw);
+	}
 	cg_keep_loop(&ly);
 	cg_end_for(k, &ly, NULL);
 }
 
-/* dst[e·ds + t] = (L d L^T)[e] for the n x n patch d of every column t <
- * cols of the strips s: V = B^T d B from x's (n = a), and for conv2d_dw
- * Z = A dY A^T from dY's m x m tiles (n = m). */
-static void transform_cols(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef s, LLVMValueRef dst, int64_t ds,
-	LLVMValueRef cols)
-{
-	int a = w->t->a;
-	cg_loop lt;
-	LLVMValueRef t = cg_for(k, &lt, cg_i64(k, 0), cols);
-	LLVMValueRef in[36], out[36];
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < n; j++)
-			in[i * n + j] = cg_ld(k, s, cg_iadd(k, t, cg_i64(k, (i * n + j) * w->sl)));
-	sandwich(k, l, l, in, n, n, out);
-	for (int e = 0; e < a * a; e++)
-		cg_st(k, dst, cg_iadd(k, t, cg_i64(k, e * ds)), out[e]);
-	cg_parallel_loop(&lt);
-	cg_end_for(k, &lt, NULL);
-}
-
-/* The strips of every image's plane c (of x or dY: `planes` planes of
- * h x w each, placed at top, left in hp rows) into s, and their transform
- * into dst's plane c (columns [0, count·tt)). */
+/* Every image's plane c (of x or dY: `planes` planes of h x w each,
+ * placed at top, left in hp rows of the pad pl) transformed into dst's
+ * plane c. */
 static void plane_cols(cg_kb *k, const wino *w, LLVMValueRef src, int64_t planes, int64_t h, int64_t wd,
-	int64_t top, int64_t left, int64_t hp, int n, cmat l, LLVMValueRef pl, LLVMValueRef s, LLVMValueRef dst,
-	int64_t ds, LLVMValueRef count)
+	int64_t top, int64_t left, int64_t hp, int n, cmat l, LLVMValueRef pl, LLVMValueRef dst, int64_t ds,
+	LLVMValueRef count)
 {
 	cg_loop lc, li;
 	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, planes));
@@ -396,74 +390,63 @@ static void plane_cols(cg_kb *k, const wino *w, LLVMValueRef src, int64_t planes
 	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, planes)), c);
 	cg_conv_pad_planes(k, 1, h, wd, top, left, hp, w->wq, cg_gep(k, NULL, src, cg_imul(k, plane, cg_i64(k, h * wd))),
 		pl);
-	strips(k, w, n, pl, s, cg_imul(k, i, cg_i64(k, w->tiles)));
+	transform_plane(k, w, n, l, pl, cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, w->cols))), ds,
+		cg_imul(k, i, cg_i64(k, w->tiles)));
 	cg_keep_loop(&li);
 	cg_end_for(k, &li, NULL);
-	transform_cols(k, w, n, l, s, cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, w->cols))), ds,
-		cg_imul(k, count, cg_i64(k, w->tiles)));
 	cg_keep_loop(&lc);
 	cg_end_for(k, &lc, NULL);
 }
 
 /* V[e][c][t] = (B^T d B)[e] for every patch d of every plane of the
  * index's `count` images, from `in` at its first image. */
-static void transform_input(cg_kb *k, const wino *w, LLVMValueRef in, LLVMValueRef pl, LLVMValueRef s,
-	LLVMValueRef v, LLVMValueRef count)
+static void transform_input(cg_kb *k, const wino *w, LLVMValueRef in, LLVMValueRef pl, LLVMValueRef v,
+	LLVMValueRef count)
 {
 	const transforms *t = w->t;
-	plane_cols(k, w, in, w->cin, w->h, w->w, w->top, w->left, w->hp, t->a, plain(&t->bt[0][0], t->a, 6), pl, s, v,
+	plane_cols(k, w, in, w->cin, w->h, w->w, w->top, w->left, w->hp, t->a, plain(&t->bt[0][0], t->a, 6), pl, v,
 		w->vs, count);
 }
 
-/* The output strips os[(i·m + j)·sl + t] = (A^T M A)[i][j] of plane o's
- * columns t < cols. */
-static void out_strips(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef os, LLVMValueRef o, LLVMValueRef cols)
+/* v[0..m) interleaved: lane m·l + j of the result is lane l of v[j]. */
+static LLVMValueRef interleave(cg_kb *k, LLVMValueRef *v, int m, int vw)
+{
+	for (int half = m; half > 1; half /= 2) /* concatenate: v[j]'s lanes at j·vw */
+		for (int j = 0; j < half / 2; j++)
+			v[j] = lanes_pick(k, v[2 * j], v[2 * j + 1], (m / half) * 2 * vw, 1, 0);
+	LLVMValueRef idx[4 * WIDEST];
+	for (int l = 0; l < vw; l++)
+		for (int j = 0; j < m; j++)
+			idx[m * l + j] = LLVMConstInt(k->m->i32, (unsigned long long)(j * vw + l), 0);
+	return LLVMBuildShuffleVector(k->b, v[0], LLVMGetPoison(LLVMTypeOf(v[0])),
+		LLVMConstVector(idx, (unsigned)(m * vw)), "");
+}
+
+/* Rows m·ty + i (i < rows) of output plane y, Y = A^T M A from mrow (M's
+ * plane o at the image's first column): whole vectors of tiles, the
+ * results' m phases interleaved back and stored masked at wo.  The loads
+ * run past the row's tiles into the next row's, the next plane's or the
+ * slack of ms. */
+static void rows_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y, LLVMValueRef ty, int rows)
 {
 	const transforms *t = w->t;
-	int a = t->a, m = t->m;
-	LLVMValueRef mrow = cg_gep(k, NULL, mm, cg_imul(k, o, cg_i64(k, w->cols)));
-	cg_loop lt;
-	LLVMValueRef c = cg_for(k, &lt, cg_i64(k, 0), cols);
-	LLVMValueRef in[36], out[16];
-	for (int e = 0; e < a * a; e++)
-		in[e] = cg_ld(k, mrow, cg_iadd(k, c, cg_i64(k, e * w->ms)));
-	sandwich(k, plain(&t->at[0][0], m, 6), plain(&t->at[0][0], m, 6), in, a, a, out);
-	for (int e = 0; e < m * m; e++)
-		cg_st(k, os, cg_iadd(k, c, cg_i64(k, e * w->sl)), out[e]);
-	cg_parallel_loop(&lt);
-	cg_end_for(k, &lt, NULL);
-}
-
-/* Rows m·ty + i (i < rows) of output plane y from the output strips of
- * the image whose columns start at col0: the m phases interleaved back,
- * whole vectors, the last of a row masked at wo. */
-static void rows_out(cg_kb *k, const wino *w, LLVMValueRef os, LLVMValueRef col0, LLVMValueRef y, LLVMValueRef ty,
-	int rows)
-{
-	int m = w->t->m, vw = lanes_of(k);
-	LLVMValueRef src0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tw)));
+	int a = t->a, m = t->m, vw = lanes_of(k);
+	LLVMValueRef src0 = cg_imul(k, ty, cg_i64(k, w->tw));
 	LLVMValueRef dst0 = cg_imul(k, ty, cg_i64(k, m * w->wo));
-	for (int i = 0; i < rows; i++)
-		for (int64_t q0 = 0; m * q0 < w->wo; q0 += vw) {
-			LLVMValueRef v[4];
-			for (int j = 0; j < m; j++)
-				v[j] = wide_load(k, os, cg_iadd(k, src0, cg_i64(k, (i * m + j) * w->sl + q0)), vw);
-			for (int half = m; half > 1; half /= 2) /* concatenate: phase j's lanes at j·vw */
-				for (int j = 0; j < half / 2; j++)
-					v[j] = lanes_pick(k, v[2 * j], v[2 * j + 1], (m / half) * 2 * vw, 1, 0);
-			LLVMValueRef idx[4 * WIDEST];
-			for (int l = 0; l < vw; l++)
-				for (int j = 0; j < m; j++)
-					idx[m * l + j] = LLVMConstInt(k->m->i32, (unsigned long long)(j * vw + l), 0);
-			LLVMValueRef y2 = LLVMBuildShuffleVector(k->b, v[0], LLVMGetPoison(LLVMTypeOf(v[0])),
-				LLVMConstVector(idx, (unsigned)(m * vw)), "");
-			wide_store(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0)), y2, (int)(w->wo - m * q0));
-		}
+	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
+		LLVMValueRef in[36], out[16];
+		for (int e = 0; e < a * a; e++)
+			in[e] = wide_load(k, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms + q0)), vw);
+		sandwich(k, plain(&t->at[0][0], m, 6), plain(&t->at[0][0], m, 6), in, a, a, out);
+		for (int i = 0; i < rows; i++)
+			wide_store(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0)), interleave(k, out + i * m, m, vw),
+				(int)(w->wo - m * q0));
+	}
 }
 
-/* Output plane y of the image whose columns start at col0: whole tile
+/* Output plane y of the image whose columns start at mrow: whole tile
  * rows, then the bottom edge's partial one. */
-static void plane_out(cg_kb *k, const wino *w, LLVMValueRef os, LLVMValueRef col0, LLVMValueRef y)
+static void plane_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y)
 {
 	int m = w->t->m;
 	int64_t full_y = w->ho / m;
@@ -471,26 +454,24 @@ static void plane_out(cg_kb *k, const wino *w, LLVMValueRef os, LLVMValueRef col
 	if (full_y > 0) {
 		cg_loop ly;
 		LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, full_y));
-		rows_out(k, w, os, col0, y, ty, m);
+		rows_out(k, w, mrow, y, ty, m);
 		cg_keep_loop(&ly);
 		cg_end_for(k, &ly, NULL);
 	}
 	if (rest_y > 0)
-		rows_out(k, w, os, col0, y, cg_i64(k, full_y), rest_y);
+		rows_out(k, w, mrow, y, cg_i64(k, full_y), rest_y);
 }
 
 /* Y = A^T M A for every output plane of the index's `count` images, out
  * at its first image. */
-static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef os, LLVMValueRef out,
-	LLVMValueRef count)
+static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef out, LLVMValueRef count)
 {
 	cg_loop lo, li;
 	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
-	out_strips(k, w, mm, os, o, cg_imul(k, count, cg_i64(k, w->tiles)));
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
 	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, w->cout)), o);
-	plane_out(k, w, os, cg_imul(k, i, cg_i64(k, w->tiles)),
-		cg_gep(k, NULL, out, cg_imul(k, plane, cg_i64(k, w->ho * w->wo))));
+	LLVMValueRef col = cg_iadd(k, cg_imul(k, o, cg_i64(k, w->cols)), cg_imul(k, i, cg_i64(k, w->tiles)));
+	plane_out(k, w, cg_gep(k, NULL, mm, col), cg_gep(k, NULL, out, cg_imul(k, plane, cg_i64(k, w->ho * w->wo))));
 	cg_keep_loop(&li);
 	cg_end_for(k, &li, NULL);
 	cg_keep_loop(&lo);
@@ -499,26 +480,24 @@ static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValue
 
 /* The thread's buffers (cg_conv_winograd_workspace's order). */
 typedef struct {
-	LLVMValueRef u, p, s, os, v, mm; /* conv2d_dw: P, a padded plane, strips, -, V, Z */
+	LLVMValueRef u, p, v, mm; /* conv2d_dw: P, a padded plane, V, Z */
 } bufs;
 
 static bufs bufs_of(cg_kb *k, const wino *w, LLVMValueRef ws)
 {
 	bufs b = {.u = ws};
 	b.p = cg_gep(k, NULL, b.u, cg_i64(k, u_elems(w)));
-	b.s = cg_gep(k, NULL, b.p, cg_i64(k, pad_elems(w)));
-	b.os = cg_gep(k, NULL, b.s, cg_i64(k, strip_elems(w)));
-	b.v = cg_gep(k, NULL, b.os, cg_i64(k, out_elems(w)));
+	b.v = cg_gep(k, NULL, b.p, cg_i64(k, pad_elems(w)));
 	b.mm = cg_gep(k, NULL, b.v, cg_i64(k, v_elems(w)));
 	return b;
 }
 
-/* The pad's slack, which the strips' loads read into lanes that are
- * stored nowhere or overwritten, is zeroed once per call, as are the
- * strips, so that no lane ever holds memory no kernel wrote. */
+/* The pad's slack, which the patches' loads read into lanes that are
+ * overwritten or stored nowhere, is zeroed once per call, so that no lane
+ * ever holds memory no kernel wrote. */
 static void zero_slack(cg_kb *k, const wino *w, const bufs *b)
 {
-	cg_zero(k, b->p, cg_i64(k, pad_elems(w) + strip_elems(w)));
+	cg_zero(k, b->p, cg_i64(k, pad_elems(w)));
 }
 
 /* For the first `imgs` images' columns, one product per tile element:
@@ -586,10 +565,10 @@ static void emit_dw(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *
 	LLVMValueRef it = cg_for(k, &lt, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, it, cg_i64(k, w->imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w->imgs));
-	transform_input(k, w, cg_gep(k, NULL, x, cg_imul(k, first, cg_i64(k, w->cin * w->h * w->w))), b->p, b->s,
-		b->v, count);
+	transform_input(k, w, cg_gep(k, NULL, x, cg_imul(k, first, cg_i64(k, w->cin * w->h * w->w))), b->p, b->v,
+		count);
 	plane_cols(k, w, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, w->cout * w->ho * w->wo))), w->cout, w->ho,
-		w->wo, 0, 0, w->th * m, m, transposed(&t->at[0][0], t->a, 6), b->p, b->s, b->mm, w->ms, count);
+		w->wo, 0, 0, w->th * m, m, transposed(&t->at[0][0], t->a, 6), b->p, b->mm, w->ms, count);
 	all_products(k, g, w, b, count);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
@@ -610,11 +589,9 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, t, cg_i64(k, w.imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w.imgs));
-	transform_input(k, &w, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))), b.p, b.s, b.v,
-		count);
+	transform_input(k, &w, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))), b.p, b.v, count);
 	all_products(k, g, &w, &b, count);
-	transform_output(k, &w, b.mm, b.os, cg_gep(k, NULL, out, cg_imul(k, first, cg_i64(k, w.cout * w.ho * w.wo))),
-		count);
+	transform_output(k, &w, b.mm, cg_gep(k, NULL, out, cg_imul(k, first, cg_i64(k, w.cout * w.ho * w.wo))), count);
 	cg_conv_epilogue_tile(k, n, first, count);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
