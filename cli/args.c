@@ -78,37 +78,19 @@ int cli_next(cli_args *a, const cli_opt *opts, const char **val)
 	return CLI_ERROR;
 }
 
-/* What --strategy accepts, in the order the help and the errors list it:
- * the library's strategies (by their names, revc_strategy_name), then min,
- * auto at its lower end (the minimum-memory decisions, whatever the
- * budget). */
-static const struct {
-	revc_strategy strategy;
-	bool minimum;
-	const char *name; /* NULL: the library's name */
-} strategies[] = {
-	{REVC_STORE, false, NULL},
-	{REVC_REVNET, false, NULL},
-	{REVC_CHECKPOINT, false, NULL},
-	{REVC_AUTO, false, NULL},
-	{REVC_AUTO, true, "min"},
-};
-#define NSTRATEGIES (int)(sizeof strategies / sizeof strategies[0])
-
-static const char *strategy_name(int i)
-{
-	return strategies[i].name ? strategies[i].name : revc_strategy_name(strategies[i].strategy);
-}
-
-/* "store, revnet, checkpoint, auto or min", or with also after them
- * ("..., auto, min or all"). */
+/* The names --strategy takes, the library's list (revc_strategy_option_at,
+ * which the Python module takes too): "store, revnet, checkpoint, auto or
+ * min", or with also after them ("..., auto, min or all"). */
 static const char *strategy_names(char *buf, size_t size, const char *also)
 {
 	size_t n = 0;
-	int count = NSTRATEGIES + (also != NULL);
+	int nnames = 0;
+	while (revc_strategy_option_at(nnames))
+		nnames++;
+	int count = nnames + (also != NULL);
 	buf[0] = 0;
 	for (int i = 0; i < count && n < size; i++) {
-		const char *name = i < NSTRATEGIES ? strategy_name(i) : also;
+		const char *name = i < nnames ? revc_strategy_option_at(i) : also;
 		const char *sep = i == 0 ? "" : i == count - 1 ? " or " : ", ";
 		n += (size_t)snprintf(buf + n, size - n, "%s%s", sep, name);
 	}
@@ -268,12 +250,8 @@ static bool parse_dtype(const char *cmd, const char *val, revc_dtype *out)
 
 bool cli_parse_strategy(const char *cmd, const char *val, const char *also, revc_strategy *out, bool *minimum)
 {
-	for (int i = 0; i < NSTRATEGIES; i++)
-		if (strcmp(strategy_name(i), val) == 0) {
-			*out = strategies[i].strategy;
-			*minimum = strategies[i].minimum;
-			return true;
-		}
+	if (revc_strategy_option(val, out, minimum))
+		return true;
 	char names[128];
 	cli_usage_error(cmd, "--strategy must be %s, not '%s'", strategy_names(names, sizeof names, also), val);
 	return false;
@@ -293,9 +271,9 @@ int cli_revc_option(const char *cmd, const char *name, const char *val, revc_opt
 		return 1;
 	}
 	if (strcmp(name, "max-memory") == 0)
-		return cli_parse_max_memory(cmd, val, &o->max_memory) ? 1 : -1;
+		return cli_parse_limit(cmd, "--max-memory", val, &o->max_memory) ? 1 : -1;
 	if (strcmp(name, "budget") == 0) /* strategy auto's */
-		return cli_parse_max_memory(cmd, val, &o->budget) ? 1 : -1;
+		return cli_parse_limit(cmd, "--budget", val, &o->budget) ? 1 : -1;
 	if (strcmp(name, "decisions") == 0) { /* strategy auto's, given */
 		o->decisions = val;
 		return 1;

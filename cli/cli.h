@@ -241,6 +241,8 @@ int cmd_compile(int argc, char **argv);
 
 #define CLI_MAX_MEMORY_OPT {"max-memory", 0, "SIZE", "refuse to run when parameters + optimiser state + planned arena (+ data, for train and eval) exceed SIZE"}
 #define CLI_CHECK_NUMERICS_OPT {"check-numerics", 0, NULL, "stop at the first NaN or Inf and name the node that made it"}
-/* Parses --max-memory (revc_parse_size, > 0); prints a usage error. */
-bool cli_parse_max_memory(const char *cmd, const char *val, int64_t *out);
+/* Parses the SIZE of a limit, --max-memory or --budget (opt, as written:
+ * "--budget"): revc_parse_size's, more than 0; else a usage error that
+ * names opt. */
+bool cli_parse_limit(const char *cmd, const char *opt, const char *val, int64_t *out);
 #endif

@@ -71,8 +71,8 @@ static int parse(cli_args *a, compile_args *c)
 				return EXIT_USAGE;
 			break;
 		case OPT_BUDGET:
-			if (!revc_parse_size(val, &c->e.budget))
-				return cli_usage_error(a->cmd, "--budget must be a size such as 512MiB, 1.5GB or 1000000, not '%s'", val);
+			if (!cli_parse_limit(a->cmd, "--budget", val, &c->e.budget))
+				return EXIT_USAGE;
 			break;
 		case OPT_DUMP: c->e.dump_llvm = val; break;
 		case OPT_CPU:

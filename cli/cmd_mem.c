@@ -410,8 +410,8 @@ int cmd_mem(int argc, char **argv)
 			break;
 		case OPT_NO_EDGES: o.no_order_edges = true; break;
 		case OPT_BUDGET:
-			if (!revc_parse_size(val, &budget))
-				return cli_usage_error(a.cmd, "--budget must be a size such as 512MiB, 1.5GB or 1000000, not '%s'", val);
+			if (!cli_parse_limit(a.cmd, "--budget", val, &budget))
+				return EXIT_USAGE;
 			break;
 		case OPT_DECISIONS: o.decisions = val; break;
 		case OPT_SWEEP: sweep = true; break;

@@ -329,8 +329,10 @@ static bool fits_at(revc_model *m, const revc_options *o, revc_strategy st, int6
 			*total = r.total_bytes;
 	}
 	if (!ok) {
-		/* Over the budget, or too large to build at all: does not fit. */
-		if (revc_error_kind_of(err) == REVC_ERR_BUDGET || b > 1) {
+		/* Over the budget, or (beyond batch 1) too large for revc to plan
+		 * at all: does not fit.  Any other error is the spec's, at this
+		 * batch, and ends the search. */
+		if (revc_error_kind_of(err) == REVC_ERR_BUDGET || (b > 1 && revc_error_too_large(err))) {
 			revc_error_free(err);
 			*fits = false;
 			return true;

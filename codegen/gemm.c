@@ -44,20 +44,37 @@ static LLVMValueRef first_lanes(cg_kb *k, int n)
 	return LLVMConstVector(bits, (unsigned)lanes(k));
 }
 
-/* Loads a vector at base[i] (n of its lanes, the rest zero, when n < lanes). */
-static LLVMValueRef vload(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
+/* A mask with lanes lo .. hi-1 on. */
+static LLVMValueRef lane_range(cg_kb *k, int64_t lo, int64_t hi)
 {
-	LLVMValueRef p = cg_gep(k, NULL, base, i);
-	if (n >= lanes(k)) {
+	LLVMValueRef bits[64];
+	for (int i = 0; i < lanes(k); i++)
+		bits[i] = LLVMConstInt(k->m->i1, i >= lo && i < hi, 0);
+	return LLVMConstVector(bits, (unsigned)lanes(k));
+}
+
+/* Loads the vector at p, lanes lo .. hi-1 of it (the others zero and not
+ * read, so they may lie outside the operand). */
+static LLVMValueRef vload_lanes(cg_kb *k, LLVMValueRef p, int64_t lo, int64_t hi)
+{
+	if (lo <= 0 && hi >= lanes(k)) {
 		LLVMValueRef v = LLVMBuildLoad2(k->b, vec_ty(k), p, "");
 		LLVMSetAlignment(v, (unsigned)ir_dtype_size(k->dt));
 		return v;
 	}
+	if (hi <= lo || hi <= 0 || lo >= lanes(k))
+		return LLVMConstNull(vec_ty(k));
 	LLVMTypeRef over[2] = {vec_ty(k), k->m->ptr}, fty;
 	LLVMValueRef f = cg_intrinsic(k, "llvm.masked.load", over, 2, &fty);
 	LLVMValueRef args[4] = {p, LLVMConstInt(k->m->i32, (unsigned long long)ir_dtype_size(k->dt), 0),
-		first_lanes(k, n), LLVMConstNull(vec_ty(k))};
+		lane_range(k, lo, hi), LLVMConstNull(vec_ty(k))};
 	return LLVMBuildCall2(k->b, fty, f, args, 4, "");
+}
+
+/* Loads a vector at base[i] (n of its lanes, the rest zero, when n < lanes). */
+static LLVMValueRef vload(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
+{
+	return vload_lanes(k, cg_gep(k, NULL, base, i), 0, n);
 }
 
 static void vstore(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, int n)
@@ -100,6 +117,34 @@ static LLVMValueRef vsum(cg_kb *k, LLVMValueRef v)
 	LLVMValueRef s = LLVMBuildCall2(k->b, fty, f, args, 2, "");
 	LLVMSetFastMathFlags(s, LLVMFastMathAllowReassoc);
 	return s;
+}
+
+/* ---- rows of padded and phase-split planes --------------------------------- */
+
+void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int s, int64_t off, int64_t w)
+{
+	IR_ASSERT(s == 1 || s == 2);
+	int64_t L = lanes(k);
+	for (int64_t j0 = 0; j0 < n; j0 += L) {
+		int64_t cnt = n - j0 < L ? n - j0 : L;
+		/* Source elements e = s·j + off of this vector's j; those outside
+		 * [0, w) are zero lanes, not read. */
+		int64_t e0 = s * j0 + off, last = e0 + s * (cnt - 1);
+		LLVMValueRef v[2];
+		for (int h = 0; h < s; h++) {
+			int64_t at = e0 + h * L, lo = -at, hi = (last < w - 1 ? last + 1 : w) - at;
+			v[h] = vload_lanes(k, cg_gep(k, NULL, src, cg_i64(k, at)), lo, hi);
+		}
+		LLVMValueRef x = v[0];
+		if (s == 2) {
+			/* Every other element of the two vectors. */
+			LLVMValueRef idx[64];
+			for (int i = 0; i < L; i++)
+				idx[i] = LLVMConstInt(k->m->i32, (unsigned long long)(2 * i), 0);
+			x = LLVMBuildShuffleVector(k->b, v[0], v[1], LLVMConstVector(idx, (unsigned)L), "");
+		}
+		vstore(k, dst, cg_i64(k, j0), x, (int)cnt);
+	}
 }
 
 /* Blocks of `size` over [0, total): a loop over the full ones (block
@@ -193,22 +238,33 @@ typedef struct {
 	int mr;
 } rows;
 
-/* One block of C: rows rw->m0 .. +rw->mr, B rows n0 .. n0+nr with all
- * their taps. */
-static void block_abt(cg_kb *k, const void *gp, LLVMValueRef n0, int nr, const void *rp)
+/* The offset of row (j / taps, tap j % taps) of B, j a value. */
+static LLVMValueRef tap_row(cg_kb *k, const cg_abt *g, int taps, LLVMValueRef j)
+{
+	if (taps == 1)
+		return cg_imul(k, j, cg_i64(k, g->ldb));
+	LLVMValueRef t = cg_irem(k, j, cg_i64(k, taps)), off = cg_i64(k, tap(g->b_tap, 0));
+	for (int u = 1; u < taps; u++)
+		off = LLVMBuildSelect(k->b, LLVMBuildICmp(k->b, LLVMIntEQ, t, cg_i64(k, u), ""),
+			cg_i64(k, tap(g->b_tap, u)), off, "");
+	return cg_iadd(k, cg_imul(k, cg_idiv(k, j, cg_i64(k, taps)), cg_i64(k, g->ldb)), off);
+}
+
+/* One block of C: rows rw->m0 .. +rw->mr, columns j0 .. j0+nb, column j
+ * being B row j / taps at tap j % taps (so a block may hold some taps of
+ * one row and some of the next). */
+static void block_abt(cg_kb *k, const void *gp, LLVMValueRef j0, int nb, const void *rp)
 {
 	const cg_abt *g = gp;
 	const rows *rw = rp;
-	int mr = rw->mr, taps = g->taps > 0 ? g->taps : 1, nb = nr * taps;
+	int mr = rw->mr, taps = g->taps > 0 ? g->taps : 1;
 	int64_t L = lanes(k), full = g->q / L, tail = g->q - full * L;
 	LLVMValueRef zero = LLVMConstNull(vec_ty(k));
 	LLVMValueRef aoff[8], boff[CG_MAX_CARRY];
 	for (int m = 0; m < mr; m++)
 		aoff[m] = cg_imul(k, cg_iadd(k, rw->m0, cg_i64(k, m)), cg_i64(k, g->lda));
-	for (int n = 0; n < nr; n++)
-		for (int t = 0; t < taps; t++)
-			boff[n * taps + t] = cg_iadd(k, cg_imul(k, cg_iadd(k, n0, cg_i64(k, n)), cg_i64(k, g->ldb)),
-				cg_i64(k, tap(g->b_tap, t)));
+	for (int n = 0; n < nb; n++)
+		boff[n] = tap_row(k, g, taps, cg_iadd(k, j0, cg_i64(k, n)));
 	cg_loop li, lq;
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), rw->count);
 	LLVMValueRef acc[CG_MAX_CARRY], in[CG_MAX_CARRY], av[8], bv[CG_MAX_CARRY];
@@ -253,33 +309,37 @@ static void block_abt(cg_kb *k, const void *gp, LLVMValueRef n0, int nr, const v
 	for (int m = 0; m < mr; m++)
 		for (int n = 0; n < nb; n++) {
 			LLVMValueRef row = cg_imul(k, cg_iadd(k, rw->m0, cg_i64(k, m)), cg_i64(k, g->ldc));
-			LLVMValueRef col = cg_iadd(k, cg_imul(k, n0, cg_i64(k, taps)), cg_i64(k, n));
-			LLVMValueRef at = cg_iadd(k, row, col);
+			LLVMValueRef at = cg_iadd(k, row, cg_iadd(k, j0, cg_i64(k, n)));
 			cg_st(k, g->c, at, cg_fadd(k, cg_ld(k, g->c, at), vsum(k, li.out[m * nb + n])));
 		}
 }
 
-/* Blocks of mr rows by nr B rows (with their taps): 16 accumulators or
- * so, fewer with narrower vector registers. */
-static void abt_shape(const cg_kb *k, int taps, int *mr, int *nr)
+/* Blocks of mr rows of A by nb columns of C (B rows or their taps).
+ * Each step loads mr + nb vectors for mr·nb fused multiply-adds, so the
+ * block is as large as the registers allow: with taps (a convolution's
+ * filter gradient, whose B loads are mostly unaligned) 4 x 6 of 32 vector
+ * registers; with 16, one row of A by all taps of one B row (2 x 6 spilled
+ * and ran 1.2-1.3 times slower with AVX2); without taps, 4 x 4 or 4 x 2
+ * (Winograd's products). */
+static void abt_shape(const cg_kb *k, int taps, int *mr, int *nb)
 {
 	bool wide = k->m->vec_bytes >= 64;
 	if (taps > 1) {
-		*mr = wide ? 2 : 1;
-		*nr = 1;
+		*mr = wide ? 4 : 1;
+		*nb = wide ? 6 : taps;
 	} else {
 		*mr = 4;
-		*nr = wide ? 4 : 2;
+		*nb = wide ? 4 : 2;
 	}
 }
 
 static void row_abt(cg_kb *k, const void *gp, LLVMValueRef m0, int mr, const void *cp)
 {
 	const cg_abt *g = gp;
-	int bm, bn;
-	abt_shape(k, g->taps > 0 ? g->taps : 1, &bm, &bn);
+	int taps = g->taps > 0 ? g->taps : 1, bm, bn;
+	abt_shape(k, taps, &bm, &bn);
 	rows rw = {*(const LLVMValueRef *)cp, m0, mr};
-	blocks(k, g->n, bn, block_abt, g, &rw);
+	blocks(k, g->n * taps, bn, block_abt, g, &rw);
 }
 
 void cg_gemm_abt(cg_kb *k, const cg_abt *g, LLVMValueRef count)

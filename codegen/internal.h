@@ -171,6 +171,16 @@ void cg_zero(cg_kb *k, LLVMValueRef p, LLVMValueRef elems);
 void cg_zero_loop(cg_kb *k, LLVMValueRef p, LLVMValueRef lo, LLVMValueRef hi);
 void cg_memcpy(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes);
 
+/* Vectors of `lanes` elements (vec.c; at most CG_MAX_VLANES): the mask of
+ * the first n lanes; x in every lane; base[i ..] of the kernel's type, only
+ * the first n lanes when n < lanes (the rest zero); v stored at base[i ..],
+ * only its first n lanes when n is less than its width. */
+#define CG_MAX_VLANES 64
+LLVMValueRef cg_vmask(cg_kb *k, int lanes, int n);
+LLVMValueRef cg_vsplat(cg_kb *k, LLVMValueRef x, int lanes);
+LLVMValueRef cg_vload(cg_kb *k, int lanes, LLVMValueRef base, LLVMValueRef i, int n);
+void cg_vstore(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, int n);
+
 /* for (i = lo; i < hi; i++): cg_for positions the builder in the body and
  * returns i; up to CG_MAX_CARRY values can be carried around the loop
  * (cg_carry right after cg_for gives each one's value in the body;
@@ -233,6 +243,12 @@ typedef struct {
 } cg_ab;
 
 void cg_gemm_ab(cg_kb *k, const cg_ab *g);
+
+/* dst[j] = src[s·j + off] where 0 <= s·j + off < w, else 0, for j in
+ * [0, n): a row of a zero-bordered plane (s = 1) or of one phase of a
+ * plane split by stride (s = 2), in whole vectors, masked at the ends.
+ * Elements of src outside [0, w) are not read. */
+void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int s, int64_t off, int64_t w);
 
 /* C += A·B^T reducing over `count` segments of q contiguous elements: C is
  * m x (n·taps) at c[i·ldc + j·taps + t]; row i of A in segment s starts at

@@ -14,6 +14,8 @@
  * [N,C]), the per-output sums would be strided, so each thread instead adds
  * whole contiguous rows into double accumulators in its workspace, in the
  * reference's order. */
+#include <math.h>
+
 #include "internal.h"
 
 typedef struct {
@@ -26,32 +28,218 @@ static bn_shape shape_of(const ir_type *x)
 	return s;
 }
 
-/* a + b in double, which the vectoriser may reassociate. */
-static LLVMValueRef sum_add(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
+/* A row-major index space: group i has size[i] positions, stride[i]
+ * elements apart in the operand (as in runtime/kern_dense.c). */
+typedef struct {
+	int n;
+	int64_t size[IR_MAX_RANK], stride[IR_MAX_RANK];
+} space;
+
+static int64_t space_count(const space *s)
 {
-	LLVMValueRef v = cg_fadd(k, a, b);
-	if (LLVMIsAInstruction(v))
-		LLVMSetFastMathFlags(v, LLVMFastMathAllowReassoc);
-	return v;
+	int64_t c = 1;
+	for (int i = 0; i < s->n; i++)
+		c *= s->size[i];
+	return c;
 }
 
-/* The term of a channel sum at element i, in double. */
-typedef LLVMValueRef (*term_fn)(cg_kb *k, LLVMValueRef i, const LLVMValueRef *ctx);
-
-/* Σ over n and the H·W run of channel c of term(i), i = (n·C + c)·HW + j. */
-static LLVMValueRef channel_sum(cg_kb *k, const bn_shape *s, LLVMValueRef c, term_fn term,
-	const LLVMValueRef *ctx)
+/* The operand offset of linear index t in s (of the first `groups` groups). */
+static LLVMValueRef space_offset(cg_kb *k, const space *s, int groups, LLVMValueRef t)
 {
-	cg_loop ln, lj;
-	LLVMValueRef n = cg_for(k, &ln, cg_i64(k, 0), cg_i64(k, s->n));
-	LLVMValueRef acc = cg_carry(k, &ln, cg_f64(k, 0));
-	LLVMValueRef base = cg_imul(k, cg_iadd(k, cg_imul(k, n, cg_i64(k, s->c)), c), cg_i64(k, s->hw));
-	LLVMValueRef j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, s->hw));
-	LLVMValueRef a = cg_carry(k, &lj, acc);
-	LLVMValueRef next = sum_add(k, a, term(k, cg_iadd(k, base, j), ctx));
-	cg_end_for(k, &lj, &next);
-	cg_end_for(k, &ln, &lj.out[0]);
-	return ln.out[0];
+	LLVMValueRef off = cg_i64(k, 0);
+	for (int i = groups - 1; i >= 0; i--) {
+		if (i > 0 && s->size[i] <= 1)
+			continue; /* one position (or none, and then no t reaches here) */
+		LLVMValueRef pos = i > 0 ? cg_irem(k, t, cg_i64(k, s->size[i])) : t;
+		off = cg_iadd(k, off, cg_imul(k, pos, cg_i64(k, s->stride[i])));
+		if (i > 0)
+			t = cg_idiv(k, t, cg_i64(k, s->size[i]));
+	}
+	return off;
+}
+
+/* ---- sums over contiguous runs, in double vectors ------------------------- */
+
+/* The channel sums (and reduce_sum's per-output sums) add up one or two
+ * terms over runs of `len` contiguous elements, the runs far apart (a
+ * channel's H·W plane in each image).  Left to the loop vectoriser, each
+ * channel was summed run by run in its own column of the tensor: vector
+ * partial sums reduced at every run's end, a scalar loop for its last
+ * elements (most of a 49-element run), and short runs 12 KB apart that the
+ * prefetcher could not follow.  Here the partial sums are explicit: RUN_ACC
+ * vectors of doubles per sum and output, each run's tail a masked load
+ * whose dead lanes add zero; and the runs are visited in memory order, a
+ * block of RUN_BLOCK outputs at a time (for each image, the block's
+ * channels one after the other), their partial sums kept on the stack
+ * between runs and reduced once at the end.  Each output's order is fixed
+ * by the code, not by the threads' split, so results are deterministic;
+ * it differs from the reference's serial order by a few ulps of double. */
+#define RUN_ACC 4
+#define RUN_SUMS 2
+#define RUN_INS 2
+#define RUN_BLOCK 16
+
+typedef struct run_sums run_sums;
+
+/* The sums' terms at one vector of positions: v the operands' elements
+ * and ctx the splatted constants of the output, in double. */
+typedef void (*run_term_fn)(cg_kb *k, const LLVMValueRef *v, const LLVMValueRef *ctx, LLVMValueRef *term);
+/* Output t's constants (splatted doubles) into ctx. */
+typedef void (*run_ctx_fn)(cg_kb *k, const run_sums *r, LLVMValueRef t, LLVMValueRef *ctx);
+/* Output t's sums are sum[0 .. nsum): what to store. */
+typedef void (*run_done_fn)(cg_kb *k, const run_sums *r, LLVMValueRef t, const LLVMValueRef *sum);
+
+struct run_sums {
+	LLVMValueRef in[RUN_INS]; /* operands */
+	int nin, nsum;
+	run_term_fn term;
+	run_ctx_fn ctx;           /* or NULL */
+	run_done_fn done;
+	const ir_node *n;
+	const space *outs;        /* output t's first run, from 0 */
+	const space *rows;        /* its runs, from the first */
+	int64_t len;              /* elements per run */
+};
+
+/* Doubles per vector on the target. */
+static int run_lanes(const cg_kb *k)
+{
+	int l = k->m->vec_bytes / 8;
+	return l < 2 ? 2 : l;
+}
+
+static LLVMTypeRef run_vec(const cg_kb *k, LLVMTypeRef elem)
+{
+	return LLVMVectorType(elem, (unsigned)run_lanes(k));
+}
+
+static LLVMValueRef run_splat(cg_kb *k, LLVMValueRef x)
+{
+	return cg_vsplat(k, x, run_lanes(k));
+}
+
+/* A vector of base[i ..] in double: n lanes (the rest zero) when n < lanes. */
+static LLVMValueRef run_load(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
+{
+	LLVMValueRef v = cg_vload(k, run_lanes(k), base, i, n);
+	return k->dt == IR_F64 ? v : LLVMBuildFPExt(k->b, v, run_vec(k, k->m->f64), "");
+}
+
+/* acc[s·RUN_ACC + a] += the terms of the n elements at off (n < lanes: the
+ * rest of the lanes add zero). */
+static void run_add(cg_kb *k, const run_sums *r, const LLVMValueRef *ctx, LLVMValueRef off, int n, int a,
+	LLVMValueRef *acc)
+{
+	LLVMValueRef v[RUN_INS], t[RUN_SUMS];
+	for (int i = 0; i < r->nin; i++)
+		v[i] = run_load(k, r->in[i], off, n);
+	r->term(k, v, ctx, t);
+	for (int s = 0; s < r->nsum; s++) {
+		if (n < run_lanes(k))
+			t[s] = LLVMBuildSelect(k->b, cg_vmask(k, run_lanes(k), n), t[s], LLVMConstNull(LLVMTypeOf(t[s])), "");
+		acc[s * RUN_ACC + a] = LLVMBuildFAdd(k->b, acc[s * RUN_ACC + a], t[s], "");
+	}
+}
+
+/* acc += the terms of the run at row, for output t. */
+static void run_one(cg_kb *k, const run_sums *r, LLVMValueRef t, LLVMValueRef row, LLVMValueRef *acc)
+{
+	int lanes = run_lanes(k), na = r->nsum * RUN_ACC;
+	int64_t full = r->len / lanes, groups = full / RUN_ACC;
+	int rest = (int)(full % RUN_ACC), tail = (int)(r->len % lanes);
+	LLVMValueRef ctx[2] = {NULL, NULL};
+	if (r->ctx)
+		r->ctx(k, r, t, ctx);
+	if (groups > 0) {
+		cg_loop lg;
+		LLVMValueRef g = cg_for(k, &lg, cg_i64(k, 0), cg_i64(k, groups));
+		for (int a = 0; a < na; a++)
+			acc[a] = cg_carry(k, &lg, acc[a]);
+		LLVMValueRef at = cg_iadd(k, row, cg_imul(k, g, cg_i64(k, RUN_ACC * lanes)));
+		for (int a = 0; a < RUN_ACC; a++)
+			run_add(k, r, ctx, cg_iadd(k, at, cg_i64(k, a * lanes)), lanes, a, acc);
+		cg_end_for(k, &lg, acc);
+		for (int a = 0; a < na; a++)
+			acc[a] = lg.out[a];
+	}
+	int64_t done = groups * RUN_ACC * lanes;
+	for (int a = 0; a < rest; a++)
+		run_add(k, r, ctx, cg_iadd(k, row, cg_i64(k, done + a * lanes)), lanes, a, acc);
+	if (tail)
+		run_add(k, r, ctx, cg_iadd(k, row, cg_i64(k, full * lanes)), tail, rest, acc);
+}
+
+/* Space for one block's partial sums, in the kernel's entry block. */
+static LLVMValueRef run_stack(cg_kb *k)
+{
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(k->m->ctx);
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(k->fn);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+	if (first)
+		LLVMPositionBuilderBefore(b, first);
+	else
+		LLVMPositionBuilderAtEnd(b, entry);
+	LLVMTypeRef ty = LLVMArrayType(run_vec(k, k->m->f64), RUN_BLOCK * RUN_SUMS * RUN_ACC);
+	LLVMValueRef p = LLVMBuildAlloca(b, ty, "");
+	LLVMSetAlignment(p, 64);
+	LLVMDisposeBuilder(b);
+	return p;
+}
+
+/* For every output t of [lo, hi): its sums over its runs, handed to done. */
+static void run_sum(cg_kb *k, const run_sums *r)
+{
+	int na = r->nsum * RUN_ACC;
+	LLVMTypeRef vt = run_vec(k, k->m->f64), fty;
+	LLVMValueRef zero = LLVMConstNull(vt), stack = run_stack(k), acc[RUN_SUMS * RUN_ACC];
+	cg_loop lb, lz, lu, lt, lf;
+	LLVMValueRef nb = cg_idiv(k, cg_iadd(k, cg_isub(k, k->hi, k->lo), cg_i64(k, RUN_BLOCK - 1)),
+		cg_i64(k, RUN_BLOCK));
+	LLVMValueRef bi = cg_for(k, &lb, cg_i64(k, 0), nb);
+	LLVMValueRef t0 = cg_iadd(k, k->lo, cg_imul(k, bi, cg_i64(k, RUN_BLOCK)));
+	LLVMValueRef t1 = cg_imin(k, cg_iadd(k, t0, cg_i64(k, RUN_BLOCK)), k->hi);
+	LLVMValueRef t = cg_for(k, &lz, t0, t1);
+	LLVMValueRef slot = cg_imul(k, cg_isub(k, t, t0), cg_i64(k, na));
+	for (int a = 0; a < na; a++)
+		LLVMBuildStore(k->b, zero, cg_gep(k, vt, stack, cg_iadd(k, slot, cg_i64(k, a))));
+	cg_end_for(k, &lz, NULL);
+	LLVMValueRef u = cg_for(k, &lu, cg_i64(k, 0), cg_i64(k, space_count(r->rows)));
+	LLVMValueRef rowu = space_offset(k, r->rows, r->rows->n, u);
+	t = cg_for(k, &lt, t0, t1);
+	slot = cg_imul(k, cg_isub(k, t, t0), cg_i64(k, na));
+	for (int a = 0; a < na; a++)
+		acc[a] = LLVMBuildLoad2(k->b, vt, cg_gep(k, vt, stack, cg_iadd(k, slot, cg_i64(k, a))), "");
+	run_one(k, r, t, cg_iadd(k, rowu, space_offset(k, r->outs, r->outs->n, t)), acc);
+	for (int a = 0; a < na; a++)
+		LLVMBuildStore(k->b, acc[a], cg_gep(k, vt, stack, cg_iadd(k, slot, cg_i64(k, a))));
+	cg_end_for(k, &lt, NULL);
+	cg_end_for(k, &lu, NULL);
+	t = cg_for(k, &lf, t0, t1);
+	slot = cg_imul(k, cg_isub(k, t, t0), cg_i64(k, na));
+	LLVMValueRef f = cg_intrinsic(k, "llvm.vector.reduce.fadd", &vt, 1, &fty), sum[RUN_SUMS];
+	for (int s = 0; s < r->nsum; s++) {
+		LLVMValueRef p[RUN_ACC];
+		for (int a = 0; a < RUN_ACC; a++)
+			p[a] = LLVMBuildLoad2(k->b, vt, cg_gep(k, vt, stack, cg_iadd(k, slot, cg_i64(k, s * RUN_ACC + a))), "");
+		LLVMValueRef v = LLVMBuildFAdd(k->b, LLVMBuildFAdd(k->b, p[0], p[1], ""),
+			LLVMBuildFAdd(k->b, p[2], p[3], ""), "");
+		LLVMValueRef args[2] = {cg_f64(k, 0), v};
+		sum[s] = LLVMBuildCall2(k->b, fty, f, args, 2, "");
+		LLVMSetFastMathFlags(sum[s], LLVMFastMathAllowReassoc);
+	}
+	r->done(k, r, t, sum);
+	cg_end_for(k, &lf, NULL);
+	cg_end_for(k, &lb, NULL);
+}
+
+/* Channel c's runs: image n's H·W plane, for every n. */
+static void channel_runs(const bn_shape *s, run_sums *r, space *outs, space *rows)
+{
+	*outs = (space){1, {s->c}, {s->hw}};
+	*rows = (space){1, {s->n}, {s->c * s->hw}};
+	r->outs = outs;
+	r->rows = rows;
+	r->len = s->hw;
 }
 
 static int64_t per_channel(const ir_node *n)
@@ -59,58 +247,131 @@ static int64_t per_channel(const ir_node *n)
 	return shape_of(&n->in[0]->type).c;
 }
 
-/* ---- bn_stats: mean, then the mean of squared deviations ---------------- */
+/* ---- bn_stats: mean and biased variance ------------------------------------- */
 
-/* ctx: x */
-static LLVMValueRef term_x(cg_kb *k, LLVMValueRef i, const LLVMValueRef *ctx)
+/* In f32, one pass: the sums of d = x − K and d², K the channel's first
+ * element (0 if it is not finite), give the mean K + Σd/m and the variance
+ * Σd²/m − (Σd/m)².  x and K are floats, so d and d² are exact in double,
+ * and with the shift no large mean cancels the variance away: as precise
+ * as two passes.  In f64 (where d² is not exact) two passes, the mean and
+ * then the squared deviations, as the reference does. */
+
+static LLVMValueRef stats_shift(cg_kb *k, const run_sums *r, LLVMValueRef c)
 {
-	return cg_to_f64(k, cg_ld(k, ctx[0], i));
+	LLVMValueRef first = cg_to_f64(k, cg_ld(k, r->in[0], cg_imul(k, c, cg_i64(k, r->len))));
+	LLVMValueRef fin = LLVMBuildFCmp(k->b, LLVMRealOLT, cg_math(k, "llvm.fabs", first), cg_f64(k, INFINITY), "");
+	return LLVMBuildSelect(k->b, fin, first, cg_f64(k, 0), "");
 }
 
-/* ctx: x, mean */
-static LLVMValueRef term_dev2(cg_kb *k, LLVMValueRef i, const LLVMValueRef *ctx)
+static void ctx_shift(cg_kb *k, const run_sums *r, LLVMValueRef c, LLVMValueRef *ctx)
 {
-	LLVMValueRef d = cg_fsub(k, cg_to_f64(k, cg_ld(k, ctx[0], i)), ctx[1]);
-	return cg_fmul(k, d, d);
+	ctx[0] = run_splat(k, stats_shift(k, r, c));
+}
+
+/* ctx: K */
+static void term_shifted(cg_kb *k, const LLVMValueRef *v, const LLVMValueRef *ctx, LLVMValueRef *t)
+{
+	t[0] = LLVMBuildFSub(k->b, v[0], ctx[0], "");
+	t[1] = LLVMBuildFMul(k->b, t[0], t[0], "");
+}
+
+static void term_x(cg_kb *k, const LLVMValueRef *v, const LLVMValueRef *ctx, LLVMValueRef *t)
+{
+	(void)k, (void)ctx;
+	t[0] = v[0];
+}
+
+/* The elements of a channel. */
+static LLVMValueRef stats_count(cg_kb *k, const run_sums *r)
+{
+	return cg_f64(k, (double)(space_count(r->rows) * r->len));
+}
+
+static void stats_store(cg_kb *k, const run_sums *r, LLVMValueRef c, int row, LLVMValueRef v)
+{
+	cg_st(k, cg_arg(k, 0), cg_iadd(k, c, cg_i64(k, row * r->outs->size[0])), cg_to_real(k, v));
+}
+
+static void done_shifted(cg_kb *k, const run_sums *r, LLVMValueRef c, const LLVMValueRef *sum)
+{
+	LLVMValueRef m = stats_count(k, r), d = cg_fdiv(k, sum[0], m);
+	LLVMValueRef var = cg_fsub(k, cg_fdiv(k, sum[1], m), cg_fmul(k, d, d));
+	LLVMValueRef neg = LLVMBuildFCmp(k->b, LLVMRealOLT, var, cg_f64(k, 0), "");
+	stats_store(k, r, c, 0, cg_fadd(k, stats_shift(k, r, c), d));
+	stats_store(k, r, c, 1, LLVMBuildSelect(k->b, neg, cg_f64(k, 0), var, ""));
+}
+
+/* The f64 passes: the mean into row 0, then (ctx: that mean) the mean
+ * squared deviation into row 1. */
+static void done_mean(cg_kb *k, const run_sums *r, LLVMValueRef c, const LLVMValueRef *sum)
+{
+	stats_store(k, r, c, 0, cg_fdiv(k, sum[0], stats_count(k, r)));
+}
+
+static void ctx_mean(cg_kb *k, const run_sums *r, LLVMValueRef c, LLVMValueRef *ctx)
+{
+	ctx[0] = run_splat(k, cg_to_f64(k, cg_ld(k, cg_arg(k, 0), c)));
+}
+
+static void term_dev2(cg_kb *k, const LLVMValueRef *v, const LLVMValueRef *ctx, LLVMValueRef *t)
+{
+	LLVMValueRef d = LLVMBuildFSub(k->b, v[0], ctx[0], "");
+	t[0] = LLVMBuildFMul(k->b, d, d, "");
+}
+
+static void done_var(cg_kb *k, const run_sums *r, LLVMValueRef c, const LLVMValueRef *sum)
+{
+	stats_store(k, r, c, 1, cg_fdiv(k, sum[0], stats_count(k, r)));
 }
 
 static void emit_bn_stats(cg_kb *k, const ir_node *n)
 {
 	bn_shape s = shape_of(&n->in[0]->type);
-	LLVMValueRef st = cg_arg(k, 0), x = cg_arg(k, 1);
-	LLVMValueRef m = cg_f64(k, (double)(s.n * s.hw));
-	cg_loop l;
-	LLVMValueRef c = cg_for(k, &l, k->lo, k->hi);
-	LLVMValueRef ctx[2] = {x, NULL};
-	ctx[1] = cg_fdiv(k, channel_sum(k, &s, c, term_x, ctx), m);
-	LLVMValueRef sq = channel_sum(k, &s, c, term_dev2, ctx);
-	cg_st(k, st, c, cg_to_real(k, ctx[1]));
-	cg_st(k, st, cg_iadd(k, c, cg_i64(k, s.c)), cg_to_real(k, cg_fdiv(k, sq, m)));
-	cg_end_for(k, &l, NULL);
+	if (s.n * s.hw == 0)
+		return;
+	space outs, rows;
+	run_sums r = {{cg_arg(k, 1)}, 1, 2, term_shifted, ctx_shift, done_shifted, n, NULL, NULL, 0};
+	channel_runs(&s, &r, &outs, &rows);
+	if (k->dt == IR_F32) {
+		run_sum(k, &r);
+		return;
+	}
+	r.nsum = 1, r.term = term_x, r.ctx = NULL, r.done = done_mean;
+	run_sum(k, &r);
+	r.term = term_dev2, r.ctx = ctx_mean, r.done = done_var;
+	run_sum(k, &r);
 }
 
 /* ---- bn_dgamma: Σ dy·(x − mean), times 1/sqrt(var + eps) ---------------- */
 
-/* ctx: dy, x, mean */
-static LLVMValueRef term_dgamma(cg_kb *k, LLVMValueRef i, const LLVMValueRef *ctx)
+/* ctx: the channel's mean (stats is args[3]) */
+static void ctx_dgamma(cg_kb *k, const run_sums *r, LLVMValueRef c, LLVMValueRef *ctx)
 {
-	LLVMValueRef dy = cg_to_f64(k, cg_ld(k, ctx[0], i));
-	return cg_fmul(k, dy, cg_fsub(k, cg_to_f64(k, cg_ld(k, ctx[1], i)), ctx[2]));
+	(void)r;
+	ctx[0] = run_splat(k, cg_to_f64(k, cg_ld(k, cg_arg(k, 3), c)));
+}
+
+/* v: dy, x */
+static void term_dgamma(cg_kb *k, const LLVMValueRef *v, const LLVMValueRef *ctx, LLVMValueRef *t)
+{
+	t[0] = LLVMBuildFMul(k->b, v[0], LLVMBuildFSub(k->b, v[1], ctx[0], ""), "");
+}
+
+static void done_dgamma(cg_kb *k, const run_sums *r, LLVMValueRef c, const LLVMValueRef *sum)
+{
+	LLVMValueRef eps = cg_f64(k, ir_node_float(r->n, IR_ATTR_EPS));
+	LLVMValueRef var = cg_to_f64(k, cg_ld(k, cg_arg(k, 3), cg_iadd(k, c, cg_i64(k, r->outs->size[0]))));
+	LLVMValueRef inv = cg_fdiv(k, cg_f64(k, 1), cg_math(k, "llvm.sqrt", cg_fadd(k, var, eps)));
+	cg_st(k, cg_arg(k, 0), c, cg_to_real(k, cg_fmul(k, sum[0], inv)));
 }
 
 static void emit_bn_dgamma(cg_kb *k, const ir_node *n)
 {
 	bn_shape s = shape_of(&n->in[0]->type);
-	LLVMValueRef dg = cg_arg(k, 0), dy = cg_arg(k, 1), x = cg_arg(k, 2), st = cg_arg(k, 3);
-	LLVMValueRef eps = cg_f64(k, ir_node_float(n, IR_ATTR_EPS));
-	cg_loop l;
-	LLVMValueRef c = cg_for(k, &l, k->lo, k->hi);
-	LLVMValueRef ctx[3] = {dy, x, cg_to_f64(k, cg_ld(k, st, c))};
-	LLVMValueRef sum = channel_sum(k, &s, c, term_dgamma, ctx);
-	LLVMValueRef var = cg_to_f64(k, cg_ld(k, st, cg_iadd(k, c, cg_i64(k, s.c))));
-	LLVMValueRef inv = cg_fdiv(k, cg_f64(k, 1), cg_math(k, "llvm.sqrt", cg_fadd(k, var, eps)));
-	cg_st(k, dg, c, cg_to_real(k, cg_fmul(k, sum, inv)));
-	cg_end_for(k, &l, NULL);
+	space outs, rows;
+	run_sums r = {{cg_arg(k, 1), cg_arg(k, 2)}, 2, 1, term_dgamma, ctx_dgamma, done_dgamma, n, NULL, NULL, 0};
+	channel_runs(&s, &r, &outs, &rows);
+	run_sum(k, &r);
 }
 
 const cg_op_impl cg_impl_bn_stats = {per_channel, NULL, emit_bn_stats, false, NULL};
@@ -158,21 +419,6 @@ const cg_op_impl cg_impl_bn_running_var = {running_extent, NULL, emit_bn_running
 
 /* ---- reduce_sum ------------------------------------------------------------ */
 
-/* A row-major index space: group i has size[i] positions, stride[i]
- * elements apart in the operand (as in runtime/kern_dense.c). */
-typedef struct {
-	int n;
-	int64_t size[IR_MAX_RANK], stride[IR_MAX_RANK];
-} space;
-
-static int64_t space_count(const space *s)
-{
-	int64_t c = 1;
-	for (int i = 0; i < s->n; i++)
-		c *= s->size[i];
-	return c;
-}
-
 /* Splits x's dimensions into the kept and the reduced space, merging
  * adjacent dimensions of the same kind. */
 static void split_axes(const ir_node *n, space *kept, space *red)
@@ -201,21 +447,6 @@ static void split_axes(const ir_node *n, space *kept, space *red)
 	}
 }
 
-/* The operand offset of linear index t in s (of the first `groups` groups). */
-static LLVMValueRef space_offset(cg_kb *k, const space *s, int groups, LLVMValueRef t)
-{
-	LLVMValueRef off = cg_i64(k, 0);
-	for (int i = groups - 1; i >= 0; i--) {
-		if (i > 0 && s->size[i] <= 1)
-			continue; /* one position (or none, and then no t reaches here) */
-		LLVMValueRef pos = i > 0 ? cg_irem(k, t, cg_i64(k, s->size[i])) : t;
-		off = cg_iadd(k, off, cg_imul(k, pos, cg_i64(k, s->stride[i])));
-		if (i > 0)
-			t = cg_idiv(k, t, cg_i64(k, s->size[i]));
-	}
-	return off;
-}
-
 /* Does the innermost dimension survive?  Then rows are summed into
  * accumulators; else each output is one contiguous-innermost sum. */
 static bool keeps_inner(const space *kept)
@@ -236,26 +467,19 @@ static int64_t reduce_workspace(const ir_node *n)
 }
 
 /* Innermost axis reduced: y[t] = Σ_u Σ_q x[kept(t) + red(u) + q], the q run
- * contiguous. */
+ * contiguous (summed as the channel sums are). */
+static void done_reduce(cg_kb *k, const run_sums *r, LLVMValueRef t, const LLVMValueRef *sum)
+{
+	(void)r;
+	cg_st(k, cg_arg(k, 0), t, cg_to_real(k, sum[0]));
+}
+
 static void reduce_outputs(cg_kb *k, const space *kept, const space *red)
 {
-	LLVMValueRef y = cg_arg(k, 0), x = cg_arg(k, 1);
-	int64_t inner = red->size[red->n - 1];
 	space outer = *red;
 	outer.n--;
-	cg_loop lt, lu, lq;
-	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
-	LLVMValueRef base = space_offset(k, kept, kept->n, t);
-	LLVMValueRef u = cg_for(k, &lu, cg_i64(k, 0), cg_i64(k, space_count(&outer)));
-	LLVMValueRef acc = cg_carry(k, &lu, cg_f64(k, 0));
-	LLVMValueRef p = cg_iadd(k, base, space_offset(k, &outer, outer.n, u));
-	LLVMValueRef q = cg_for(k, &lq, cg_i64(k, 0), cg_i64(k, inner));
-	LLVMValueRef a = cg_carry(k, &lq, acc);
-	LLVMValueRef next = sum_add(k, a, cg_to_f64(k, cg_ld(k, x, cg_iadd(k, p, q))));
-	cg_end_for(k, &lq, &next);
-	cg_end_for(k, &lu, &lq.out[0]);
-	cg_st(k, y, t, cg_to_real(k, lu.out[0]));
-	cg_end_for(k, &lt, NULL);
+	run_sums r = {{cg_arg(k, 1)}, 1, 1, term_x, NULL, done_reduce, NULL, kept, &outer, red->size[red->n - 1]};
+	run_sum(k, &r);
 }
 
 /* Innermost axis kept (size K): outputs t = j·K + q.  For each block j the

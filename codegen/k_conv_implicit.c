@@ -1,4 +1,5 @@
-/* k_conv_implicit.c: stride-1 convolutions without unfolded columns.
+/* k_conv_implicit.c: stride-1 convolutions, and stride-2 conv2d and
+ * conv2d_dw, without unfolded columns.
  *
  * At stride 1, the unfolded row of window offset (kh, kw) is the image
  * itself, shifted.  So each image is copied once into a zero-bordered
@@ -17,76 +18,105 @@
  *   conv2d_dw  dW += dY · X^T over a tile of images, dY laid out in padded
  *              rows with zeros in the dropped columns
  * Every padding must be less than the window (as SAME padding is), so the
- * transposed one is not negative; other convolutions are unfolded
- * (k_conv.c). */
+ * transposed one is not negative.  At stride 2 (windows of 2x2 and more)
+ * the input is split into its four phases instead of padded (padding,
+ * below), which makes each tap a stride-1 offset again, so conv2d and
+ * conv2d_dw run the same products; the data gradient at stride 2 and the
+ * other convolutions are unfolded (k_conv.c). */
 #include "internal.h"
 
 bool cg_conv_implicit(const ir_conv_geom *g)
 {
-	return g->s == 1 && g->pt < g->kh && g->pb < g->kh && g->pl < g->kw && g->pr < g->kw &&
-	       g->kh * g->kw <= CG_MAX_TAPS && !cg_conv_on_blas();
+	if (cg_conv_on_blas() || g->kh * g->kw > CG_MAX_TAPS)
+		return false;
+	if (g->s == 2) /* phase-split; every phase holds a tap */
+		return g->op != IR_OP_CONV2D_DX && g->kh >= 2 && g->kw >= 2;
+	return g->s == 1 && g->pt < g->kh && g->pb < g->kh && g->pl < g->kw && g->pr < g->kw;
 }
 
-/* One image's planes padded (or laid out in padded rows). */
+/* One image's planes padded (or laid out in padded rows), and at stride
+ * s = 2 split into s² phases: phase (p, q) of a source plane is the hp x wp
+ * plane of its elements [s·i + p - top][s·j + q - left] (zero outside the
+ * source), so tap (kh, kw) of a stride-s window at output (oh, ow) is
+ * element [oh + kh/s][ow + kw/s] of phase (kh%s, kw%s): a stride-1 window
+ * again. */
 typedef struct {
-	int64_t planes, h, w;     /* source planes */
+	int64_t planes, h, w;      /* source planes */
 	int64_t top, left, hp, wp; /* placement in the padded planes */
+	int s;                     /* phases per axis */
 } padding;
 
 static bool pads(const padding *p)
 {
-	return p->top || p->left || p->hp != p->h || p->wp != p->w;
+	return p->s > 1 || p->top || p->left || p->hp != p->h || p->wp != p->w;
+}
+
+/* One source plane's phases. */
+static int64_t plane_elems(const padding *p)
+{
+	return p->s * p->s * p->hp * p->wp;
 }
 
 static int64_t padded_elems(const padding *p)
 {
-	return pads(p) ? p->planes * p->hp * p->wp : 0;
+	return pads(p) ? p->planes * plane_elems(p) : 0;
 }
 
 /* The input of the forward product, the output gradient of dX's (padded
  * by the window less the padding), and dY in padded rows for dW's. */
+/* Phase planes of (Ho + (KH-1)/s) x (Wo + (KW-1)/s): at stride 1 the
+ * padded image. */
 static padding x_padding(const ir_conv_geom *g)
 {
-	return (padding){g->c, g->h, g->w, g->pt, g->pl, g->h + g->pt + g->pb, g->w + g->pl + g->pr};
+	int s = (int)g->s;
+	return (padding){g->c, g->h, g->w, g->pt, g->pl, g->ho + (g->kh - 1) / s, g->wo + (g->kw - 1) / s, s};
 }
 
 static padding dy_padding(const ir_conv_geom *g)
 {
 	int64_t t = g->kh - 1 - g->pt, b = g->kh - 1 - g->pb, l = g->kw - 1 - g->pl, r = g->kw - 1 - g->pr;
-	return (padding){g->o, g->ho, g->wo, t, l, g->ho + t + b, g->wo + l + r};
+	return (padding){g->o, g->ho, g->wo, t, l, g->ho + t + b, g->wo + l + r, 1};
 }
 
 static padding dy_rows(const ir_conv_geom *g)
 {
-	return (padding){g->o, g->ho, g->wo, 0, 0, g->ho, x_padding(g).wp};
+	return (padding){g->o, g->ho, g->wo, 0, 0, g->ho, x_padding(g).wp, 1};
 }
 
-/* Copies src's planes into dst with zero borders. */
+/* The rows i of a phase whose source row s·i + first lies in [0, h):
+ * [*i0, *i1) of [0, hp). */
+static void source_rows(const padding *p, int64_t first, int64_t *i0, int64_t *i1)
+{
+	*i0 = first >= 0 ? 0 : (-first + p->s - 1) / p->s;
+	*i1 = p->h - 1 - first < 0 ? 0 : (p->h - 1 - first) / p->s + 1;
+	*i0 = *i0 < p->hp ? *i0 : p->hp;
+	*i1 = *i1 < *i0 ? *i0 : *i1 > p->hp ? p->hp : *i1;
+}
+
+/* Copies src's planes into dst with zero borders (split into phases). */
 static void pad_planes(cg_kb *k, const padding *p, LLVMValueRef src, LLVMValueRef dst)
 {
-	cg_loop lc, lr, lw;
+	cg_loop lc, lr;
 	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, p->planes));
 	LLVMValueRef in = cg_gep(k, NULL, src, cg_imul(k, c, cg_i64(k, p->h * p->w)));
-	LLVMValueRef out = cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, p->hp * p->wp)));
-	if (p->top > 0)
-		cg_zero(k, out, cg_i64(k, p->top * p->wp));
-	int64_t below = p->hp - p->top - p->h;
-	if (below > 0)
-		cg_zero(k, cg_gep(k, NULL, out, cg_i64(k, (p->top + p->h) * p->wp)), cg_i64(k, below * p->wp));
-	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, p->h));
-	LLVMValueRef row = cg_gep(k, NULL, out, cg_imul(k, cg_iadd(k, r, cg_i64(k, p->top)), cg_i64(k, p->wp)));
-	LLVMValueRef from = cg_gep(k, NULL, in, cg_imul(k, r, cg_i64(k, p->w)));
-	/* Left border, the row, right border: constant trip counts. */
-	int64_t right = p->wp - p->left - p->w;
-	if (p->left > 0)
-		cg_zero_loop(k, row, cg_i64(k, 0), cg_i64(k, p->left));
-	LLVMValueRef x = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, p->w));
-	cg_st(k, row, cg_iadd(k, x, cg_i64(k, p->left)), cg_ld(k, from, x));
-	cg_end_for(k, &lw, NULL);
-	if (right > 0)
-		cg_zero_loop(k, row, cg_i64(k, p->left + p->w), cg_i64(k, p->wp));
-	cg_keep_loop(&lr);
-	cg_end_for(k, &lr, NULL);
+	LLVMValueRef plane = cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, plane_elems(p))));
+	for (int ph = 0; ph < p->s * p->s; ph++) {
+		int64_t first = ph / p->s - p->top, i0, i1;
+		LLVMValueRef out = cg_gep(k, NULL, plane, cg_i64(k, ph * p->hp * p->wp));
+		source_rows(p, first, &i0, &i1);
+		if (i0 > 0)
+			cg_zero(k, out, cg_i64(k, i0 * p->wp));
+		if (i1 < p->hp)
+			cg_zero(k, cg_gep(k, NULL, out, cg_i64(k, i1 * p->wp)), cg_i64(k, (p->hp - i1) * p->wp));
+		if (i1 <= i0)
+			continue;
+		LLVMValueRef i = cg_for(k, &lr, cg_i64(k, i0), cg_i64(k, i1));
+		LLVMValueRef from = cg_imul(k, cg_iadd(k, cg_imul(k, i, cg_i64(k, p->s)), cg_i64(k, first)), cg_i64(k, p->w));
+		cg_gather_row(k, cg_gep(k, NULL, out, cg_imul(k, i, cg_i64(k, p->wp))), cg_gep(k, NULL, in, from), p->wp,
+			p->s, ph % p->s - p->left, p->w);
+		cg_keep_loop(&lr);
+		cg_end_for(k, &lr, NULL);
+	}
 	cg_keep_loop(&lc);
 	cg_end_for(k, &lc, NULL);
 }
@@ -94,7 +124,7 @@ static void pad_planes(cg_kb *k, const padding *p, LLVMValueRef src, LLVMValueRe
 void cg_conv_pad_planes(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t top, int64_t left, int64_t hp,
 	int64_t wp, LLVMValueRef src, LLVMValueRef dst)
 {
-	padding p = {planes, h, w, top, left, hp, wp};
+	padding p = {planes, h, w, top, left, hp, wp, 1};
 	pad_planes(k, &p, src, dst);
 }
 
@@ -103,25 +133,22 @@ void cg_conv_pad_planes(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t 
 static void drop_columns(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t wp, LLVMValueRef src,
 	LLVMValueRef dst)
 {
-	cg_loop lr, lw;
+	cg_loop lr;
 	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, planes * h));
 	LLVMValueRef in = cg_gep(k, NULL, src, cg_imul(k, r, cg_i64(k, wp)));
-	LLVMValueRef out = cg_gep(k, NULL, dst, cg_imul(k, r, cg_i64(k, w)));
-	LLVMValueRef x = cg_for(k, &lw, cg_i64(k, 0), cg_i64(k, w));
-	cg_st(k, out, x, cg_ld(k, in, x));
-	cg_end_for(k, &lw, NULL);
+	cg_gather_row(k, cg_gep(k, NULL, dst, cg_imul(k, r, cg_i64(k, w))), in, w, 1, 0, w);
 	cg_keep_loop(&lr);
 	cg_end_for(k, &lr, NULL);
 }
 
-/* Window offsets: in the padded planes (row width wp), and in the filter
- * (turned half a turn when flip). */
-static int taps(const ir_conv_geom *g, int64_t wp, bool flip, int64_t *a_tap, int64_t *b_tap)
+/* Window offsets: in p's (phase) planes, and in the filter (turned half a
+ * turn when flip). */
+static int taps(const ir_conv_geom *g, const padding *p, bool flip, int64_t *a_tap, int64_t *b_tap)
 {
-	int t = 0;
+	int t = 0, s = p->s;
 	for (int64_t i = 0; i < g->kh; i++)
 		for (int64_t j = 0; j < g->kw; j++, t++) {
-			b_tap[t] = i * wp + j;
+			b_tap[t] = ((i % s) * s + j % s) * p->hp * p->wp + i / s * p->wp + j / s;
 			a_tap[t] = flip ? (g->kh - 1 - i) * g->kw + (g->kw - 1 - j) : i * g->kw + j;
 		}
 	return t;
@@ -189,11 +216,11 @@ static void product(cg_kb *k, const ir_conv_geom *g, const padding *p, bool flip
 	LLVMValueRef rows = cg_gep(k, NULL, ws, cg_i64(k, padded_elems(p)));
 	bool direct = p->wp == wo;
 	int64_t a_tap[CG_MAX_TAPS], b_tap[CG_MAX_TAPS], K = g->kh * g->kw;
-	int nt = taps(g, p->wp, flip, a_tap, b_tap);
+	int nt = taps(g, p, flip, a_tap, b_tap);
 	cg_ab mm = {
-		.m = oplanes, .r = p->planes, .p = ho * p->wp - (g->kw - 1),
+		.m = oplanes, .r = p->planes, .p = ho * p->wp - (g->kw - 1) / p->s,
 		.a = w, .a_rs = flip ? K : g->c * K, .a_cs = flip ? g->c * K : K,
-		.b = b, .ldb = p->hp * p->wp,
+		.b = b, .ldb = plane_elems(p),
 		.c = direct ? out : rows, .ldc = ho * p->wp,
 		.taps = nt, .a_tap = a_tap, .b_tap = b_tap,
 	};
@@ -258,11 +285,11 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 		dy_is = per;
 	}
 	int64_t a_tap[CG_MAX_TAPS], b_tap[CG_MAX_TAPS];
-	int nt = taps(g, px.wp, false, a_tap, b_tap);
+	int nt = taps(g, &px, false, a_tap, b_tap);
 	cg_abt mm = {
-		.m = g->o, .n = g->c, .q = g->ho * px.wp - (g->kw - 1),
+		.m = g->o, .n = g->c, .q = g->ho * px.wp - (g->kw - 1) / px.s,
 		.a = dys, .lda = g->ho * px.wp, .a_is = dy_is,
-		.b = xs, .ldb = px.hp * px.wp, .b_is = x_is,
+		.b = xs, .ldb = plane_elems(&px), .b_is = x_is,
 		.c = part, .ldc = g->c * g->kh * g->kw,
 		.taps = nt, .b_tap = b_tap,
 	};

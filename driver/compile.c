@@ -104,7 +104,7 @@ ir_graph *drv_model_plan_spec(revc_model *m, ir_dtype dt, fe_lower_mode mode, ps
 				 : drv_ir_plan(m, mode == FE_LOWER_EVAL ? DRV_EVAL : DRV_GRAD, ctx, &o);
 	capture_end(&c, m);
 	if (!g)
-		drv_model_error(m, &ctx->diags, err);
+		drv_plan_error(m, ctx, err);
 	return g;
 }
 
@@ -150,7 +150,7 @@ ir_graph *drv_model_plan_ir(revc_model *m, ps_ctx *ctx, const ps_options *popts,
 	ir_graph *g = drv_ir_plan(m, DRV_STEP, ctx, &o);
 	capture_end(&c, m);
 	if (!g)
-		drv_model_error(m, &ctx->diags, err);
+		drv_plan_error(m, ctx, err);
 	return g;
 }
 

@@ -18,6 +18,11 @@ revc_error_kind revc_error_kind_of(const revc_error *e)
 	return e ? e->kind : REVC_ERR_USER;
 }
 
+bool revc_error_too_large(const revc_error *e)
+{
+	return e && e->too_large;
+}
+
 void revc_error_free(revc_error *e)
 {
 	if (!e)
@@ -60,6 +65,7 @@ static bool set(revc_error **err, revc_error_kind kind, char *msg)
 		IR_DIE("out of memory");
 	e->kind = kind;
 	e->msg = msg;
+	e->too_large = false;
 	*err = e;
 	return false;
 }

@@ -21,7 +21,8 @@
 
 struct revc_error {
 	revc_error_kind kind;
-	char *msg; /* lines ending in '\n' */
+	char *msg;      /* lines ending in '\n' */
+	bool too_large; /* revc_error_too_large's */
 };
 
 /* A source text diagnostics may point into (a spec, the --set lines, an
@@ -273,5 +274,8 @@ void drv_model_add_dumps(revc_model *m, const char *text, size_t len);
 /* The error of a failed compile or run: ctx's diagnostics against the
  * model's sources. */
 bool drv_model_error(const revc_model *m, const ir_diags *d, revc_error **err);
+/* drv_model_error of a pipeline that failed with ctx, marked
+ * revc_error_too_large when ctx->too_large says so. */
+bool drv_plan_error(const revc_model *m, const ps_ctx *ctx, revc_error **err);
 
 #endif

@@ -62,6 +62,37 @@ bool revc_strategy_parse(const char *name, revc_strategy *out)
 	return true;
 }
 
+static const struct {
+	revc_strategy strategy;
+	bool minimum;
+	const char *name; /* NULL: revc_strategy_name's */
+} strategy_options[] = {
+	{REVC_STORE, false, NULL},
+	{REVC_REVNET, false, NULL},
+	{REVC_CHECKPOINT, false, NULL},
+	{REVC_AUTO, false, NULL},
+	{REVC_AUTO, true, "min"},
+};
+#define NSTRATEGY_OPTIONS (int)(sizeof strategy_options / sizeof strategy_options[0])
+
+const char *revc_strategy_option_at(int i)
+{
+	if (i < 0 || i >= NSTRATEGY_OPTIONS)
+		return NULL;
+	return strategy_options[i].name ? strategy_options[i].name : revc_strategy_name(strategy_options[i].strategy);
+}
+
+bool revc_strategy_option(const char *name, revc_strategy *s, bool *minimum)
+{
+	for (int i = 0; i < NSTRATEGY_OPTIONS; i++)
+		if (strcmp(revc_strategy_option_at(i), name) == 0) {
+			*s = strategy_options[i].strategy;
+			*minimum = strategy_options[i].minimum;
+			return true;
+		}
+	return false;
+}
+
 ir_dtype drv_dtype(revc_dtype d)
 {
 	return d == REVC_F64 ? IR_F64 : IR_F32;
@@ -222,6 +253,14 @@ bool drv_model_error(const revc_model *m, const ir_diags *d, revc_error **err)
 		return drv_spec_error(&m->spec, d, err);
 	drv_source src = {m->ir_path, m->ir_text, m->ir_len};
 	return drv_error_diags(err, REVC_ERR_USER, d, &src, 1);
+}
+
+bool drv_plan_error(const revc_model *m, const ps_ctx *ctx, revc_error **err)
+{
+	drv_model_error(m, &ctx->diags, err);
+	if (err && *err)
+		(*err)->too_large = ctx->too_large;
+	return false;
 }
 
 void revc_model_free(revc_model *m)

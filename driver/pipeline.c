@@ -22,8 +22,10 @@ void drv_ctx_settings(ps_ctx *ctx, const fe_spec *s)
 ir_graph *drv_spec_plan(const fe_spec *s, ir_dtype dt, fe_lower_mode mode, ps_ctx *ctx, const ps_options *opts)
 {
 	drv_ctx_settings(ctx, s);
-	if (!fe_spec_check_sizes(s, dt, &ctx->diags))
+	if (!fe_spec_check_sizes(s, dt, &ctx->diags)) {
+		ctx->too_large = fe_spec_too_large(s, dt); /* a tensor beyond IR_MAX_BYTES */
 		return NULL;
+	}
 	ir_graph *g = fe_lower(s, dt, mode);
 	if (ps_run(g, ctx, opts) != 0) {
 		ir_graph_free(g);

@@ -56,6 +56,11 @@ typedef struct revc_error revc_error;
 /* The diagnostics, ready to print: lines ending in '\n'. */
 const char *revc_error_message(const revc_error *e);
 revc_error_kind revc_error_kind_of(const revc_error *e);
+/* Whether planning failed only because something would be larger than
+ * revc plans, 2^40 bytes (a tensor of the spec, a workspace, the arena): at
+ * a larger batch, an error that means "does not fit" (revc mem
+ * --max-batch), not a fault of the input. */
+bool revc_error_too_large(const revc_error *e);
 void revc_error_free(revc_error *e);
 
 /* ---- sizes ----------------------------------------------------------------- */
@@ -156,6 +161,13 @@ bool revc_pass_names_ok(const revc_options *o, char *bad, size_t n);
 /* "store" / "revnet" / "checkpoint" and back; false for other names. */
 const char *revc_strategy_name(revc_strategy s);
 bool revc_strategy_parse(const char *name, revc_strategy *out);
+/* The names a strategy option takes (revc's --strategy, the Python
+ * module's strategy=), in the order help and errors list them: the
+ * strategies by revc_strategy_name, then "min", REVC_AUTO with minimum
+ * (its minimum-memory decisions, whatever the budget); NULL past the last. */
+const char *revc_strategy_option_at(int i);
+/* One of those names into *s and *minimum; false for any other. */
+bool revc_strategy_option(const char *name, revc_strategy *s, bool *minimum);
 
 /* ---- models ---------------------------------------------------------------- */
 

@@ -187,6 +187,11 @@ typedef enum {
  * tensor large, the one written last), e.g. "batch 100000000 makes the
  * output of init.conv f32[100000000,16,28,28] larger than 2^40 bytes". */
 bool fe_spec_check_sizes(const fe_spec *s, ir_dtype dt, ir_diags *d);
+/* After fe_spec_check_sizes(s, dt) failed: whether it failed only because
+ * a tensor is too large (the network builds without the size checks), not
+ * for another error of the network at these keys (a division by zero at
+ * this batch, a shape a layer refuses). */
+bool fe_spec_too_large(const fe_spec *s, ir_dtype dt);
 
 /* The forward IR of a checked spec in dtype dt: inputs "x" and "labels",
  * outputs "loss" and "logits".  Sources are typed; the shape pass types

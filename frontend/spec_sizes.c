@@ -125,3 +125,12 @@ bool fe_spec_check_sizes(const fe_spec *s, ir_dtype dt, ir_diags *d)
 		return false;
 	return fe_lang_lower(s, NULL, dt, FE_LOWER_TRAIN, true, d);
 }
+
+bool fe_spec_too_large(const fe_spec *s, ir_dtype dt)
+{
+	ir_diags d;
+	ir_diags_init(&d);
+	bool ok = fe_lang_lower(s, NULL, dt, FE_LOWER_TRAIN, false, &d);
+	ir_diags_free(&d);
+	return ok;
+}

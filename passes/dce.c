@@ -5,8 +5,14 @@
  *   or an interface node: input, param, state) or something a remaining node
  *   needs.  Ordering edges count as needs, as TensorFlow's control
  *   dependencies do: a node that another must run after is kept, so removing
- *   dead code never weakens an ordering.  Edges from removed nodes vanish
- *   with them.  A reversible unit whose y1 or y2 was dead (and so its G, or
+ *   dead code never weakens an ordering.  One kind of edge is not a need:
+ *   an in-place update's edge to another reader of the storage it updates
+ *   (the optim pass gives sgd, momentum and adamw one to every reader of
+ *   their parameter), which only keeps the update from overtaking that
+ *   read.  A reader nothing else needs, such as the recomputed last
+ *   convolution of a reconstruction whose result the revnet step never
+ *   reads, is removed, and the update's edge to it with it.  Edges from and
+ *   to removed nodes vanish with them.  A reversible unit whose y1 or y2 was dead (and so its G, or
  *   F) is no longer a coupling: its remaining nodes lose the marking and
  *   the units after it move down a number, so the marking stays what the
  *   verifier checks.
@@ -19,6 +25,18 @@
 static bool is_root(const ir_node *n)
 {
 	return ir_op_has(n->op, IR_OPF_FX) || n->op == IR_OP_INPUT || ir_op_is_persistent(n->op);
+}
+
+/* Does update u run after r only to protect r's read of the storage u
+ * updates in place? */
+static bool guards_read(const ir_node *u, const ir_node *r)
+{
+	if (!ir_op_has(u->op, IR_OPF_UPD) || u->nin < 1)
+		return false;
+	for (int k = 0; k < r->nin; k++)
+		if (r->in[k] == u->in[0])
+			return true;
+	return false;
 }
 
 /* live[i]: node i is a root or something a live node needs. */
@@ -34,7 +52,8 @@ static void mark_live(ir_graph *g, bool *live)
 		for (int k = 0; k < n->nin; k++)
 			live[n->in[k]->id] = true;
 		for (int k = 0; k < n->nafter; k++)
-			live[n->after[k]->id] = true;
+			if (!guards_read(n, n->after[k]))
+				live[n->after[k]->id] = true;
 	}
 }
 

@@ -48,7 +48,8 @@ typedef struct {
 	int ranks;            /* allreduce: the processes the step is for (0: the pass is off) */
 	bool allreduce_overlap; /* allreduce: gradients' sums as start/wait pairs (else each one blocks) */
 	/* ---- tidy: why a plan failed */
-	bool too_large;       /* plan (set by the pass): it refused an arena or a workspace beyond IR_MAX_BYTES */
+	bool too_large;       /* plan (set by the pass): it refused an arena or a workspace beyond IR_MAX_BYTES; the driver
+			       * sets it too when the spec's tensors are larger than that */
 	int64_t bucket_bytes; /* allreduce: gradients summed together up to this many bytes (0: one a sum) */
 } ps_ctx;
 

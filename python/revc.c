@@ -139,17 +139,45 @@ static bool sets_of(PyObject *set, PyObject **keep, const char ***out, int *n)
 	return true;
 }
 
-static bool strategy_of(PyObject *o, revc_strategy *s)
+/* strategy=: the names revc's --strategy takes (revc_strategy_option),
+ * into *s and *minimum. */
+static bool strategy_of(PyObject *o, revc_strategy *s, bool *minimum)
 {
 	if (!o || o == Py_None)
 		return true;
 	const char *name = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
-	if (!name || !revc_strategy_parse(name, s)) {
+	if (!name || !revc_strategy_option(name, s, minimum)) {
 		PyErr_Clear();
-		usage_error("unknown strategy %R (store, revnet, checkpoint)", o);
+		char names[128];
+		size_t n = 0;
+		names[0] = 0;
+		for (int i = 0; revc_strategy_option_at(i) && n < sizeof names; i++)
+			n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", revc_strategy_option_at(i));
+		usage_error("unknown strategy %R (%s)", o, names);
 		return false;
 	}
 	return true;
+}
+
+/* revc_memory_plan of m under strategy s (o's other options), where
+ * strategy auto first chooses its decisions as compiling does: min the
+ * minimum-memory ones, auto the fastest within o's budget, else its
+ * max_memory (neither: store's).  Runs without the GIL. */
+static bool memory_under(revc_model *m, revc_strategy s, bool minimum, const revc_options *o, revc_memory *r,
+	revc_error **e)
+{
+	revc_options q = *o;
+	q.strategy = s;
+	q.minimum = minimum;
+	q.decisions = NULL;
+	revc_auto au;
+	if (s == REVC_AUTO) {
+		if (minimum ? !revc_auto_minimum(m, &q, &au, e)
+			    : !revc_auto_choose(m, &q, q.budget >= 0 ? q.budget : q.max_memory, &au, e))
+			return false;
+		q.decisions = au.decisions;
+	}
+	return revc_memory_plan(m, s, &q, r, e);
 }
 
 /* "float32", "f64", np.float64, np.dtype(...). */
@@ -194,7 +222,7 @@ static bool options_of(PyObject *strategy, PyObject *dtype, PyObject *engine, Py
 {
 	revc_options_init(o);
 	*cpu_keep = NULL;
-	if (!strategy_of(strategy, &o->strategy) || !dtype_of(dtype, &o->dtype) || !engine_of(engine, &o->engine))
+	if (!strategy_of(strategy, &o->strategy, &o->minimum) || !dtype_of(dtype, &o->dtype) || !engine_of(engine, &o->engine))
 		return false;
 	if (cpu && cpu != Py_None) {
 		if (!PyUnicode_Check(cpu)) {
@@ -383,10 +411,11 @@ static PyObject *Model_memory(Model *self, PyObject *args, PyObject *kw)
 		ok = revc_model_memory(self->m, &r, &e);
 	} else {
 		revc_strategy s;
-		if (!strategy_of(strategy, &s) || !enter(self))
+		bool minimum = false;
+		if (!strategy_of(strategy, &s, &minimum) || !enter(self))
 			return NULL;
 		Py_BEGIN_ALLOW_THREADS
-		ok = revc_memory_plan(self->m, s, &self->opts, &r, &e);
+		ok = memory_under(self->m, s, minimum, &self->opts, &r, &e);
 		Py_END_ALLOW_THREADS
 		self->busy = false;
 	}
@@ -729,7 +758,8 @@ static PyObject *Model_engine(Model *self, void *closure)
 
 static PyObject *Model_strategy(Model *self, void *closure)
 {
-	return PyUnicode_FromString(revc_strategy_name(self->opts.strategy));
+	return PyUnicode_FromString(self->opts.minimum && self->opts.strategy == REVC_AUTO ? "min"
+										    : revc_strategy_name(self->opts.strategy));
 }
 
 static PyObject *Model_dtype(Model *self, void *closure)
@@ -793,7 +823,8 @@ static PyTypeObject ModelType = {
 	          "      max_memory=None, check_numerics=False)\n\n"
 	          "A model read from a spec file (or an IR file, for path ending in .ir) with KEY: VALUE overrides,\n"
 	          "compiled and with its parameters initialised from its seed (the spec's seed key, or the seed\n"
-	          "setting of an IR file's train block; 0 without one).",
+	          "setting of an IR file's train block; 0 without one).  strategy takes the names revc's --strategy\n"
+	          "takes: store, revnet, checkpoint, auto (within max_memory) or min (the least memory).",
 	.tp_methods = Model_methods,
 	.tp_getset = Model_getset,
 	.tp_new = Model_new,
@@ -861,7 +892,7 @@ static PyObject *revc_py_memory(PyObject *mod, PyObject *args, PyObject *kw)
 	revc_error *e = NULL;
 	bool ok;
 	Py_BEGIN_ALLOW_THREADS
-	ok = revc_memory_plan(m, o.strategy, &o, &r, &e);
+	ok = memory_under(m, o.strategy, o.minimum, &o, &r, &e);
 	Py_END_ALLOW_THREADS
 	revc_model_free(m);
 	return ok ? memory_object(&r) : raise_error(e);

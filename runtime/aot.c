@@ -18,11 +18,6 @@ struct revc_aot_state {
 	char err[512];
 };
 
-static void *arena(int64_t bytes)
-{
-	return aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64 + 64));
-}
-
 revc_aot_state *revc_aot_new(const revc_aot_model *m, uint64_t seed)
 {
 	revc_aot_state *s = calloc(1, sizeof *s);
@@ -32,8 +27,8 @@ revc_aot_state *revc_aot_new(const revc_aot_model *m, uint64_t seed)
 	rt_store_init(&s->store);
 	s->persist = calloc((size_t)m->ntensors + 1, sizeof *s->persist);
 	s->forward_persist = calloc((size_t)m->nforward + 1, sizeof *s->forward_persist);
-	s->arena = arena(m->arena_bytes);
-	s->forward_arena = arena(m->forward_arena_bytes);
+	s->arena = rt_step_arena_alloc(m->arena_bytes);
+	s->forward_arena = rt_step_arena_alloc(m->forward_arena_bytes);
 	s->zeros = calloc((size_t)m->batch, sizeof *s->zeros);
 	if (!s->persist || !s->forward_persist || !s->arena || !s->forward_arena || !s->zeros) {
 		revc_aot_free(s);

@@ -15,9 +15,11 @@
  * in-place takes over operand 0's buffer when it is its last reader, and a
  * kernel's workspace lives during its call.  A fusion group (a run of
  * consecutive nodes sharing a group number), which native code computes in
- * one loop, keeps everything its members read or write until its last
- * member has run, so a member takes over a buffer that another member reads
- * only when the model says it may.  Its high-water mark must equal the
+ * one loop, makes every member's buffer when its first member runs and
+ * keeps everything its members read or write until its last member has
+ * run, so a convolution's workspace counts with the buffers of the
+ * epilogue after it, and a member takes over a buffer that another member
+ * reads only when the model says it may.  Its high-water mark must equal the
  * model's fragmentation-free peak to the byte.
  *
  * In both modes the caller fills inputs through rt_exec_input (staging
@@ -106,7 +108,7 @@ static bool setup_arena(rt_exec *x, rt_err *e)
 		if (ws > 0 && n->ws_offset + ws > x->arena_bytes)
 			x->arena_bytes = n->ws_offset + ws;
 	}
-	x->arena = aligned_alloc(64, (size_t)((x->arena_bytes + 63) / 64 * 64 + 64));
+	x->arena = rt_step_arena_alloc(x->arena_bytes);
 	if (!x->arena)
 		return rt_error_oom(e, "the arena", x->arena_bytes);
 	for (int i = 0; i < g->n; i++)
@@ -219,6 +221,22 @@ const void *rt_exec_output(const rt_exec *x, const char *name, const ir_type **t
 	return x->val[n->id];
 }
 
+/* Tracking: the buffers of the members of the fusion group run that starts
+ * at node first, made before its first member runs (in member order, so
+ * in-place choices are those made one member at a time: no reader's count
+ * changes before the run ends). */
+static bool track_run_outputs(rt_exec *x, int first, rt_err *e)
+{
+	const ir_graph *g = x->g;
+	int group = g->nodes[first]->group;
+	for (int j = first; group >= 0 && j < g->n && g->nodes[j]->group == group; j++) {
+		const ir_node *m = g->nodes[j];
+		if (ir_node_has_own_buffer(m) && m->op != IR_OP_INPUT && !rt_track_output(x, m, j, e))
+			return false;
+	}
+	return true;
+}
+
 bool rt_exec_run(rt_exec *x, rt_err *e)
 {
 	if (x->mode == RT_EXEC_NATIVE)
@@ -257,9 +275,11 @@ bool rt_exec_run(rt_exec *x, rt_err *e)
 		for (int k = 0; k < n->nin; k++)
 			a.in[k] = x->val[n->in[k]->id];
 		int64_t ws = rt_kernel_workspace(n);
+		if (track && i == run && !track_run_outputs(x, i, e))
+			return false;
 		if (ir_op_has(n->op, IR_OPF_UPD))
 			x->val[i] = x->val[n->in[0]->id];
-		else if (track && !rt_track_output(x, n, i, e))
+		else if (track && x->buf_of[i] < 0 && !rt_track_output(x, n, i, e))
 			return false;
 		a.out = x->val[i];
 		if (track) {

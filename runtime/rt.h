@@ -33,6 +33,13 @@ bool rt_err_appendf(rt_err *e, const char *fmt, ...) __attribute__((format(print
  * "out of memory: WHAT takes N bytes (X GiB)".  False. */
 bool rt_error_oom(rt_err *e, const char *what, int64_t bytes);
 
+/* ---- step arenas (runtime/step_arena.c) ------------------------------ */
+
+/* An arena of bytes (64-byte aligned; from 2 MiB up 2 MiB aligned, with
+ * transparent huge pages asked for unless REVC_HUGEPAGES=0), or NULL when
+ * out of memory.  Free it with free(). */
+void *rt_step_arena_alloc(int64_t bytes);
+
 /* ---- files (runtime/file.c) ------------------------------------------- */
 
 /* The longest path revc builds (PATH_MAX). */

@@ -5,6 +5,7 @@
 import ctypes
 import gc
 import json
+import re
 import sys
 
 import numpy as np
@@ -31,6 +32,30 @@ def test_memory_equals_revc_mem_json(strategy):
             assert got[key] == want[key], key
         assert vars(r.at_peak) == want["at_peak"]
         assert r.largest == want["largest"]
+
+
+def cli_strategy_names():
+    """The names revc's --strategy takes, from the list its error gives."""
+    err = revc_cli("train", "--strategy", "bogus", check=False).stderr
+    m = re.search(r"--strategy must be (.*), not 'bogus'", err)
+    assert m, err
+    return re.split(r", | or ", m.group(1))
+
+
+def test_strategy_names_are_the_commands():
+    names = cli_strategy_names()
+    assert "min" in names and "auto" in names
+    for name in names:
+        cli = json.loads(revc_cli("mem", SPEC, *set_args(SMALL), "--strategy", name, "--json").stdout)
+        want = cli["strategies"][0]
+        m = revc.Model(SPEC, set=SMALL, strategy=name)
+        assert m.strategy == name
+        for r in (revc.memory(SPEC, set=SMALL, strategy=name), m.memory(), m.memory(strategy=name)):
+            assert r.strategy == want["strategy"], name
+            assert (r.peak_bytes, r.total_bytes) == (want["peak_bytes"], want["total_bytes"]), name
+    with pytest.raises(revc.UsageError) as e:
+        revc.memory(SPEC, set=SMALL, strategy="bogus")
+    assert str(e.value) == f"unknown strategy 'bogus' ({', '.join(names)})"
 
 
 def test_memory_of_another_strategy(small):

@@ -114,6 +114,12 @@ static const shape_case bn_cases[] = {
 	{4, {2, 1, 3, 3}}, /* one channel: an extent of 1 */
 	{4, {4, 3, 1, 1}},
 	{4, {2, 3, 17, 19}},
+	/* fashion's planes: runs of 49, 196 and 784, a whole number of
+	 * vectors or not, and longer than the vector blocks (k_bn.c) */
+	{4, {3, 4, 7, 7}},
+	{4, {2, 3, 14, 14}},
+	{4, {2, 2, 28, 28}},
+	{4, {5, 2, 6, 6}}, /* 36: a tail after full vectors */
 };
 
 START_TEST(test_bn)
@@ -145,6 +151,24 @@ START_TEST(test_bn)
 }
 END_TEST
 
+/* Statistics of data far from zero: x + 1e6 (x the random fill, in
+ * [-0.5, 0.5]).  The f32 kernel's one pass is shifted by the channel's
+ * first element; without the shift, E[x²] − E[x]² would lose the variance
+ * (mean²/var ~ 1e13) and miss the reference's two passes by ~1e-3. */
+START_TEST(test_bn_offset)
+{
+	static const int64_t dims[] = {3, 4, 7, 7};
+	gb b = gb_new("bn_offset", _i);
+	ir_node *x = input(&b, "x", 4, dims);
+	ir_node *big = ir_node_new(b.g, IR_OP_CONST, NULL, 0);
+	ir_node_set_float(b.g, big, IR_ATTR_VALUE, 1e6);
+	big->type = x->type;
+	ir_node *xs = typed(node(&b, IR_OP_ADD, x, big, NULL));
+	output(&b, typed(node(&b, IR_OP_BN_STATS, xs, NULL, NULL)), "stats");
+	check_graph(&b, 23, "batch norm statistics, offset", _i);
+}
+END_TEST
+
 /* ---- reduce_sum over any increasing axes ------------------------------------ */
 
 typedef struct {
@@ -168,6 +192,8 @@ static const reduce_case reduce_cases[] = {
 	{4, {3, 4, 5, 6}, 4, {0, 1, 2, 3}}, /* to a scalar */
 	{3, {3, 4, 5}, 1, {1}},          /* 15 outputs in blocks of 5 */
 	{3, {2, 1, 5}, 1, {1}},          /* a reduced axis of size 1 */
+	{4, {3, 2, 14, 14}, 3, {0, 2, 3}}, /* dbeta over runs of 196 */
+	{3, {2, 3, 70}, 2, {0, 2}},      /* runs of 70: vector blocks and a tail */
 };
 
 START_TEST(test_reduce_sum)
@@ -542,6 +568,7 @@ Suite *cg_ops_suite(void)
 	TCase *tc = tcase_create("ops");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_bn, 0, LOOPS(bn_cases));
+	tcase_add_loop_test(tc, test_bn_offset, 0, 4);
 	tcase_add_loop_test(tc, test_reduce_sum, 0, LOOPS(reduce_cases));
 	tcase_add_loop_test(tc, test_reduce_sum_3, 0, LOOPS(reduce_cases) / 4);
 	tcase_add_loop_test(tc, test_avgpool, 0, LOOPS(avg_cases));

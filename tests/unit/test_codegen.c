@@ -262,6 +262,12 @@ static const conv_case conv_cases[] = {
 	{4, 16, 14, 14, 32, 3, 2, {0, 1, 0, 1}}, /* a RevNet stage boundary */
 	{2, 8, 8, 8, 17, 3, 1, {1, 1, 1, 1}},   /* whole vectors; a short row block */
 	{3, 5, 16, 16, 9, 3, 1, {1, 1, 1, 1}},  /* many column blocks */
+	{3, 1, 28, 28, 16, 3, 1, {1, 1, 1, 1}}, /* fashion's init: one input plane, rows of 28 */
+	{3, 8, 28, 28, 16, 3, 2, {0, 1, 0, 1}}, /* fashion's stage boundary: phase-split rows of 15 */
+	{3, 3, 11, 9, 4, 3, 2, {2, 0, 1, 2}},   /* stride 2, odd sizes, asymmetric padding */
+	{2, 3, 10, 13, 5, 2, 2, {0, 0, 1, 0}},  /* a 2x2 window at stride 2 */
+	{2, 5, 13, 15, 6, 3, 1, {0, 2, 2, 1}},  /* stride 1, asymmetric padding */
+	{2, 4, 37, 37, 3, 3, 2, {1, 1, 1, 1}},  /* rows wider than two vectors */
 };
 #define NCONV ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
