@@ -293,62 +293,59 @@ static void transform_filter(cg_kb *k, const ir_conv_geom *g, const wino *w, LLV
 	cg_end_for(k, &lo, NULL);
 }
 
-/* ---- whole vectors: the strips' layout changes --------------------------- */
+/* ---- whole vectors: lanes picked and interleaved -------------------------- */
 
 static int lanes_of(const cg_kb *k)
 {
 	return k->m->vec_bytes / 4;
 }
 
-static LLVMValueRef wide_load(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
+/* The vw lanes lane l = src[idx[l] / vw][idx[l] % vw] of the vectors src
+ * (vw lanes each, the native width), by two-input shuffles only: each pair
+ * of vectors gives the lanes it holds, and the pairs' results are blended,
+ * so no vector is wider than the target's. */
+static LLVMValueRef pick(cg_kb *k, const LLVMValueRef *src, int nsrc, const int *idx, int vw)
 {
-	LLVMValueRef v = LLVMBuildLoad2(k->b, LLVMVectorType(k->real, (unsigned)n), cg_gep(k, NULL, base, i), "");
-	LLVMSetAlignment(v, 4);
-	return v;
-}
-
-/* Stores the first n lanes of v (all of them, or a masked store). */
-static void wide_store(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, int n)
-{
-	LLVMTypeRef ty = LLVMTypeOf(v);
-	int lanes = (int)LLVMGetVectorSize(ty);
-	LLVMValueRef p = cg_gep(k, NULL, base, i);
-	if (n >= lanes) {
-		LLVMSetAlignment(LLVMBuildStore(k->b, v, p), 4);
-		return;
+	LLVMValueRef acc = NULL, mask[WIDEST], keep[WIDEST];
+	for (int p = 0; 2 * p < nsrc; p++) {
+		bool any = false, second = false;
+		for (int l = 0; l < vw; l++) {
+			bool mine = idx[l] / (2 * vw) == p;
+			int at = idx[l] - 2 * p * vw;
+			mask[l] = mine ? LLVMConstInt(k->m->i32, (unsigned long long)at, 0) : LLVMGetUndef(k->m->i32);
+			keep[l] = LLVMConstInt(k->m->i32, (unsigned long long)(mine ? vw + l : l), 0);
+			any |= mine;
+			second |= mine && at >= vw;
+		}
+		if (!any)
+			continue;
+		LLVMValueRef a = src[2 * p], b = second ? src[2 * p + 1] : LLVMGetPoison(LLVMTypeOf(a));
+		LLVMValueRef part = LLVMBuildShuffleVector(k->b, a, b, LLVMConstVector(mask, (unsigned)vw), "");
+		acc = acc ? LLVMBuildShuffleVector(k->b, acc, part, LLVMConstVector(keep, (unsigned)vw), "") : part;
 	}
-	LLVMValueRef bits[4 * WIDEST];
-	for (int l = 0; l < lanes; l++)
-		bits[l] = LLVMConstInt(k->m->i1, l < n, 0);
-	LLVMTypeRef over[2] = {ty, k->m->ptr}, fty;
-	LLVMValueRef f = cg_intrinsic(k, "llvm.masked.store", over, 2, &fty);
-	LLVMValueRef args[4] = {v, p, LLVMConstInt(k->m->i32, 4, 0), LLVMConstVector(bits, (unsigned)lanes)};
-	LLVMBuildCall2(k->b, fty, f, args, 4, "");
-}
-
-/* The n lanes lane[l] = step·l + off of a and b (b's lanes after a's). */
-static LLVMValueRef lanes_pick(cg_kb *k, LLVMValueRef a, LLVMValueRef b, int n, int step, int off)
-{
-	LLVMValueRef idx[4 * WIDEST];
-	for (int l = 0; l < n; l++)
-		idx[l] = LLVMConstInt(k->m->i32, (unsigned long long)(step * l + off), 0);
-	return LLVMBuildShuffleVector(k->b, a, b ? b : LLVMGetPoison(LLVMTypeOf(a)), LLVMConstVector(idx, (unsigned)n), "");
+	return acc;
 }
 
 /* Elements (i, j) of the n x n patches of tile row ty (at row0 of the
  * padded plane pl, rows of wq) for tiles [q0, q0 + vw), as vectors over the
- * tiles: lanes m·l + j of one or two wide loads.  The loads run past the
- * row, and past the plane into the pad's slack. */
+ * tiles: element j of tile l is at m·l + j, picked from native-width loads
+ * at m·(j / m) (one shift serves m columns).  The loads run past the row,
+ * and past the plane into the pad's slack. */
 static void patches(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef row0, int64_t q0, LLVMValueRef *d)
 {
 	int m = w->t->m, vw = lanes_of(k);
-	for (int i = 0; i < n; i++) {
-		LLVMValueRef at = cg_iadd(k, row0, cg_i64(k, i * w->wq + m * q0));
-		LLVMValueRef v = wide_load(k, pl, at, m * vw);
-		LLVMValueRef next = n > m ? wide_load(k, pl, cg_iadd(k, at, cg_i64(k, m * vw)), m * vw) : NULL;
-		for (int j = 0; j < n; j++)
-			d[i * n + j] = lanes_pick(k, v, next, vw, m, j);
-	}
+	for (int i = 0; i < n; i++)
+		for (int s = 0; s < n; s += m) {
+			LLVMValueRef at = cg_iadd(k, row0, cg_i64(k, i * w->wq + m * q0 + s)), ld[4];
+			for (int c = 0; c < m; c++)
+				ld[c] = cg_vload(k, vw, pl, cg_iadd(k, at, cg_i64(k, c * vw)), vw);
+			for (int j = s; j < n && j < s + m; j++) {
+				int idx[WIDEST];
+				for (int l = 0; l < vw; l++)
+					idx[l] = m * l + j - s;
+				d[i * n + j] = pick(k, ld, m, idx, vw);
+			}
+		}
 }
 
 /* dst[e·ds + col0 + ty·tw + q] = (L d L^T)[e] for the n x n patch d of
@@ -371,7 +368,7 @@ static void transform_plane(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef
 		patches(k, w, n, pl, row0, q0, d);
 		sandwich(k, l, l, d, n, n, out);
 		for (int e = 0; e < a * a; e++)
-			wide_store(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds + q0)), out[e], vw);
+			cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds + q0)), out[e], vw);
 	}
 	cg_keep_loop(&ly);
 	cg_end_for(k, &ly, NULL);
@@ -408,18 +405,16 @@ static void transform_input(cg_kb *k, const wino *w, LLVMValueRef in, LLVMValueR
 		w->vs, count);
 }
 
-/* v[0..m) interleaved: lane m·l + j of the result is lane l of v[j]. */
-static LLVMValueRef interleave(cg_kb *k, LLVMValueRef *v, int m, int vw)
+/* Vector c (< m) of v[0..m) interleaved: lane m·l + j of the
+ * interleaving is lane l of v[j]. */
+static LLVMValueRef interleave(cg_kb *k, const LLVMValueRef *v, int m, int vw, int c)
 {
-	for (int half = m; half > 1; half /= 2) /* concatenate: v[j]'s lanes at j·vw */
-		for (int j = 0; j < half / 2; j++)
-			v[j] = lanes_pick(k, v[2 * j], v[2 * j + 1], (m / half) * 2 * vw, 1, 0);
-	LLVMValueRef idx[4 * WIDEST];
-	for (int l = 0; l < vw; l++)
-		for (int j = 0; j < m; j++)
-			idx[m * l + j] = LLVMConstInt(k->m->i32, (unsigned long long)(j * vw + l), 0);
-	return LLVMBuildShuffleVector(k->b, v[0], LLVMGetPoison(LLVMTypeOf(v[0])),
-		LLVMConstVector(idx, (unsigned)(m * vw)), "");
+	int idx[WIDEST];
+	for (int r = 0; r < vw; r++) {
+		int g = c * vw + r;
+		idx[r] = (g % m) * vw + g / m;
+	}
+	return pick(k, v, m, idx, vw);
 }
 
 /* Rows m·ty + i (i < rows) of output plane y, Y = A^T M A from mrow (M's
@@ -436,11 +431,12 @@ static void rows_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y,
 	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
 		LLVMValueRef in[36], out[16];
 		for (int e = 0; e < a * a; e++)
-			in[e] = wide_load(k, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms + q0)), vw);
+			in[e] = cg_vload(k, vw, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms + q0)), vw);
 		sandwich(k, plain(&t->at[0][0], m, 6), plain(&t->at[0][0], m, 6), in, a, a, out);
 		for (int i = 0; i < rows; i++)
-			wide_store(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0)), interleave(k, out + i * m, m, vw),
-				(int)(w->wo - m * q0));
+			for (int c = 0; c < m && w->wo - m * q0 - c * vw > 0; c++)
+				cg_vstore(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0 + c * vw)),
+					interleave(k, out + i * m, m, vw, c), (int)(w->wo - m * q0 - c * vw));
 	}
 }
 
