@@ -240,11 +240,17 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	return w;
 }
 
-/* Per thread: U (for conv2d_dw the thread's partial sum P), one padded
+/* Per thread: for conv2d_dw the thread's sum S of the indices' P in f64
+ * (acc_elems reals, 0 otherwise); U (conv2d_dw: one index's P), one padded
  * plane (of x, or of dY in whole tiles), V, and M (conv2d_dw: Z). */
 static int64_t u_elems(const wino *w)
 {
 	return (int64_t)w->t->a * w->t->a * w->cout * w->cin;
+}
+
+static int64_t acc_elems(const ir_conv_geom *g, const wino *w)
+{
+	return g->op == IR_OP_CONV2D_DW ? 2 * u_elems(w) : 0;
 }
 
 static int64_t pad_elems(const wino *w)
@@ -260,8 +266,8 @@ static int64_t v_elems(const wino *w)
 int64_t cg_conv_winograd_workspace(const ir_conv_geom *g, ir_dtype dt)
 {
 	wino w = wino_of(g, dt);
-	return u_elems(&w) + pad_elems(&w) + v_elems(&w) +
-	       (int64_t)w.t->a * w.t->a * w.ms;
+	int64_t e = acc_elems(g, &w) + u_elems(&w) + pad_elems(&w) + v_elems(&w) + (int64_t)w.t->a * w.t->a * w.ms;
+	return g->op == IR_OP_CONV2D_DW ? (e + 15) / 16 * 16 : e; /* the threads' S 64-byte aligned */
 }
 
 /* ---- the kernel ----------------------------------------------------------- */
@@ -476,12 +482,13 @@ static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValue
 
 /* The thread's buffers (cg_conv_winograd_workspace's order). */
 typedef struct {
-	LLVMValueRef u, p, v, mm; /* conv2d_dw: P, a padded plane, V, Z */
+	LLVMValueRef s, u, p, v, mm; /* conv2d_dw: S, P, a padded plane, V, Z */
 } bufs;
 
-static bufs bufs_of(cg_kb *k, const wino *w, LLVMValueRef ws)
+static bufs bufs_of(cg_kb *k, const ir_conv_geom *g, const wino *w, LLVMValueRef ws)
 {
-	bufs b = {.u = ws};
+	bufs b = {.s = ws};
+	b.u = cg_gep(k, NULL, b.s, cg_i64(k, acc_elems(g, w)));
 	b.p = cg_gep(k, NULL, b.u, cg_i64(k, u_elems(w)));
 	b.v = cg_gep(k, NULL, b.p, cg_i64(k, pad_elems(w)));
 	b.mm = cg_gep(k, NULL, b.v, cg_i64(k, v_elems(w)));
@@ -547,18 +554,24 @@ int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt)
 /* conv2d_dw (out = dW, in = dY, wt = x): the transpose of the forward
  * algorithm.  With Y = A^T [U ⊙ V] A per tile, dL/dU = (A dY A^T) ⊙ V, so
  *     Z[e] = A dY A^T      for every m x m tile of every plane of dY
- *     P[e] += Z[e] · V[e]^T over the thread's images' tiles
- * and cg_conv_winograd_finish turns the threads' sum into dW = G^T P G.
- * dY is padded with zeros to whole tiles. */
+ *     P[e] += Z[e] · V[e]^T over the index's images' tiles
+ * and each index's P is added to the thread's S in f64; then
+ * cg_conv_winograd_finish turns the threads' sum into dW = G^T S G.  The
+ * indices' P are the same whatever the threads, and their sum in f64
+ * rounded once to f32 is the same but for a sum within an ulp of f64 of a
+ * rounding boundary: so dW does not depend on the thread count (an AOT
+ * library's one thread gives the JIT's two threads' training), as the
+ * direct kernel's does not.  dY is padded with zeros to whole tiles. */
 static void emit_dw(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b)
 {
 	const transforms *t = w->t;
 	int m = t->m;
 	LLVMValueRef dy = cg_arg(k, 1), x = cg_arg(k, 2);
-	cg_zero(k, b->u, cg_i64(k, u_elems(w)));
+	cg_zero(k, b->s, cg_i64(k, acc_elems(g, w)));
 	zero_slack(k, w, b);
 	cg_loop lt;
 	LLVMValueRef it = cg_for(k, &lt, k->lo, k->hi);
+	cg_zero(k, b->u, cg_i64(k, u_elems(w)));
 	LLVMValueRef first = cg_imul(k, it, cg_i64(k, w->imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w->imgs));
 	transform_input(k, w, cg_gep(k, NULL, x, cg_imul(k, first, cg_i64(k, w->cin * w->h * w->w))), b->p, b->v,
@@ -566,6 +579,12 @@ static void emit_dw(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *
 	plane_cols(k, w, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, w->cout * w->ho * w->wo))), w->cout, w->ho,
 		w->wo, 0, 0, w->th * m, m, transposed(&t->at[0][0], t->a, 6), b->p, b->mm, w->ms, count);
 	all_products(k, g, w, b, count);
+	cg_loop ls;
+	LLVMValueRef i = cg_for(k, &ls, cg_i64(k, 0), cg_i64(k, u_elems(w)));
+	LLVMValueRef at = cg_gep(k, k->m->f64, b->s, i);
+	LLVMValueRef sum = LLVMBuildLoad2(k->b, k->m->f64, at, "");
+	LLVMBuildStore(k->b, LLVMBuildFAdd(k->b, sum, cg_to_f64(k, cg_ld(k, b->u, i)), ""), at);
+	cg_end_for(k, &ls, NULL);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
 }
@@ -573,7 +592,7 @@ static void emit_dw(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *
 void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws)
 {
 	wino w = wino_of(g, n->type.dtype);
-	bufs b = bufs_of(k, &w, ws);
+	bufs b = bufs_of(k, g, &w, ws);
 	if (g->op == IR_OP_CONV2D_DW) {
 		emit_dw(k, g, &w, &b);
 		return;
@@ -593,7 +612,7 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 	cg_end_for(k, &lt, NULL);
 }
 
-/* conv2d_dw's serial finish: dW[o][c] = G^T P G, P the sum of the threads'
+/* conv2d_dw's serial finish: dW[o][c] = G^T S G, S the sum of the threads'
  * partials in thread order (so the result does not depend on timing),
  * added and transformed in f64 and rounded once.  per: each thread's
  * workspace, in elements. */
@@ -611,7 +630,9 @@ void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, 
 	for (int e = 0; e < a * a; e++) {
 		LLVMValueRef sum = NULL;
 		for (int th = 0; th < threads; th++) {
-			LLVMValueRef p = cg_to_f64(k, cg_ld(k, ws, cg_iadd(k, oc, cg_i64(k, th * per + e * plane))));
+			LLVMValueRef p = LLVMBuildLoad2(k->b, k->m->f64,
+				cg_gep(k, k->m->f64, cg_gep(k, NULL, ws, cg_i64(k, th * per)), cg_iadd(k, oc, cg_i64(k, e * plane))),
+				"");
 			sum = sum ? LLVMBuildFAdd(k->b, sum, p, "") : p;
 		}
 		in[e] = sum;
