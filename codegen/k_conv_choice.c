@@ -71,19 +71,21 @@ static cg_conv_lowering because(const char **why, const char *reason, cg_conv_lo
  * planes and writing `out` planes of ho x wo:
  *   direct     9·in·(wo + 2)/wo: the implicit kernel also computes the two
  *              padding columns of each padded row;
- *   F(m x m)   (m+2)²/m²·in·(whole tiles' outputs / ho·wo) for the
- *              products, plus the transforms, x_in·in/out + x_out.
- * The transforms vectorise over the tiles of a tile row, so they are
- * cheap when a row holds whole vectors (8 tiles; 4 for F(4x4)) and cost
- * about twice as much otherwise.  x was fitted to perf(1) cycle counts of
- * every 3x3 stride-1 conv2d and conv2d_dx of revnet-38 (batch 100) and
- * fashion (batch 50) on a 2-core AMD EPYC (Zen 4, AVX-512), one thread
- * (docs/codegen.md gives the figures); it predicts every one of them on the
- * right side, and the filter gradients' (conv2d_dw, costed as its forward
- * convolution: the same products and two transforms) too.  F(4x4) must be 10% cheaper than F(2x2) to be chosen, for its
- * larger rounding error.  Planes under 7x7 (smaller than any measured) stay
- * direct.  The choice does not depend on the CPU code is made
- * for, so workspace sizes do not either. */
+ *   F(m x m)   p·(m+2)²/m²·in·(whole tiles' outputs / ho·wo) for the
+ *              products, plus the transforms, x·in/out + x.
+ * p (the products' multiply-adds cost 1.66 times the direct kernel's:
+ * their reductions are only `in` long and each ends in stores of M) and
+ * x (6.6 for F(2x2)) were fitted to perf(1) cycle counts of the 3x3
+ * stride-1 conv2d and conv2d_dx of fashion (batch 50) on a 2-core AMD EPYC
+ * (Zen 4, AVX-512), one thread (docs/codegen.md gives the figures); the
+ * model puts those layers, revnet-38's, and the filter gradients
+ * (conv2d_dw, costed as its forward convolution: the same products and
+ * two transforms) on the side they measured.  F(4x4)'s x, 75, is the
+ * earlier fit (before the transforms worked on whole vectors), not
+ * refitted; it must be 10% cheaper than F(2x2) to be chosen, for its
+ * larger rounding error.  Planes under 7x7 and fewer than 8 input planes
+ * (not measured with these kernels) stay direct.  The choice does not
+ * depend on the CPU code is made for, so workspace sizes do not either. */
 
 static double cost_direct(const ir_conv_geom *g)
 {
@@ -109,9 +111,8 @@ static double cost_winograd(const ir_conv_geom *g, int m)
 	int64_t th = (ho + m - 1) / m, tw = (wo + m - 1) / m;
 	double whole = (double)(th * tw * m * m) / (double)(ho * wo);
 	double a2 = (double)((m + 2) * (m + 2)) / (double)(m * m);
-	bool vectors = tw % (m == 2 ? 8 : 4) == 0;
-	double x = m == 2 ? (vectors ? 33 : 70) : (vectors ? 75 : 145);
-	return a2 * in * whole + x * in / out + x;
+	double p = 1.66, x = m == 2 ? 6.6 : 75;
+	return p * a2 * in * whole + x * in / out + x;
 }
 
 /* Why Winograd cannot compute g in dt, or NULL when it can. */
@@ -152,6 +153,8 @@ cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const c
 	int64_t ho = fwd ? g->ho : g->h, wo = fwd ? g->wo : g->w;
 	if (ho < 7 || wo < 7)
 		return because(why, "cost model: planes under 7x7 (not measured)", CG_CONV_DIRECT);
+	if ((fwd ? g->c : g->o) < 8)
+		return because(why, "cost model: under 8 input planes (not measured)", CG_CONV_DIRECT);
 	double direct = cost_direct(g), w2 = cost_winograd(g, 2), w4 = cost_winograd(g, 4);
 	if (w4 < 0.9 * w2 && w4 < direct)
 		return because(why, "cost model: winograd4 cheapest", CG_CONV_WINOGRAD4);

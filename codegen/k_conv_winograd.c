@@ -62,7 +62,20 @@ static const transforms *transforms_for(int m)
 	return m == 4 ? &f4 : &f2;
 }
 
-/* sum_i c[i]·v[i] over the nonzero c[i], with no multiplication by ±1. */
+/* The constant x of type ty, a real or a vector of them. */
+static LLVMValueRef konst(LLVMTypeRef ty, double x)
+{
+	if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
+		return LLVMConstReal(ty, x);
+	LLVMValueRef lanes[64];
+	unsigned n = LLVMGetVectorSize(ty);
+	for (unsigned i = 0; i < n; i++)
+		lanes[i] = LLVMConstReal(LLVMGetElementType(ty), x);
+	return LLVMConstVector(lanes, n);
+}
+
+/* sum_i c[i]·v[i] over the nonzero c[i], with no multiplication by ±1
+ * (on reals or on vectors of them). */
 static LLVMValueRef combine(cg_kb *k, const double *c, int stride, const LLVMValueRef *v, int n)
 {
 	LLVMValueRef s = NULL;
@@ -73,13 +86,13 @@ static LLVMValueRef combine(cg_kb *k, const double *c, int stride, const LLVMVal
 		double mag = ci < 0 ? -ci : ci;
 		LLVMValueRef t = v[i];
 		if (mag != 1)
-			t = LLVMBuildFMul(k->b, t, LLVMConstReal(LLVMTypeOf(t), mag), "");
+			t = LLVMBuildFMul(k->b, t, konst(LLVMTypeOf(t), mag), "");
 		if (!s)
 			s = ci < 0 ? LLVMBuildFNeg(k->b, t, "") : t;
 		else
 			s = ci < 0 ? LLVMBuildFSub(k->b, s, t, "") : LLVMBuildFAdd(k->b, s, t, "");
 	}
-	return s ? s : LLVMConstReal(LLVMTypeOf(v[0]), 0);
+	return s ? s : konst(LLVMTypeOf(v[0]), 0);
 }
 
 /* A constant matrix: element (i, j) at c[i·rs + j·cs], so a table read
@@ -138,6 +151,11 @@ bool cg_conv_winograd(const ir_conv_geom *g, ir_dtype dt)
 
 /* ---- geometry and workspace ---------------------------------------------- */
 
+/* The transforms work on whole vectors of a tile row's tiles, their
+ * patches' elements picked from wide loads of the padded plane (patches()),
+ * their results stored as whole vectors: a tile row narrower than a vector
+ * (a 7x7 plane has 4 tiles a row, a vector 8 or 16) costs one vector, not
+ * a scalar loop, and V and M keep one column per tile. */
 typedef struct {
 	const transforms *t;
 	int64_t cin, cout;      /* planes read and written */
@@ -147,8 +165,13 @@ typedef struct {
 	int64_t th, tw, tiles;  /* tiles down, across, per plane */
 	int64_t imgs, cols;     /* images per parallel index; their tiles */
 	int64_t vs, ms;         /* strides of V's and M's a² matrices */
-	int64_t hp, wp;         /* padded planes: whole tiles plus the window */
+	int64_t hp, wq;         /* a padded plane: whole tiles plus the window */
 } wino;
+
+/* Vectors are at most 16 floats (AVX-512): the slack that whole-vector
+ * loads and stores may run past a plane into, so that the workspace does
+ * not depend on the CPU. */
+#define WIDEST 16
 
 /* The transforms write (and read) a² matrices at once, one element of
  * each: a multiple of 4 KiB apart, they would all map to the same L1 sets.
@@ -174,7 +197,7 @@ static int64_t images(const ir_conv_geom *g, const wino *w)
 }
 
 /* conv2d_dw's images per parallel index.  Its products reduce over the
- * columns, each block of results ending in horizontal sums: so 512
+ * columns, each block of results ending in horizontal sums: so 256
  * columns or more, with one matrix element's Z and V (the operands of one
  * product) within 256 KiB, and the batch split into an even number of
  * equal indices, so two threads get the same work. */
@@ -209,26 +232,30 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	w.tw = (w.wo + m - 1) / m;
 	w.tiles = w.th * w.tw;
 	w.hp = w.th * m + 2;
-	w.wp = w.tw * m + 2;
+	w.wq = w.tw * m + 2;
 	w.imgs = g->op == IR_OP_CONV2D_DW ? dw_images(g, &w) : images(g, &w);
 	w.cols = w.imgs * w.tiles;
-	w.vs = skew(w.cin * w.cols);
-	w.ms = skew(w.cout * w.cols);
+	w.vs = skew(w.cin * w.cols + WIDEST);
+	w.ms = skew(w.cout * w.cols + WIDEST);
 	return w;
 }
 
-/* Per thread: U, then the padded planes, V and M; for conv2d_dw the
- * thread's partial sum P in U's place, the padded planes of x or of dY
- * (whole tiles), V and Z in M's. */
+/* Per thread: for conv2d_dw the thread's sum S of the indices' P in f64
+ * (acc_elems reals, 0 otherwise); U (conv2d_dw: one index's P), one padded
+ * plane (of x, or of dY in whole tiles), V, and M (conv2d_dw: Z). */
 static int64_t u_elems(const wino *w)
 {
 	return (int64_t)w->t->a * w->t->a * w->cout * w->cin;
 }
 
-static int64_t pad_elems(const ir_conv_geom *g, const wino *w)
+static int64_t acc_elems(const ir_conv_geom *g, const wino *w)
 {
-	int64_t x = w->cin * w->hp * w->wp, dy = w->cout * (w->hp - 2) * (w->wp - 2);
-	return g->op == IR_OP_CONV2D_DW && dy > x ? dy : x;
+	return g->op == IR_OP_CONV2D_DW ? 2 * u_elems(w) : 0;
+}
+
+static int64_t pad_elems(const wino *w)
+{
+	return w->hp * w->wq + 2 * (int64_t)w->t->m * WIDEST;
 }
 
 static int64_t v_elems(const wino *w)
@@ -239,7 +266,8 @@ static int64_t v_elems(const wino *w)
 int64_t cg_conv_winograd_workspace(const ir_conv_geom *g, ir_dtype dt)
 {
 	wino w = wino_of(g, dt);
-	return u_elems(&w) + pad_elems(g, &w) + v_elems(&w) + (int64_t)w.t->a * w.t->a * w.ms;
+	int64_t e = acc_elems(g, &w) + u_elems(&w) + pad_elems(&w) + v_elems(&w) + (int64_t)w.t->a * w.t->a * w.ms;
+	return g->op == IR_OP_CONV2D_DW ? (e + 15) / 16 * 16 : e; /* the threads' S 64-byte aligned */
 }
 
 /* ---- the kernel ----------------------------------------------------------- */
@@ -271,107 +299,208 @@ static void transform_filter(cg_kb *k, const ir_conv_geom *g, const wino *w, LLV
 	cg_end_for(k, &lo, NULL);
 }
 
-/* v[e][c][tile] = (L d L^T)[e] for every n x n patch d (m apart) of every
- * plane c of p (hp x wp): V = B^T d B from the padded input, and for
- * conv2d_dw Z = A dY A^T from dY's m x m tiles.  vs: v's a² matrices'
- * stride; col0: the image's first column. */
-static void transform_tiles(cg_kb *k, const wino *w, int64_t planes, int n, int64_t hp, int64_t wp, cmat l,
-	LLVMValueRef p, LLVMValueRef v, int64_t vs, LLVMValueRef col0)
+/* ---- whole vectors: lanes picked and interleaved -------------------------- */
+
+static int lanes_of(const cg_kb *k)
 {
-	int a = w->t->a, m = w->t->m;
-	cg_loop lc, ly, lx;
-	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, planes));
-	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
-	LLVMValueRef rows = cg_gep(k, NULL, p, cg_iadd(k, cg_imul(k, c, cg_i64(k, hp * wp)),
-		cg_imul(k, ty, cg_i64(k, m * wp))));
-	LLVMValueRef vrow = cg_gep(k, NULL, v, cg_iadd(k, cg_iadd(k, cg_imul(k, c, cg_i64(k, w->cols)), col0),
-		cg_imul(k, ty, cg_i64(k, w->tw))));
-	LLVMValueRef tx = cg_for(k, &lx, cg_i64(k, 0), cg_i64(k, w->tw));
-	LLVMValueRef col = cg_imul(k, tx, cg_i64(k, m)), in[36] = {0}, out[36];
+	return k->m->vec_bytes / 4;
+}
+
+/* The vw lanes lane l = src[idx[l] / vw][idx[l] % vw] of the vectors src
+ * (vw lanes each, the native width), by two-input shuffles only: each pair
+ * of vectors gives the lanes it holds, and the pairs' results are blended,
+ * so no vector is wider than the target's. */
+static LLVMValueRef pick(cg_kb *k, const LLVMValueRef *src, int nsrc, const int *idx, int vw)
+{
+	LLVMValueRef acc = NULL, mask[WIDEST], keep[WIDEST];
+	for (int p = 0; 2 * p < nsrc; p++) {
+		bool any = false, second = false;
+		for (int l = 0; l < vw; l++) {
+			bool mine = idx[l] / (2 * vw) == p;
+			int at = idx[l] - 2 * p * vw;
+			mask[l] = mine ? LLVMConstInt(k->m->i32, (unsigned long long)at, 0) : LLVMGetUndef(k->m->i32);
+			keep[l] = LLVMConstInt(k->m->i32, (unsigned long long)(mine ? vw + l : l), 0);
+			any |= mine;
+			second |= mine && at >= vw;
+		}
+		if (!any)
+			continue;
+		LLVMValueRef a = src[2 * p], b = second ? src[2 * p + 1] : LLVMGetPoison(LLVMTypeOf(a));
+		LLVMValueRef part = LLVMBuildShuffleVector(k->b, a, b, LLVMConstVector(mask, (unsigned)vw), "");
+		acc = acc ? LLVMBuildShuffleVector(k->b, acc, part, LLVMConstVector(keep, (unsigned)vw), "") : part;
+	}
+	return acc;
+}
+
+/* Elements (i, j) of the n x n patches of tile row ty (at row0 of the
+ * padded plane pl, rows of wq) for tiles [q0, q0 + vw), as vectors over the
+ * tiles: element j of tile l is at m·l + j, picked from native-width loads
+ * at m·(j / m) (one shift serves m columns).  The loads run past the row,
+ * and past the plane into the pad's slack. */
+static void patches(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef row0, int64_t q0, LLVMValueRef *d)
+{
+	int m = w->t->m, vw = lanes_of(k);
 	for (int i = 0; i < n; i++)
-		for (int j = 0; j < n; j++)
-			in[i * n + j] = cg_ld(k, rows, cg_iadd(k, col, cg_i64(k, i * wp + j)));
-	sandwich(k, l, l, in, n, n, out);
-	for (int e = 0; e < a * a; e++)
-		cg_st(k, vrow, cg_iadd(k, tx, cg_i64(k, e * vs)), out[e]);
-	cg_end_for(k, &lx, NULL);
+		for (int s = 0; s < n; s += m) {
+			LLVMValueRef at = cg_iadd(k, row0, cg_i64(k, i * w->wq + m * q0 + s)), ld[4];
+			for (int c = 0; c < m; c++)
+				ld[c] = cg_vload(k, vw, pl, cg_iadd(k, at, cg_i64(k, c * vw)), vw);
+			for (int j = s; j < n && j < s + m; j++) {
+				int idx[WIDEST];
+				for (int l = 0; l < vw; l++)
+					idx[l] = m * l + j - s;
+				d[i * n + j] = pick(k, ld, m, idx, vw);
+			}
+		}
+}
+
+/* dst[e·ds + col0 + ty·tw + q] = (L d L^T)[e] for the n x n patch d of
+ * every tile (ty, q) of padded plane pl: V = B^T d B from x's (n = a),
+ * and for conv2d_dw Z = A dY A^T from dY's m x m tiles (n = m).  The
+ * stores are whole vectors: each tile row's run past its tw tiles into the
+ * next row's, which are stored after (so planes and images must be done
+ * in order), and the last past the plane into the next plane's or the
+ * slack of ds. */
+static void transform_plane(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef pl, LLVMValueRef dst, int64_t ds,
+	LLVMValueRef col0)
+{
+	int a = w->t->a, m = w->t->m, vw = lanes_of(k);
+	cg_loop ly;
+	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
+	LLVMValueRef row0 = cg_imul(k, ty, cg_i64(k, m * w->wq));
+	LLVMValueRef dst0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tw)));
+	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
+		LLVMValueRef d[36], out[36];
+		patches(k, w, n, pl, row0, q0, d);
+		sandwich(k, l, l, d, n, n, out);
+		for (int e = 0; e < a * a; e++)
+			cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds + q0)), out[e], vw);
+	}
 	cg_keep_loop(&ly);
 	cg_end_for(k, &ly, NULL);
+}
+
+/* Every image's plane c (of x or dY: `planes` planes of h x w each,
+ * placed at top, left in hp rows of the pad pl) transformed into dst's
+ * plane c. */
+static void plane_cols(cg_kb *k, const wino *w, LLVMValueRef src, int64_t planes, int64_t h, int64_t wd,
+	int64_t top, int64_t left, int64_t hp, int n, cmat l, LLVMValueRef pl, LLVMValueRef dst, int64_t ds,
+	LLVMValueRef count)
+{
+	cg_loop lc, li;
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, planes));
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
+	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, planes)), c);
+	cg_conv_pad_planes(k, 1, h, wd, top, left, hp, w->wq, cg_gep(k, NULL, src, cg_imul(k, plane, cg_i64(k, h * wd))),
+		pl);
+	transform_plane(k, w, n, l, pl, cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, w->cols))), ds,
+		cg_imul(k, i, cg_i64(k, w->tiles)));
+	cg_keep_loop(&li);
+	cg_end_for(k, &li, NULL);
 	cg_keep_loop(&lc);
 	cg_end_for(k, &lc, NULL);
 }
 
-/* V[e][c][tile] = (B^T d B)[e] for every patch d of every padded plane. */
-static void transform_input(cg_kb *k, const wino *w, LLVMValueRef p, LLVMValueRef v, LLVMValueRef col0)
+/* V[e][c][t] = (B^T d B)[e] for every patch d of every plane of the
+ * index's `count` images, from `in` at its first image. */
+static void transform_input(cg_kb *k, const wino *w, LLVMValueRef in, LLVMValueRef pl, LLVMValueRef v,
+	LLVMValueRef count)
 {
 	const transforms *t = w->t;
-	transform_tiles(k, w, w->cin, t->a, w->hp, w->wp, plain(&t->bt[0][0], t->a, 6), p, v, w->vs, col0);
+	plane_cols(k, w, in, w->cin, w->h, w->w, w->top, w->left, w->hp, t->a, plain(&t->bt[0][0], t->a, 6), pl, v,
+		w->vs, count);
 }
 
-/* The output tiles [tx0, tx1) of tile row ty of plane o: Y = A^T M A, of
- * which the first `rows` x `cols` are stored. */
-static void tiles_out(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef y, LLVMValueRef o, LLVMValueRef ty,
-	LLVMValueRef tx0, LLVMValueRef tx1, int rows, int cols)
+/* Vector c (< m) of v[0..m) interleaved: lane m·l + j of the
+ * interleaving is lane l of v[j]. */
+static LLVMValueRef interleave(cg_kb *k, const LLVMValueRef *v, int m, int vw, int c)
+{
+	int idx[WIDEST];
+	for (int r = 0; r < vw; r++) {
+		int g = c * vw + r;
+		idx[r] = (g % m) * vw + g / m;
+	}
+	return pick(k, v, m, idx, vw);
+}
+
+/* Rows m·ty + i (i < rows) of output plane y, Y = A^T M A from mrow (M's
+ * plane o at the image's first column): whole vectors of tiles, the
+ * results' m phases interleaved back and stored masked at wo.  The loads
+ * run past the row's tiles into the next row's, the next plane's or the
+ * slack of ms. */
+static void rows_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y, LLVMValueRef ty, int rows)
 {
 	const transforms *t = w->t;
-	int a = t->a, m = t->m;
-	int64_t plane = w->ms;
-	cg_loop lx;
-	LLVMValueRef mrow = cg_gep(k, NULL, mm, cg_iadd(k, cg_imul(k, o, cg_i64(k, w->cols)),
-		cg_imul(k, ty, cg_i64(k, w->tw))));
-	LLVMValueRef yrow = cg_gep(k, NULL, y, cg_iadd(k, cg_imul(k, o, cg_i64(k, w->ho * w->wo)),
-		cg_imul(k, ty, cg_i64(k, m * w->wo))));
-	LLVMValueRef tx = cg_for(k, &lx, tx0, tx1);
-	LLVMValueRef in[36] = {0}, out[16];
-	for (int e = 0; e < a * a; e++)
-		in[e] = cg_ld(k, mrow, cg_iadd(k, tx, cg_i64(k, e * plane)));
-	sandwich(k, plain(&t->at[0][0], m, 6), plain(&t->at[0][0], m, 6), in, a, a, out);
-	LLVMValueRef col = cg_imul(k, tx, cg_i64(k, m));
-	for (int i = 0; i < rows; i++)
-		for (int j = 0; j < cols; j++)
-			cg_st(k, yrow, cg_iadd(k, col, cg_i64(k, i * w->wo + j)), out[i * m + j]);
-	cg_end_for(k, &lx, NULL);
+	int a = t->a, m = t->m, vw = lanes_of(k);
+	LLVMValueRef src0 = cg_imul(k, ty, cg_i64(k, w->tw));
+	LLVMValueRef dst0 = cg_imul(k, ty, cg_i64(k, m * w->wo));
+	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
+		LLVMValueRef in[36], out[16];
+		for (int e = 0; e < a * a; e++)
+			in[e] = cg_vload(k, vw, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms + q0)), vw);
+		sandwich(k, plain(&t->at[0][0], m, 6), plain(&t->at[0][0], m, 6), in, a, a, out);
+		for (int i = 0; i < rows; i++)
+			for (int c = 0; c < m && w->wo - m * q0 - c * vw > 0; c++)
+				cg_vstore(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0 + c * vw)),
+					interleave(k, out + i * m, m, vw, c), (int)(w->wo - m * q0 - c * vw));
+	}
 }
 
-/* Y from M (this image's columns): whole tiles, then the right and bottom
- * edges' partial ones. */
-static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef y)
+/* Output plane y of the image whose columns start at mrow: whole tile
+ * rows, then the bottom edge's partial one. */
+static void plane_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y)
 {
 	int m = w->t->m;
-	int64_t full_y = w->ho / m, full_x = w->wo / m;
-	int rest_y = (int)(w->ho - full_y * m), rest_x = (int)(w->wo - full_x * m);
-	cg_loop lo, ly;
-	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
-	for (int part = 0; part < 2; part++) {
-		int rows = part ? rest_y : m;
-		if (rows == 0 || (!part && full_y == 0))
-			continue;
-		LLVMValueRef ty = part ? cg_i64(k, full_y) : cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, full_y));
-		if (full_x > 0)
-			tiles_out(k, w, mm, y, o, ty, cg_i64(k, 0), cg_i64(k, full_x), rows, m);
-		if (rest_x > 0)
-			tiles_out(k, w, mm, y, o, ty, cg_i64(k, full_x), cg_i64(k, full_x + 1), rows, rest_x);
-		if (!part) {
-			cg_keep_loop(&ly);
-			cg_end_for(k, &ly, NULL);
-		}
+	int64_t full_y = w->ho / m;
+	int rest_y = (int)(w->ho - full_y * m);
+	if (full_y > 0) {
+		cg_loop ly;
+		LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, full_y));
+		rows_out(k, w, mrow, y, ty, m);
+		cg_keep_loop(&ly);
+		cg_end_for(k, &ly, NULL);
 	}
+	if (rest_y > 0)
+		rows_out(k, w, mrow, y, cg_i64(k, full_y), rest_y);
+}
+
+/* Y = A^T M A for every output plane of the index's `count` images, out
+ * at its first image. */
+static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef out, LLVMValueRef count)
+{
+	cg_loop lo, li;
+	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
+	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, w->cout)), o);
+	LLVMValueRef col = cg_iadd(k, cg_imul(k, o, cg_i64(k, w->cols)), cg_imul(k, i, cg_i64(k, w->tiles)));
+	plane_out(k, w, cg_gep(k, NULL, mm, col), cg_gep(k, NULL, out, cg_imul(k, plane, cg_i64(k, w->ho * w->wo))));
+	cg_keep_loop(&li);
+	cg_end_for(k, &li, NULL);
 	cg_keep_loop(&lo);
 	cg_end_for(k, &lo, NULL);
 }
 
 /* The thread's buffers (cg_conv_winograd_workspace's order). */
 typedef struct {
-	LLVMValueRef u, p, v, mm; /* conv2d_dw: P, the padded planes, V, Z */
+	LLVMValueRef s, u, p, v, mm; /* conv2d_dw: S, P, a padded plane, V, Z */
 } bufs;
 
 static bufs bufs_of(cg_kb *k, const ir_conv_geom *g, const wino *w, LLVMValueRef ws)
 {
-	bufs b = {.u = ws};
+	bufs b = {.s = ws};
+	b.u = cg_gep(k, NULL, b.s, cg_i64(k, acc_elems(g, w)));
 	b.p = cg_gep(k, NULL, b.u, cg_i64(k, u_elems(w)));
-	b.v = cg_gep(k, NULL, b.p, cg_i64(k, pad_elems(g, w)));
+	b.v = cg_gep(k, NULL, b.p, cg_i64(k, pad_elems(w)));
 	b.mm = cg_gep(k, NULL, b.v, cg_i64(k, v_elems(w)));
 	return b;
+}
+
+/* The pad's slack, which the patches' loads read into lanes that are
+ * overwritten or stored nowhere, is zeroed once per call, so that no lane
+ * ever holds memory no kernel wrote. */
+static void zero_slack(cg_kb *k, const wino *w, const bufs *b)
+{
+	cg_zero(k, b->p, cg_i64(k, pad_elems(w)));
 }
 
 /* For the first `imgs` images' columns, one product per tile element:
@@ -425,30 +554,37 @@ int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt)
 /* conv2d_dw (out = dW, in = dY, wt = x): the transpose of the forward
  * algorithm.  With Y = A^T [U ⊙ V] A per tile, dL/dU = (A dY A^T) ⊙ V, so
  *     Z[e] = A dY A^T      for every m x m tile of every plane of dY
- *     P[e] += Z[e] · V[e]^T over the thread's images' tiles
- * and cg_conv_winograd_finish turns the threads' sum into dW = G^T P G. */
+ *     P[e] += Z[e] · V[e]^T over the index's images' tiles
+ * and each index's P is added to the thread's S in f64; then
+ * cg_conv_winograd_finish turns the threads' sum into dW = G^T S G.  The
+ * indices' P are the same whatever the threads, and their sum in f64
+ * rounded once to f32 is the same but for a sum within an ulp of f64 of a
+ * rounding boundary: so dW does not depend on the thread count (an AOT
+ * library's one thread gives the JIT's two threads' training), as the
+ * direct kernel's does not.  dY is padded with zeros to whole tiles. */
 static void emit_dw(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b)
 {
 	const transforms *t = w->t;
 	int m = t->m;
 	LLVMValueRef dy = cg_arg(k, 1), x = cg_arg(k, 2);
-	cg_zero(k, b->u, cg_i64(k, u_elems(w)));
-	cg_loop lt, li;
+	cg_zero(k, b->s, cg_i64(k, acc_elems(g, w)));
+	zero_slack(k, w, b);
+	cg_loop lt;
 	LLVMValueRef it = cg_for(k, &lt, k->lo, k->hi);
+	cg_zero(k, b->u, cg_i64(k, u_elems(w)));
 	LLVMValueRef first = cg_imul(k, it, cg_i64(k, w->imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w->imgs));
-	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count), img = cg_iadd(k, first, i);
-	LLVMValueRef col0 = cg_imul(k, i, cg_i64(k, w->tiles));
-	cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wp,
-		cg_gep(k, NULL, x, cg_imul(k, img, cg_i64(k, w->cin * w->h * w->w))), b->p);
-	transform_input(k, w, b->p, b->v, col0);
-	int64_t hz = w->th * m, wz = w->tw * m;
-	cg_conv_pad_planes(k, w->cout, w->ho, w->wo, 0, 0, hz, wz,
-		cg_gep(k, NULL, dy, cg_imul(k, img, cg_i64(k, w->cout * w->ho * w->wo))), b->p);
-	transform_tiles(k, w, w->cout, m, hz, wz, transposed(&t->at[0][0], t->a, 6), b->p, b->mm, w->ms, col0);
-	cg_keep_loop(&li);
-	cg_end_for(k, &li, NULL);
+	transform_input(k, w, cg_gep(k, NULL, x, cg_imul(k, first, cg_i64(k, w->cin * w->h * w->w))), b->p, b->v,
+		count);
+	plane_cols(k, w, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, w->cout * w->ho * w->wo))), w->cout, w->ho,
+		w->wo, 0, 0, w->th * m, m, transposed(&t->at[0][0], t->a, 6), b->p, b->mm, w->ms, count);
 	all_products(k, g, w, b, count);
+	cg_loop ls;
+	LLVMValueRef i = cg_for(k, &ls, cg_i64(k, 0), cg_i64(k, u_elems(w)));
+	LLVMValueRef at = cg_gep(k, k->m->f64, b->s, i);
+	LLVMValueRef sum = LLVMBuildLoad2(k->b, k->m->f64, at, "");
+	LLVMBuildStore(k->b, LLVMBuildFAdd(k->b, sum, cg_to_f64(k, cg_ld(k, b->u, i)), ""), at);
+	cg_end_for(k, &ls, NULL);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
 }
@@ -463,28 +599,20 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 	}
 	LLVMValueRef out = cg_arg(k, 0), in = cg_arg(k, 1), wt = cg_arg(k, 2);
 	transform_filter(k, g, &w, wt, b.u);
-	cg_loop lt, li, lo;
+	zero_slack(k, &w, &b);
+	cg_loop lt;
 	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, t, cg_i64(k, w.imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w.imgs));
-	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
-	cg_conv_pad_planes(k, w.cin, w.h, w.w, w.top, w.left, w.hp, w.wp,
-		cg_gep(k, NULL, in, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, w.cin * w.h * w.w))), b.p);
-	transform_input(k, &w, b.p, b.v, cg_imul(k, i, cg_i64(k, w.tiles)));
-	cg_keep_loop(&li);
-	cg_end_for(k, &li, NULL);
+	transform_input(k, &w, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))), b.p, b.v, count);
 	all_products(k, g, &w, &b, count);
-	i = cg_for(k, &lo, cg_i64(k, 0), count);
-	transform_output(k, &w, cg_gep(k, NULL, b.mm, cg_imul(k, i, cg_i64(k, w.tiles))),
-		cg_gep(k, NULL, out, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, w.cout * w.ho * w.wo))));
-	cg_keep_loop(&lo);
-	cg_end_for(k, &lo, NULL);
+	transform_output(k, &w, b.mm, cg_gep(k, NULL, out, cg_imul(k, first, cg_i64(k, w.cout * w.ho * w.wo))), count);
 	cg_conv_epilogue_tile(k, n, first, count);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
 }
 
-/* conv2d_dw's serial finish: dW[o][c] = G^T P G, P the sum of the threads'
+/* conv2d_dw's serial finish: dW[o][c] = G^T S G, S the sum of the threads'
  * partials in thread order (so the result does not depend on timing),
  * added and transformed in f64 and rounded once.  per: each thread's
  * workspace, in elements. */
@@ -502,7 +630,9 @@ void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, 
 	for (int e = 0; e < a * a; e++) {
 		LLVMValueRef sum = NULL;
 		for (int th = 0; th < threads; th++) {
-			LLVMValueRef p = cg_to_f64(k, cg_ld(k, ws, cg_iadd(k, oc, cg_i64(k, th * per + e * plane))));
+			LLVMValueRef p = LLVMBuildLoad2(k->b, k->m->f64,
+				cg_gep(k, k->m->f64, cg_gep(k, NULL, ws, cg_i64(k, th * per)), cg_iadd(k, oc, cg_i64(k, e * plane))),
+				"");
 			sum = sum ? LLVMBuildFAdd(k->b, sum, p, "") : p;
 		}
 		in[e] = sum;

@@ -16,7 +16,7 @@ import revc
 SPEC = pathlib.Path(__file__).resolve().parents[1] / "models" / "fashion.rev"
 SETTINGS = {"batch": 32}
 # Fragmentation-free peak bytes of one training step, per strategy.
-EXPECTED = {"revnet": 10649864, "store": 28892808}  # AMD EPYC (Zen 4), revc 0.2.0
+EXPECTED = {"revnet": 10959912, "store": 29130760}  # AMD EPYC (Zen 4), revc 0.2.0
 TOLERANCE = 0.02
 
 

@@ -8,7 +8,8 @@
  * results; and the JIT
  * against the interpreter (cgt_compare), on those layers and on small
  * cases that reach every path (several images per index with a short last
- * one, partial tiles at the right and bottom edges, uneven and no padding).
+ * one, partial tiles at the right and bottom edges, uneven and no padding,
+ * tile rows longer than a vector, so that the strips take several).
  *
  * Measured worst against f64 (CG_VERBOSE=1 prints them; 2-core AMD EPYC
  * Zen 4, the same natively with AVX-512 and with REVC_CPU=x86-64-v3):
@@ -24,6 +25,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cg.h"
 #include "codegen_suites.h"
@@ -48,6 +50,7 @@ static const cgt_conv paths[] = {
 	{3, 5, 9, 11, 6, 3, 1, {2, 0, 1, 1}},  /* odd sizes, uneven padding */
 	{2, 3, 6, 6, 4, 3, 1, {0, 0, 0, 0}},   /* no padding: dx padded by 2 */
 	{2, 4, 5, 5, 3, 3, 1, {1, 1, 1, 1}},   /* one partial tile of F(4x4) */
+	{2, 3, 9, 37, 5, 3, 1, {1, 1, 1, 1}},  /* tile rows of 19 (F(2x2)) and 10 tiles: more than a vector */
 };
 #define NPATHS ((int)(sizeof paths / sizeof paths[0]))
 
@@ -126,6 +129,17 @@ static double worst_of(const rt_exec *x, const char *name, const double *want)
 	return diff / scale;
 }
 
+/* Frees what a native run of a forced graph made. */
+static void teardown(rt_exec *x, rt_pool *pool, cg_jit *j, rt_store *s, ir_graph *g)
+{
+	rt_exec_free(x);
+	rt_pool_free(pool);
+	cg_jit_free(j);
+	rt_store_free(s);
+	ir_graph_free(g);
+	unsetenv("REVC_CONV");
+}
+
 /* Each lowering against the exact convolution, on the presets' layers. */
 START_TEST(test_winograd_exact)
 {
@@ -172,12 +186,7 @@ START_TEST(test_winograd_exact)
 	free(ys);
 	free(dxs);
 	free(dws);
-	rt_exec_free(x);
-	rt_pool_free(pool);
-	cg_jit_free(j);
-	rt_store_free(&s);
-	ir_graph_free(g);
-	unsetenv("REVC_CONV");
+	teardown(x, pool, j, &s, g);
 }
 END_TEST
 
@@ -197,15 +206,69 @@ START_TEST(test_winograd_interp)
 }
 END_TEST
 
+/* dW of c computed natively with `threads` threads, from inputs of seed 5,
+ * into dw (o·c·9 floats). */
+static void dw_with(const cgt_conv *c, int mode, int threads, float *dw)
+{
+	ir_graph *g = forced(c, mode, threads);
+	rt_err e;
+	rt_store s;
+	rt_store_init(&s);
+	ck_assert_msg(rt_store_init_from_graph(&s, g, 1, &e), "%s", e.msg);
+	cg_options o = {.threads = threads, .optimize = true, .cpu = test_cpu()};
+	ir_diags d;
+	ir_diags_init(&d);
+	cg_jit *j = cg_jit_compile(g, &o, NULL, &d);
+	ck_assert_msg(j, "compile: %s", d.n ? d.items[0].msg : "");
+	ir_diags_free(&d);
+	rt_pool *pool = rt_pool_new(threads);
+	rt_exec *x = rt_exec_new_native(g, &s, cg_jit_step(j), pool, &e);
+	ck_assert_msg(x, "%s", e.msg);
+	int64_t nx = c->n * c->c * c->h * c->w, ny = c->n * c->o * c->h * c->w, nw = c->o * c->c * 9;
+	double *copy = malloc((size_t)(nx + ny + nw) * sizeof *copy);
+	ck_assert(copy);
+	rt_rng r;
+	rt_rng_seed(&r, 5);
+	fill(x, "x", &r, copy);
+	fill(x, "w", &r, copy);
+	fill(x, "dy", &r, copy);
+	ck_assert_msg(rt_exec_run(x, &e), "%s", e.msg);
+	const ir_type *t;
+	const float *got = rt_exec_output(x, "dw", &t);
+	ck_assert(got && ir_type_elems(t) == nw);
+	memcpy(dw, got, (size_t)nw * sizeof *dw);
+	free(copy);
+	teardown(x, pool, j, &s, g);
+}
+
+/* The filter gradient does not depend on the thread count (an AOT library
+ * runs one thread, the JIT two, and training amplifies any difference):
+ * one and two threads give the same bits, on several parallel indices. */
+START_TEST(test_winograd_dw_threads)
+{
+	const cgt_conv *c = _i == 0 ? &paths[0] : &layers[_i - 1];
+	int64_t nw = c->o * c->c * 9;
+	float *one = malloc((size_t)nw * sizeof *one), *two = malloc((size_t)nw * sizeof *two);
+	ck_assert(one && two);
+	dw_with(c, 1, 1, one);
+	dw_with(c, 1, 2, two);
+	for (int64_t i = 0; i < nw; i++)
+		ck_assert_msg(one[i] == two[i], "case %d: dw[%lld] %.9g with one thread, %.9g with two", _i, (long long)i,
+			(double)one[i], (double)two[i]);
+	free(one);
+	free(two);
+}
+END_TEST
+
 /* The cost model (k_conv_choice.c) on the presets' layers: Winograd
  * F(2x2) where it measured faster (revnet-38's three stages, fashion's
- * last), for the forward convolution and both gradients alike; direct
+ * three), for the forward convolution and both gradients alike; direct
  * elsewhere; never in f64, never for other windows and strides. */
 START_TEST(test_winograd_choice)
 {
 	unsetenv("REVC_CONV");
 	unsetenv("REVC_CONV_BLAS");
-	static const cg_conv_lowering want[NLAYERS] = {CG_CONV_DIRECT, CG_CONV_DIRECT, CG_CONV_WINOGRAD2,
+	static const cg_conv_lowering want[NLAYERS] = {CG_CONV_WINOGRAD2, CG_CONV_WINOGRAD2, CG_CONV_WINOGRAD2,
 		CG_CONV_WINOGRAD2, CG_CONV_WINOGRAD2, CG_CONV_WINOGRAD2};
 	for (int i = 0; i < NLAYERS; i++) {
 		const cgt_conv *c = &layers[i];
@@ -245,6 +308,7 @@ Suite *cg_winograd_suite(void)
 	tcase_add_loop_test(tc, test_winograd_exact, 0, 3 * NLAYERS);
 	tcase_add_loop_test(tc, test_winograd_interp, 0, 4 * (NPATHS + NLAYERS));
 	tcase_add_test(tc, test_winograd_choice);
+	tcase_add_loop_test(tc, test_winograd_dw_threads, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }
