@@ -278,8 +278,9 @@ static void unfold(cg_kb *k, const ir_conv_geom *g, LLVMValueRef x, LLVMValueRef
  * y, while they are in cache: z = o + y or o - y (the group's add or sub;
  * z may be o's storage, in place), then the bn_stats of z (or of y).  The
  * statistics of the tile: its mean, then the sum of squared deviations
- * from it (two passes over the tile, as bn_stats makes two over the
- * tensor, so a large mean cancels nothing), in double.  Chan's formula
+ * from it (two passes over the tile, so a large mean cancels nothing; a
+ * standalone f32 bn_stats gets the same from one pass shifted by the
+ * channel's first element, k_bn.c), in double.  Chan's formula
  * adds the tile to the thread's count, mean and sum in its workspace; the
  * serial finish adds the threads' in thread order.  The dispatcher's
  * chunks are fixed by the thread count, so the result does not depend on
