@@ -28,7 +28,7 @@ static const char about[] =
 	"the revnet and store gradients (worst and median), in f32 and in f64.  Both\n"
 	"steps run on the engine: under the JIT (the default) with the kernels training\n"
 	"uses, Winograd's in f32 where chosen (REVC_CONV=direct|winograd2|winograd4|blas\n"
-	"forces one; f64 always runs direct kernels), and the report counts each step's\n"
+	"forces one; Winograd is f32 only), and the report counts each step's\n"
 	"convolution lowerings.\n\n"
 	"The pass options (not with --drift) apply to the gradient graph's pipeline and\n"
 	"to the loss-only graph's, which is the evaluation pipeline (its dumps:\n"
