@@ -12,7 +12,8 @@ static const char usage[] =
 	"revc check SPEC|FILE.ir [--set KEY=VALUE ...] [--samples K] [--seed S] [--tolerance T]\n"
 	"                  [--strategy NAME] [--budget SIZE] [--engine interp|jit] [--cpu NAME]\n"
 	"                  [pass options]\n"
-	"       revc check SPEC --drift [--set KEY=VALUE ...] [--seed S] [--json]";
+	"       revc check SPEC --drift [--set KEY=VALUE ...] [--seed S] [--engine interp|jit] [--cpu NAME]\n"
+	"                  [--json]";
 static const char about[] =
 	"Initialises SPEC's parameters from the seed, draws a random batch, computes\n"
 	"every parameter's gradient in f64, and compares K sampled coordinates of each\n"
@@ -24,7 +25,11 @@ static const char about[] =
 	"With --drift it measures the reversible backward pass instead: for every\n"
 	"invertible unit, the largest absolute and relative error of the reconstructed\n"
 	"inputs x1, x2 against the forward values, and per parameter the angle between\n"
-	"the revnet and store gradients (worst and median), in f32 and in f64.\n\n"
+	"the revnet and store gradients (worst and median), in f32 and in f64.  Both\n"
+	"steps run on the engine: under the JIT (the default) with the kernels training\n"
+	"uses, Winograd's in f32 where chosen (REVC_CONV=direct|winograd2|winograd4|blas\n"
+	"forces one; Winograd is f32 only), and the report counts each step's\n"
+	"convolution lowerings.\n\n"
 	"The pass options (not with --drift) apply to the gradient graph's pipeline and\n"
 	"to the loss-only graph's, which is the evaluation pipeline (its dumps:\n"
 	"eval-NN-PASS.ir); with --stop-after or --passes revc check builds and dumps\n"
@@ -125,9 +130,9 @@ static int parse(cli_args *a, check_args *o)
 				return EXIT_OK;
 			if (k < OPT_PASS0 && cli_model_option(a->cmd, opts[k].name, val, &o->o, &o->sets) < 0)
 				return EXIT_USAGE;
-			if (k != OPT_SET)
+			if (k != OPT_SET && k != OPT_ENGINE && k != OPT_CPU)
 				fd_only(o, opts[k].name, k == OPT_STRATEGY ? "it compares revnet with store"
-					: "it runs its own graphs with the interpreter");
+					: "it builds its own graphs");
 		}
 	}
 	return -1;
@@ -142,7 +147,7 @@ static int validate(const char *cmd, check_args *o)
 		return cli_usage_error(cmd, "%s does not apply to --drift (%s)", o->fd_only, o->fd_why);
 	if (o->json && !o->drift)
 		return cli_usage_error(cmd, "--json goes with --drift");
-	int ready = o->drift ? EXIT_OK : cli_engine_check(cmd, o->o.engine, o->o.cpu);
+	int ready = cli_engine_check(cmd, o->o.engine, o->o.cpu);
 	if (ready == EXIT_OK)
 		ready = cli_pass_options_ready(cmd, &o->o);
 	return ready == EXIT_OK ? -1 : ready;
@@ -205,11 +210,28 @@ static void print_units(const revc_drift_report *r)
 		printf("  (no invertible unit: every unit changes its width or stride)\n");
 }
 
+/* "winograd2 x39, direct x5". */
+static void print_convs(const revc_drift_convs *c)
+{
+	for (int i = 0; i < c->n; i++)
+		printf("%s%s x%d", i ? ", " : "", c->lowering[i], c->count[i]);
+	if (c->n == 0)
+		printf("none");
+}
+
 static void print_drift(const revc_drift_report *r)
 {
 	int nu = r->nunits, ng = r->ngrads;
-	printf("revc check --drift: %s, batch %lld, seed %llu, revnet against store, %d invertible unit%s\n\n",
-		r->model, (long long)r->batch, (unsigned long long)r->seed, nu, nu == 1 ? "" : "s");
+	printf("revc check --drift: %s, batch %lld, seed %llu, revnet against store, %d invertible unit%s, engine %s\n",
+		r->model, (long long)r->batch, (unsigned long long)r->seed, nu, nu == 1 ? "" : "s", r->engine);
+	for (int d = 0; d < NDT && r->jit; d++) {
+		printf("  %s convolutions: revnet step ", dtype_names[d]);
+		print_convs(&r->convs[d][0]);
+		printf("; store step ");
+		print_convs(&r->convs[d][1]);
+		printf("%s\n", d == 1 ? " (Winograd is f32 only)" : "");
+	}
+	printf("\n");
 	print_units(r);
 	printf("\ngradients, revnet against store: angle in degrees over %d tensors\n", ng);
 	for (int d = 0; d < NDT; d++) {
@@ -228,11 +250,11 @@ static void print_drift(const revc_drift_report *r)
 	}
 }
 
-static int run_drift(const revc_model *m, uint64_t seed, bool json)
+static int run_drift(const revc_model *m, const revc_options *o, uint64_t seed, bool json)
 {
 	revc_error *err = NULL;
 	if (json) {
-		char *text = revc_drift_json(m, seed, &err);
+		char *text = revc_drift_json(m, o, seed, &err);
 		if (!text)
 			return cli_revc_error(err);
 		fputs(text, stdout);
@@ -240,7 +262,7 @@ static int run_drift(const revc_model *m, uint64_t seed, bool json)
 		return EXIT_OK;
 	}
 	revc_drift_report r;
-	if (!revc_drift(m, seed, &r, &err))
+	if (!revc_drift(m, o, seed, &r, &err))
 		return cli_revc_error(err);
 	print_drift(&r);
 	revc_drift_report_free(&r);
@@ -263,7 +285,7 @@ int cmd_check(int argc, char **argv)
 	if (!m)
 		return status;
 	if (o.drift)
-		status = run_drift(m, (uint64_t)(o.c.seed >= 0 ? o.c.seed : revc_model_seed(m)), o.json);
+		status = run_drift(m, &o.o, (uint64_t)(o.c.seed >= 0 ? o.c.seed : revc_model_seed(m)), o.json);
 	else
 		status = run_check(m, &o);
 	revc_model_free(m);

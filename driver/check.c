@@ -237,12 +237,7 @@ bool revc_check_gradients(revc_model *m, const revc_options *o, const revc_check
 {
 	*r = (revc_check_report){.worst_at = -1};
 	revc_options opts;
-	if (o)
-		opts = *o;
-	else if (m->compiled)
-		opts = m->opts;
-	else
-		revc_options_init(&opts);
+	drv_model_options(m, o, &opts);
 	revc_check_options c;
 	if (co)
 		c = *co;

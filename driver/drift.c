@@ -18,8 +18,12 @@
  * then finishes as usual (the outputs keep those values live to the end of
  * the step, so this graph does not save memory; it is a diagnostic).
  *
- * The report is a struct; drv_drift_json formats it (the command prints
- * its text form itself).  Graphs run on the interpreter. */
+ * The graphs run on the engine the caller gives: the interpreter, or the
+ * JIT's native code for a CPU, whose convolutions are the kernels training
+ * uses (Winograd's in f32 where k_conv_choice.c picks it or REVC_CONV
+ * forces it), so their rounding is part of the drift; the report counts
+ * each step's convolution lowerings.  It is a struct; drv_drift_json
+ * formats it (the command prints its text form itself). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,12 +46,14 @@ static void add_output(ir_graph *g, ir_node *v, const char *name)
 /* The revnet training step of s in dt with the drift outputs; the units
  * with a reconstruction go into u[0..*nu) (malloc'd).  NULL with errors in
  * d. */
-static ir_graph *revnet_graph(const fe_spec *s, ir_dtype dt, drv_drift_unit **u, int *nu, ir_diags *d)
+static ir_graph *revnet_graph(const fe_spec *s, ir_dtype dt, drv_engine *e, drv_drift_unit **u, int *nu,
+	ir_diags *d)
 {
 	ps_ctx ctx;
 	ps_ctx_init(&ctx);
 	ctx.strategy = PS_REVNET;
 	ctx.optimizer = false;
+	drv_engine_plan(e, &ctx);
 	ps_options upto = {.stop_after = "revbwd"}, all = {0};
 	ir_graph *g = drv_spec_plan(s, dt, FE_LOWER_TRAIN, &ctx, &upto);
 	*u = NULL;
@@ -142,18 +148,41 @@ static double angle_deg(const void *a, const void *b, const ir_type *t)
 	return 2 * atan2(sqrt(dm), sqrt(dp)) * 180 / M_PI;
 }
 
-/* One dtype: builds both steps, runs them on one batch, fills column d of
- * the units' errors and the gradients' angles. */
-static bool run_dtype(const fe_spec *s, int d, uint64_t seed, drv_drift_report *r, ir_diags *diags)
+/* Counts the lowering of each convolution node of planned g into c. */
+static void count_convs(const ir_graph *g, drv_drift_convs *c)
+{
+	for (int i = 0; i < g->n; i++) {
+		const char *l = cg_conv_describe(g->nodes[i], NULL);
+		if (!l)
+			continue;
+		int k = 0;
+		while (k < c->n && strcmp(c->lowering[k], l))
+			k++;
+		if (k == c->n) {
+			if (k == REVC_DRIFT_LOWERINGS)
+				IR_DIE("convolution lowering %s is not one of the %d the drift report counts", l,
+					REVC_DRIFT_LOWERINGS);
+			c->lowering[c->n++] = l;
+		}
+		c->count[k]++;
+	}
+}
+
+/* One dtype: builds both steps, runs them with e on one batch, fills
+ * column d of the units' errors, the gradients' angles and the
+ * convolutions' lowerings. */
+static bool run_dtype(const fe_spec *s, drv_engine *eng, int d, uint64_t seed, drv_drift_report *r,
+	ir_diags *diags)
 {
 	ps_ctx sctx;
 	ps_ctx_init(&sctx);
 	sctx.strategy = PS_STORE;
 	sctx.optimizer = false;
+	drv_engine_plan(eng, &sctx);
 	ps_options all = {0};
 	drv_drift_unit *u = NULL;
 	int n = 0;
-	ir_graph *rg = revnet_graph(s, drv_drift_dtypes[d], &u, &n, diags);
+	ir_graph *rg = revnet_graph(s, drv_drift_dtypes[d], eng, &u, &n, diags);
 	ir_graph *sg = rg ? drv_spec_plan(s, drv_drift_dtypes[d], FE_LOWER_TRAIN, &sctx, &all) : NULL;
 	rt_store store;
 	rt_store_init(&store);
@@ -164,10 +193,15 @@ static bool run_dtype(const fe_spec *s, int d, uint64_t seed, drv_drift_report *
 		drv_diags_append(diags, &sctx.diags);
 		goto done;
 	}
-	if (!rt_store_init_from_graph(&store, rg, seed, &e) || !rt_store_init_from_graph(&store, sg, seed, &e) ||
-	    !(rx = rt_exec_new(rg, &store, RT_EXEC_AUTO, &e)) || !(sx = rt_exec_new(sg, &store, RT_EXEC_AUTO, &e))) {
+	if (!rt_store_init_from_graph(&store, rg, seed, &e) || !rt_store_init_from_graph(&store, sg, seed, &e)) {
 		drv_diag_rt(diags, &e);
 		goto done;
+	}
+	if (!(rx = drv_engine_exec_diags(eng, rg, &store, diags)) || !(sx = drv_engine_exec_diags(eng, sg, &store, diags)))
+		goto done;
+	if (eng->kind == REVC_JIT) {
+		count_convs(rg, &r->convs[d][0]);
+		count_convs(sg, &r->convs[d][1]);
 	}
 	drv_check_batch(rx, seed, s->classes);
 	drv_check_batch(sx, seed, s->classes);
@@ -271,15 +305,17 @@ void revc_drift_report_free(drv_drift_report *r)
 	memset(r, 0, sizeof *r);
 }
 
-bool drv_drift(const fe_spec *s, uint64_t seed, drv_drift_report *r, ir_diags *d)
+bool drv_drift(const fe_spec *s, drv_engine *e, uint64_t seed, drv_drift_report *r, ir_diags *d)
 {
 	memset(r, 0, sizeof *r);
 	if (!(r->model = strdup(s->name)))
 		IR_DIE("out of memory");
 	r->batch = s->batch;
 	r->seed = seed;
+	drv_engine_label(e, r->engine, sizeof r->engine);
+	r->jit = e->kind == REVC_JIT;
 	for (int k = 0; k < NDT; k++)
-		if (!run_dtype(s, k, seed, r, d)) {
+		if (!run_dtype(s, e, k, seed, r, d)) {
 			revc_drift_report_free(r);
 			return false;
 		}
@@ -316,7 +352,22 @@ char *drv_drift_json(const drv_drift_report *r)
 		IR_DIE("out of memory");
 	fprintf(f, "{\"model\":");
 	json_string(f, r->model);
-	fprintf(f, ",\"batch\":%lld,\"seed\":%llu,\"units\":[", (long long)r->batch, (unsigned long long)r->seed);
+	fprintf(f, ",\"batch\":%lld,\"seed\":%llu,\"engine\":", (long long)r->batch, (unsigned long long)r->seed);
+	json_string(f, r->engine);
+	fprintf(f, ",\"jit\":%s,\"convolutions\":{", r->jit ? "true" : "false");
+	for (int d = 0; d < NDT; d++) {
+		static const char *const steps[2] = {"revnet", "store"};
+		fprintf(f, "%s\"%s\":{", d ? "," : "", ir_dtype_name(drv_drift_dtypes[d]));
+		for (int k = 0; k < 2; k++) {
+			const drv_drift_convs *c = &r->convs[d][k];
+			fprintf(f, "%s\"%s\":{", k ? "," : "", steps[k]);
+			for (int i = 0; i < c->n; i++)
+				fprintf(f, "%s\"%s\":%d", i ? "," : "", c->lowering[i], c->count[i]);
+			fprintf(f, "}");
+		}
+		fprintf(f, "}");
+	}
+	fprintf(f, "},\"units\":[");
 	for (int k = 0; k < r->nunits; k++) {
 		const drv_drift_unit *u = &r->units[k];
 		fprintf(f, "%s{\"unit\":", k ? "," : "");

@@ -42,32 +42,36 @@ void drv_engine_plan(drv_engine *e, ps_ctx *ctx)
 	}
 }
 
-rt_exec *drv_engine_exec(drv_engine *e, const ir_graph *g, rt_store *store, revc_error **err)
+rt_exec *drv_engine_exec_diags(drv_engine *e, const ir_graph *g, rt_store *store, ir_diags *d)
 {
 	rt_err re;
+	rt_exec *x = NULL;
 	if (e->kind == REVC_INTERP) {
-		rt_exec *x = rt_exec_new(g, store, RT_EXEC_AUTO, &re);
-		if (!x)
-			drv_error_rt(err, &re);
+		if (!(x = rt_exec_new(g, store, RT_EXEC_AUTO, &re)))
+			ir_diag_add(d, (ir_pos){0}, "%s", re.msg);
 		return x;
 	}
 	if (e->njit == DRV_MAX_JITS)
 		IR_DIE("too many compiled graphs");
-	ir_diags d;
-	ir_diags_init(&d);
-	cg_jit *j = cg_jit_compile(g, &e->cg, &e->stats, &d);
-	if (!j) {
-		drv_error_diags(err, REVC_ERR_USER, &d, NULL, 0);
-		ir_diags_free(&d);
+	cg_jit *j = cg_jit_compile(g, &e->cg, &e->stats, d);
+	if (!j)
 		return NULL;
-	}
-	ir_diags_free(&d);
 	e->jit[e->njit++] = j;
 	if (!e->pool)
 		e->pool = rt_pool_new(e->threads);
-	rt_exec *x = rt_exec_new_native(g, store, cg_jit_step(j), e->pool, &re);
+	if (!(x = rt_exec_new_native(g, store, cg_jit_step(j), e->pool, &re)))
+		ir_diag_add(d, (ir_pos){0}, "%s", re.msg);
+	return x;
+}
+
+rt_exec *drv_engine_exec(drv_engine *e, const ir_graph *g, rt_store *store, revc_error **err)
+{
+	ir_diags d;
+	ir_diags_init(&d);
+	rt_exec *x = drv_engine_exec_diags(e, g, store, &d);
 	if (!x)
-		drv_error_rt(err, &re);
+		drv_error_diags(err, REVC_ERR_USER, &d, NULL, 0);
+	ir_diags_free(&d);
 	return x;
 }
 

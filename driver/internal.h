@@ -78,6 +78,8 @@ void drv_engine_init(drv_engine *e, revc_engine kind, int threads, const char *c
 void drv_engine_plan(drv_engine *e, ps_ctx *ctx);
 /* Prepares to run planned g (compiling it for the JIT). */
 rt_exec *drv_engine_exec(drv_engine *e, const ir_graph *g, rt_store *store, revc_error **err);
+/* The same with the errors in d (for the tools, whose errors are diagnostics). */
+rt_exec *drv_engine_exec_diags(drv_engine *e, const ir_graph *g, rt_store *store, ir_diags *d);
 void drv_engine_free(drv_engine *e);
 const char *drv_engine_name(const drv_engine *e);
 /* The CPU native code is for ("x86-64-v3", or the host's name when native,
@@ -229,6 +231,9 @@ struct revc_model {
 const fe_spec *drv_model_settings(const revc_model *m);
 /* The error when m has no settings: at its graph, naming what needs them. */
 bool drv_no_settings(const revc_model *m, const char *what, revc_error **err);
+/* The options a tool runs m under: *o, else a compiled m's, else the
+ * defaults. */
+void drv_model_options(const revc_model *m, const revc_options *o, revc_options *out);
 /* The dtype m computes in: an IR file's graph's; a spec's as asked. */
 revc_dtype drv_model_dtype(const revc_model *m, revc_dtype asked);
 /* The processes a training step under o is for (ps_ctx.ranks): o->ranks,

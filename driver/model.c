@@ -220,6 +220,16 @@ const fe_spec *drv_model_settings(const revc_model *m)
 	return m->is_spec || m->settings ? &m->spec.spec : NULL;
 }
 
+void drv_model_options(const revc_model *m, const revc_options *o, revc_options *out)
+{
+	if (o)
+		*out = *o;
+	else if (m->compiled)
+		*out = m->opts;
+	else
+		revc_options_init(out);
+}
+
 bool drv_no_settings(const revc_model *m, const char *what, revc_error **err)
 {
 	ir_diags d;

@@ -622,10 +622,24 @@ typedef struct {
 	int worst_unit, worst_x; /* of unit worst_unit's input x(worst_x + 1) */
 } revc_drift_summary;
 
+/* How one step's convolutions (forward, data and filter gradients) are
+ * computed in native code: each lowering ("direct", "winograd2",
+ * "winograd4", "blas"; docs/codegen.md) and how many convolution nodes got
+ * it, in the order first met. */
+#define REVC_DRIFT_LOWERINGS 4
+typedef struct {
+	const char *lowering[REVC_DRIFT_LOWERINGS];
+	int count[REVC_DRIFT_LOWERINGS];
+	int n;
+} revc_drift_convs;
+
 typedef struct {
 	char *model;            /* the spec's name */
 	int64_t batch;
 	uint64_t seed;
+	char engine[96];        /* what ran both steps: "jit (rocketlake)", "jit (x86-64-v3)", "interp" */
+	bool jit;               /* native code ran them, and convs holds their lowerings */
+	revc_drift_convs convs[REVC_DRIFT_DTYPES][2]; /* [dtype][revnet step, store step] */
 	revc_drift_unit *units; /* the invertible units, in schedule order */
 	int nunits;
 	revc_drift_grad *grads; /* the trainable tensors, in docs/model.md order */
@@ -636,13 +650,18 @@ typedef struct {
 /* Builds the revnet step (every reconstruction an output) and the store
  * step of m's spec in f32 and f64, runs each on the check batch with
  * parameters drawn from seed, and fills *r (free it with
- * revc_drift_report_free when this returns true). */
-bool revc_drift(const revc_model *m, uint64_t seed, revc_drift_report *r, revc_error **err);
+ * revc_drift_report_free when this returns true).  The steps run on o's
+ * engine, CPU and threads (o NULL: a compiled m's options, else the
+ * defaults), so under the JIT the reconstructions go through the kernels
+ * training uses, Winograd's where chosen (REVC_CONV forces one; f64 keeps
+ * the direct kernels). */
+bool revc_drift(const revc_model *m, const revc_options *o, uint64_t seed, revc_drift_report *r, revc_error **err);
 void revc_drift_report_free(revc_drift_report *r);
-/* The same report (revc check --drift --json: per-unit
- * reconstruction errors, revnet-vs-store gradient angles, f32 and f64) as
- * JSON text the caller frees; seed draws the parameters and the batch. */
-char *revc_drift_json(const revc_model *m, uint64_t seed, revc_error **err);
+/* The same report (revc check --drift --json: engine, convolution
+ * lowerings, per-unit reconstruction errors, revnet-vs-store gradient
+ * angles, f32 and f64) as JSON text the caller frees; seed draws the
+ * parameters and the batch. */
+char *revc_drift_json(const revc_model *m, const revc_options *o, uint64_t seed, revc_error **err);
 
 /* ---- ahead of time --------------------------------------------------------- */
 

@@ -65,14 +65,16 @@ extern const ir_dtype drv_drift_dtypes[DRV_DRIFT_NDT];
 typedef revc_drift_unit drv_drift_unit;
 typedef revc_drift_grad drv_drift_grad;
 typedef revc_drift_summary drv_drift_summary;
+typedef revc_drift_convs drv_drift_convs;
 typedef revc_drift_report drv_drift_report;
 _Static_assert(DRV_DRIFT_NDT == REVC_DRIFT_DTYPES, "the drift report's columns are revc.h's");
 
 /* Builds the revnet step (with every reconstruction made an output) and
- * the store step of s in f32 and f64, runs each on the check batch from
- * seed with the parameters from seed, and fills *r (free it with
+ * the store step of s in f32 and f64, runs each with e (initialised; it
+ * compiles four graphs under the JIT) on the check batch from seed with
+ * the parameters from seed, and fills *r (free it with
  * revc_drift_report_free); false with the errors in d. */
-bool drv_drift(const fe_spec *s, uint64_t seed, drv_drift_report *r, ir_diags *d);
+bool drv_drift(const fe_spec *s, drv_engine *e, uint64_t seed, drv_drift_report *r, ir_diags *d);
 /* The report as one JSON object and a newline (revc check --drift --json);
  * the caller frees it. */
 char *drv_drift_json(const drv_drift_report *r);

@@ -95,24 +95,31 @@ bool revc_emit(const revc_model *m, const char *path, const char *header, const 
 	return revc_emit_with(m, path, &e, err);
 }
 
-bool revc_drift(const revc_model *m, uint64_t seed, revc_drift_report *r, revc_error **err)
+bool revc_drift(const revc_model *m, const revc_options *o, uint64_t seed, revc_drift_report *r, revc_error **err)
 {
 	if (!need_spec(m, "the drift report", err))
 		return false;
+	revc_options opts;
+	drv_model_options(m, o, &opts);
+	if (!revc_options_check(&opts, err))
+		return false;
+	drv_engine e;
+	drv_engine_init(&e, opts.engine, opts.threads, opts.cpu);
 	ir_diags d;
 	ir_diags_init(&d);
-	bool ok = drv_drift(&m->spec.spec, seed, r, &d);
+	bool ok = drv_drift(&m->spec.spec, &e, seed, r, &d);
 	if (!ok)
 		spec_error(m, &d, err);
 	ir_diags_free(&d);
+	drv_engine_free(&e);
 	return ok;
 }
 
-char *revc_drift_json(const revc_model *m, uint64_t seed, revc_error **err)
+char *revc_drift_json(const revc_model *m, const revc_options *o, uint64_t seed, revc_error **err)
 {
 	drv_drift_report r;
 	char *json = NULL;
-	if (revc_drift(m, seed, &r, err)) {
+	if (revc_drift(m, o, seed, &r, err)) {
 		json = drv_drift_json(&r);
 		revc_drift_report_free(&r);
 	}

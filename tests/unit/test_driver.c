@@ -289,7 +289,7 @@ START_TEST(test_drift_json)
 	revc_error *err = NULL;
 	revc_model *m = revc_model_from_file(path, sets, 2, &err);
 	ck_assert_msg(m, "%s", revc_error_message(err));
-	char *json = revc_drift_json(m, 1, &err);
+	char *json = revc_drift_json(m, NULL, 1, &err);
 	ck_assert_msg(json, "%s", revc_error_message(err));
 	double f32_rel = -1, f64_rel = -1;
 	const char *p32 = strstr(json, "\"f32\":{\"x1_abs\":"), *p64 = strstr(json, "\"f64\":{\"x1_abs\":");
@@ -304,7 +304,7 @@ START_TEST(test_drift_json)
 	snprintf(path, sizeof path, "%s/tests/ir/dce/basic.ir", root());
 	m = revc_model_from_ir(path, &err);
 	ck_assert_msg(m, "%s", revc_error_message(err));
-	ck_assert_ptr_null(revc_drift_json(m, 1, &err));
+	ck_assert_ptr_null(revc_drift_json(m, NULL, 1, &err));
 	ck_assert_int_eq(revc_error_kind_of(err), REVC_ERR_USAGE);
 	revc_error_free(err);
 	revc_model_free(m);

@@ -195,14 +195,33 @@ START_TEST(check_passes_and_fails)
 }
 END_TEST
 
-START_TEST(drift_report)
+/* The drift report of s on one thread of engine kind (native: this host). */
+static bool drift_on(const fe_spec *s, revc_engine kind, drv_drift_report *r, ir_diags *d)
+{
+	drv_engine e;
+	drv_engine_init(&e, kind, 1, NULL);
+	bool ok = drv_drift(s, &e, 1, r, d);
+	drv_engine_free(&e);
+	return ok;
+}
+
+/* The tiny spec's report under engine kind, which must succeed. */
+static void drift_ok(revc_engine kind, drv_drift_report *r)
 {
 	fe_spec s = tiny_spec();
-	drv_drift_report r;
 	ir_diags d;
 	ir_diags_init(&d);
-	ck_assert_msg(drv_drift(&s, 1, &r, &d), "%s", d.n ? d.items[0].msg : "");
+	ck_assert_msg(drift_on(&s, kind, r, &d), "%s", d.n ? d.items[0].msg : "");
+	ir_diags_free(&d);
+}
+
+START_TEST(drift_report)
+{
+	drv_drift_report r;
+	drift_ok(REVC_INTERP, &r);
 	ck_assert_str_eq(r.model, "fashion");
+	ck_assert_str_eq(r.engine, "interp");
+	ck_assert(!r.jit && r.convs[0][0].n == 0);
 	ck_assert_int_eq(r.nunits, 1);
 	ck_assert_str_eq(r.units[0].unit, "s0.u0");
 	ck_assert_int_eq(r.ngrads, 41);
@@ -214,13 +233,39 @@ START_TEST(drift_report)
 	ck_assert(r.sum[1].worst_degrees < 1e-9 && r.sum[0].median_degrees <= r.sum[0].worst_degrees);
 	ck_assert(r.sum[0].worst_rel == fmax(r.units[0].rel[0][0], r.units[0].rel[0][1]));
 	char *json = drv_drift_json(&r);
-	const char *start = "{\"model\":\"fashion\",\"batch\":2,\"seed\":1,\"units\":[{\"unit\":\"s0.u0\",";
+	const char *start = "{\"model\":\"fashion\",\"batch\":2,\"seed\":1,\"engine\":\"interp\",\"jit\":false,"
+		"\"convolutions\":{\"f32\":{\"revnet\":{},\"store\":{}},\"f64\":{\"revnet\":{},\"store\":{}}},"
+		"\"units\":[{\"unit\":\"s0.u0\",";
 	ck_assert_msg(strncmp(json, start, strlen(start)) == 0, "%.80s", json);
 	ck_assert(strstr(json, "\"tensors\":[{\"name\":\"init.conv.w\","));
 	ck_assert_str_eq(json + strlen(json) - 4, "]}}\n");
 	free(json);
 	revc_drift_report_free(&r);
-	ir_diags_free(&d);
+}
+END_TEST
+
+/* Under the JIT the report counts each step's convolution lowerings: in
+ * f64 every one is direct (Winograd is f32 only), in f32 the revnet step
+ * has as many as in f64 (the lowering changes, not the graph), and the
+ * revnet step recomputes, so it has more than the store step. */
+START_TEST(drift_report_jit)
+{
+	drv_drift_report r;
+	drift_ok(REVC_JIT, &r);
+	ck_assert(r.jit && strncmp(r.engine, "jit (", 5) == 0);
+	int total[2][2] = {{0}};
+	for (int dt = 0; dt < 2; dt++)
+		for (int k = 0; k < 2; k++)
+			for (int i = 0; i < r.convs[dt][k].n; i++)
+				total[dt][k] += r.convs[dt][k].count[i];
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(r.convs[1][k].n, 1);
+		ck_assert_str_eq(r.convs[1][k].lowering[0], "direct");
+		ck_assert_int_eq(total[0][k], total[1][k]);
+	}
+	ck_assert_int_gt(total[0][0], total[0][1]);
+	ck_assert(r.sum[0].worst_rel > 0 && r.sum[0].worst_rel < 1e-4 && r.sum[1].worst_rel < 1e-12);
+	revc_drift_report_free(&r);
 }
 END_TEST
 
@@ -232,7 +277,7 @@ START_TEST(drift_error_is_a_value)
 	ir_diags_init(&d);
 	ck_assert(fe_spec_set(&s, "batch=2000000000", 1, &d));
 	drv_drift_report r;
-	ck_assert(!drv_drift(&s, 1, &r, &d));
+	ck_assert(!drift_on(&s, REVC_INTERP, &r, &d));
 	ck_assert_int_eq(d.n, 1);
 	ck_assert_str_eq(d.items[0].pos.file, "--set");
 	ck_assert(strstr(d.items[0].msg, "larger than 2^40 bytes"));
@@ -292,6 +337,7 @@ int main(void)
 	tcase_add_test(tc, conv_geometry_matches_shapes);
 	tcase_add_test(tc, check_passes_and_fails);
 	tcase_add_test(tc, drift_report);
+	tcase_add_test(tc, drift_report_jit);
 	tcase_add_test(tc, drift_error_is_a_value);
 	tcase_add_test(tc, aot_names);
 	tcase_add_test(tc, diags_append_keeps_count);
