@@ -8,8 +8,10 @@
  * features, the thread count, the op and the geometry; the shapes not in
  * it get one kernel per candidate (no epilogue) in one module, compiled
  * together, each run on zeroed scratch buffers with the step's thread
- * count (chunks split as runtime/pool.c splits them) once to warm up and
- * REPS times, the minimum kept; the fastest wins (direct on a tie), and
+ * count (chunks split as runtime/pool.c splits them), the candidates
+ * alternated, once to warm up and REPS times, each call's time its
+ * slowest chunk's processor time, the minimum kept; the fastest wins
+ * (direct on a tie), and
  * the cache file is rewritten.  Until cg_conv_tune_end, the calling
  * thread's cg_conv_lowering_of answers with the tuned choice.  Anything
  * that goes wrong (no cache directory, a corrupt or unwritable file, a
@@ -289,10 +291,12 @@ static void store(const char *dir)
 
 /* ---- timing ---------------------------------------------------------------- */
 
-static double now(void)
+/* The calling thread's processor time: what the host's other processes
+ * do not add to (wall time does, on a shared machine). */
+static double cpu_now(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -301,33 +305,39 @@ typedef struct {
 	void **args;
 	int64_t extent;
 	int t, nt;
+	double seconds; /* the chunk's processor time */
 } chunk;
 
 static void *run_chunk(void *p)
 {
-	const chunk *c = p;
+	chunk *c = p;
+	double t0 = cpu_now();
 	c->fn(c->args, c->extent * c->t / c->nt, c->extent * (c->t + 1) / c->nt, c->t);
+	c->seconds = cpu_now() - t0;
 	return NULL;
 }
 
-/* One call of fn over [0, extent) on nt threads, in seconds. */
+/* One call of fn over [0, extent) on nt threads: its slowest chunk's
+ * processor time, in seconds. */
 static double run_once(revc_abi_kernel *fn, void **args, int64_t extent, int nt)
 {
 	chunk c[CG_MAX_PARTS];
 	pthread_t tid[CG_MAX_PARTS];
 	bool started[CG_MAX_PARTS] = {false};
-	double t0 = now();
 	for (int t = 0; t < nt; t++)
-		c[t] = (chunk){fn, args, extent, t, nt};
+		c[t] = (chunk){fn, args, extent, t, nt, 0};
 	for (int t = 1; t < nt; t++)
 		started[t] = !pthread_create(&tid[t], NULL, run_chunk, &c[t]);
 	run_chunk(&c[0]);
-	for (int t = 1; t < nt; t++)
+	double most = c[0].seconds;
+	for (int t = 1; t < nt; t++) {
 		if (started[t])
 			pthread_join(tid[t], NULL);
 		else
 			run_chunk(&c[t]);
-	return now() - t0;
+		most = c[t].seconds > most ? c[t].seconds : most;
+	}
+	return most;
 }
 
 static void *scratch(int64_t bytes)
@@ -340,8 +350,11 @@ static void *scratch(int64_t bytes)
 	return p;
 }
 
-/* The minimum time in ms of REPS calls of fn on n's shapes. */
-static double time_kernel(revc_abi_kernel *fn, const ir_node *n, int64_t extent, const cg_options *o)
+/* The minimum times in ms of REPS calls of each candidate's kernel fn[c]
+ * on n's shapes, the candidates alternated (so that the host's drift
+ * falls on both), after a call of each to warm up. */
+static void time_kernels(revc_abi_kernel *const fn[NCAND], const int64_t extent[NCAND], const ir_node *n,
+	const cg_options *o, double ms[NCAND])
 {
 	void *args[8] = {0};
 	IR_ASSERT(n->nin + 2 <= 8);
@@ -349,17 +362,16 @@ static double time_kernel(revc_abi_kernel *fn, const ir_node *n, int64_t extent,
 	for (int k = 0; k < n->nin; k++)
 		args[k + 1] = scratch(ir_type_bytes(&n->in[k]->type));
 	args[n->nin + 1] = scratch(cg_workspace(n, (void *)o));
-	int nt = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
-	if (extent <= 1)
-		nt = 1;
-	double best = INFINITY;
-	for (int r = 0; r <= REPS; r++) {
-		double s = run_once(fn, args, extent, nt);
-		best = r > 0 && s < best ? s : best; /* the first warms up */
-	}
+	int threads = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
+	for (int c = 0; c < NCAND; c++)
+		ms[c] = INFINITY;
+	for (int r = 0; r <= REPS; r++)
+		for (int c = 0; c < NCAND; c++) {
+			double s = 1e3 * run_once(fn[c], args, extent[c], extent[c] > 1 ? threads : 1);
+			ms[c] = r > 0 && s < ms[c] ? s : ms[c]; /* the first warms up */
+		}
 	for (int k = 0; k <= n->nin + 1; k++)
 		free(args[k]);
-	return 1e3 * best;
 }
 
 /* A shape to time: its node, key and each candidate's kernel and extent. */
@@ -403,17 +415,16 @@ static void measure(shape *s, int ns, const cg_options *o)
 	ir_diags_init(&d);
 	cg_jit *j = cg_jit_kernels(&m, o, &d);
 	for (int i = 0; j && i < ns; i++) {
+		revc_abi_kernel *fn[NCAND];
+		bool ok = true;
+		for (int c = 0; c < NCAND; c++)
+			ok = (fn[c] = cg_jit_kernel(j, s[i].fn[c], &d)) != NULL && ok;
 		double ms[NCAND];
 		int best = 0;
-		bool ok = true;
-		for (int c = 0; c < NCAND && ok; c++) {
-			revc_abi_kernel *fn = cg_jit_kernel(j, s[i].fn[c], &d);
-			ok = fn != NULL;
-			if (ok)
-				ms[c] = time_kernel(fn, s[i].n, s[i].extent[c], o);
-			if (ok && ms[c] < ms[best])
-				best = c;
-		}
+		if (ok)
+			time_kernels(fn, s[i].extent, s[i].n, o, ms);
+		for (int c = 1; ok && c < NCAND; c++)
+			best = ms[c] < ms[best] ? c : best;
 		pthread_mutex_lock(&mu);
 		if (ok && !find(s[i].key))
 			add(s[i].key, candidates[best], ms, "measured");
