@@ -39,6 +39,11 @@ bool cg_dump_module(LLVMModuleRef mod, const char *dir, const char *name, ir_dia
 bool cg_check_module(LLVMModuleRef mod, const char *dump_dir, const char *name, ir_diags *d);
 
 typedef struct cg_module cg_module;
+/* m's kernels compiled for o->cpu and loaded into a new JIT (jit.c;
+ * cg_jit_free it), each then found by its function: NULL with
+ * diagnostics on failure.  m stays the caller's. */
+cg_jit *cg_jit_kernels(cg_module *m, const cg_options *o, ir_diags *d);
+revc_abi_kernel *cg_jit_kernel(cg_jit *j, LLVMValueRef fn, ir_diags *d);
 
 /* Where a kernel's body is: the module it is emitted into. */
 typedef struct {
@@ -290,6 +295,27 @@ bool cg_conv_env_ok(ir_diags *d);
  * (when why is not NULL) a phrase saying why. */
 cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const char **why);
 const char *cg_conv_lowering_name(cg_conv_lowering l);
+/* The measured choice (k_conv_tune.c), REVC_CONV_TUNE=1 and nothing
+ * forced: */
+bool cg_conv_tune_on(void);
+/* Times the candidates of g's convolutions not in the cache for o (and
+ * caches them); until cg_conv_tune_end the calling thread's
+ * cg_conv_lowering_of gives the measured choices. */
+void cg_conv_tune_begin(const ir_graph *g, const cg_options *o);
+void cg_conv_tune_end(void);
+/* The same choices for o (NULL: none) until cg_conv_tune_leave(saved),
+ * saved holding what was in force. */
+void cg_conv_tune_enter(const cg_options *o, char *saved, size_t len);
+void cg_conv_tune_leave(const char *saved);
+/* The lowering measured for g under the tune in force, and why. */
+bool cg_conv_tuned(const ir_conv_geom *g, cg_conv_lowering *l, const char **why);
+/* The candidate being emitted for timing, or CG_CONV_AUTO. */
+cg_conv_lowering cg_conv_tune_trying(void);
+/* elems(g, n), a lowering's workspace elements, or with the tune on and
+ * Winograd fitting g the largest of its candidates' (so that the plan
+ * does not depend on what was measured). */
+int64_t cg_conv_tune_largest(const ir_conv_geom *g, const ir_node *n,
+	int64_t (*elems)(const ir_conv_geom *, const ir_node *));
 /* Every convolution on BLAS (REVC_CONV=blas). */
 bool cg_conv_on_blas(void);
 /* Stride-1 convolutions lowered without unfolding (k_conv_implicit.c):

@@ -244,48 +244,28 @@ bool cg_jit_cpu_ok(const char *cpu, ir_diags *d)
 	return true;
 }
 
-cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d)
+/* Compiles m (the step's module and its parts) for o->cpu on `threads`
+ * threads and loads the objects into a new LLJIT in j (on failure, false
+ * with diagnostics; cg_module_free(m) is the caller's either way). */
+static bool load(cg_jit *j, cg_module *m, const cg_options *o, int threads, cg_stats *stats, ir_diags *d)
 {
-	cg_init_native();
-	if (!cg_jit_cpu_ok(o->cpu, d) || !cg_conv_env_ok(d))
-		return NULL;
-	const char *name = o->name ? o->name : "revc";
-	double t0 = now();
-	cg_module m;
-	cg_module_init(&m, name, o->cpu, o->threads, stats);
-	m.libm_math = o->libm_math;
-	m.profile = o->profile;
-	/* Kernels go to one module per compile thread; the step stays alone. */
-	int threads = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
-	cg_module_add_parts(&m, threads);
-	if (!cg_emit_step(&m, g, name, d)) {
-		cg_module_free(&m);
-		return NULL;
-	}
+	const char *name = m->prefix;
 	job jobs[CG_MAX_PARTS + 1] = {0};
 	int nj = 0;
-	jobs[nj++] = (job){.mod = m.mod, .cpu = o->cpu, .optimize = false, .dump_dir = o->dump_llvm};
+	jobs[nj++] = (job){.mod = m->mod, .cpu = o->cpu, .optimize = false, .dump_dir = o->dump_llvm};
 	snprintf(jobs[0].name, sizeof jobs[0].name, "%s", name);
-	for (int i = 0; i < m.nparts; i++) {
-		jobs[nj] = (job){.mod = m.part[i]->mod, .cpu = o->cpu, .optimize = o->optimize, .dump_dir = o->dump_llvm};
+	for (int i = 0; i < m->nparts; i++) {
+		jobs[nj] = (job){.mod = m->part[i]->mod, .cpu = o->cpu, .optimize = o->optimize, .dump_dir = o->dump_llvm};
 		snprintf(jobs[nj].name, sizeof jobs[nj].name, "%s.part%d", name, i);
 		nj++;
 	}
 	for (int i = 0; i < nj; i++)
-		if (!cg_check_module(jobs[i].mod, o->dump_llvm, jobs[i].name, d)) {
-			cg_module_free(&m);
-			return NULL;
-		}
+		if (!cg_check_module(jobs[i].mod, o->dump_llvm, jobs[i].name, d))
+			return false;
 	double t1 = now();
 	compile_all(jobs, nj, threads);
-	double t2 = now();
-	if (stats) {
-		stats->seconds_emit += t1 - t0;
-		stats->seconds_optimize += t2 - t1;
-	}
-	cg_jit *j = calloc(1, sizeof *j);
-	if (!j)
-		IR_DIE("out of memory");
+	if (stats)
+		stats->seconds_optimize += now() - t1;
 	bool ok = true;
 	for (int i = 0; i < nj; i++)
 		if (!jobs[i].obj && ok) {
@@ -327,19 +307,79 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 			LLVMDisposeMemoryBuffer(jobs[i].obj);
 		free(jobs[i].err);
 	}
-	char sym[128];
-	snprintf(sym, sizeof sym, "%s_step", name);
-	LLVMOrcExecutorAddress addr = 0;
-	if (ok && !e)
-		e = LLVMOrcLLJITLookup(j->jit, &addr, sym);
-	if (ok && !e)
-		perf_map(j->jit, &m);
-	cg_module_free(&m);
 	if (e)
 		ok = llvm_error(d, "the JIT failed", e);
 	if (!ok && j->session_error[0])
 		ir_diag_add(d, (ir_pos){0}, "codegen: %s", j->session_error);
-	if (!ok) {
+	return ok;
+}
+
+static cg_jit *new_jit(void)
+{
+	cg_jit *j = calloc(1, sizeof *j);
+	if (!j)
+		IR_DIE("out of memory");
+	return j;
+}
+
+/* The address of symbol sym in j, or 0 with a diagnostic. */
+static LLVMOrcExecutorAddress lookup(cg_jit *j, const char *sym, ir_diags *d)
+{
+	LLVMOrcExecutorAddress addr = 0;
+	LLVMErrorRef e = LLVMOrcLLJITLookup(j->jit, &addr, sym);
+	if (e) {
+		llvm_error(d, "the JIT failed", e);
+		if (j->session_error[0])
+			ir_diag_add(d, (ir_pos){0}, "codegen: %s", j->session_error);
+		return 0;
+	}
+	return addr;
+}
+
+cg_jit *cg_jit_kernels(cg_module *m, const cg_options *o, ir_diags *d)
+{
+	cg_jit *j = new_jit();
+	if (!load(j, m, o, m->nparts > 0 ? m->nparts : 1, NULL, d)) {
+		cg_jit_free(j);
+		return NULL;
+	}
+	return j;
+}
+
+revc_abi_kernel *cg_jit_kernel(cg_jit *j, LLVMValueRef fn, ir_diags *d)
+{
+	return (revc_abi_kernel *)(uintptr_t)lookup(j, LLVMGetValueName(fn), d);
+}
+
+cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d)
+{
+	cg_init_native();
+	if (!cg_jit_cpu_ok(o->cpu, d) || !cg_conv_env_ok(d))
+		return NULL;
+	const char *name = o->name ? o->name : "revc";
+	double t1 = now();
+	cg_conv_tune_begin(g, o); /* timing kernels: counted as emitting */
+	cg_module m;
+	cg_module_init(&m, name, o->cpu, o->threads, stats);
+	m.libm_math = o->libm_math;
+	m.profile = o->profile;
+	/* Kernels go to one module per compile thread; the step stays alone. */
+	int threads = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
+	cg_module_add_parts(&m, threads);
+	bool ok = cg_emit_step(&m, g, name, d);
+	cg_conv_tune_end();
+	if (stats)
+		stats->seconds_emit += now() - t1;
+	cg_jit *j = new_jit();
+	ok = ok && load(j, &m, o, threads, stats, d);
+	double t2 = now();
+	char sym[128];
+	snprintf(sym, sizeof sym, "%s_step", name);
+	LLVMOrcExecutorAddress addr = ok ? lookup(j, sym, d) : 0;
+	if (addr)
+		perf_map(j->jit, &m);
+	cg_module_free(&m);
+	if (!addr) {
 		cg_jit_free(j);
 		return NULL;
 	}

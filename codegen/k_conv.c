@@ -77,8 +77,8 @@ static int64_t conv_extent(const ir_node *n)
 	return (g.n + tile(&g) - 1) / tile(&g);
 }
 
-/* The lowering's workspace elements per thread. */
-static int64_t lowering_elems(const ir_conv_geom *g, const ir_node *n)
+/* The chosen lowering's workspace elements per thread. */
+static int64_t chosen_elems(const ir_conv_geom *g, const ir_node *n)
 {
 	if (cg_conv_winograd(g, n->type.dtype))
 		return cg_conv_winograd_workspace(g, n->type.dtype);
@@ -88,6 +88,12 @@ static int64_t lowering_elems(const ir_conv_geom *g, const ir_node *n)
 	if (n->op == IR_OP_CONV2D_DW)
 		e += g->o * g->c * g->kh * g->kw;
 	return e;
+}
+
+/* The workspace elements per thread planned (k_conv_tune.c). */
+static int64_t lowering_elems(const ir_conv_geom *g, const ir_node *n)
+{
+	return cg_conv_tune_largest(g, n, chosen_elems);
 }
 
 /* Where the batch-norm statistics' partials start in a thread's slice

@@ -7,7 +7,9 @@
  * convolution it applies to (Winograd only to 3x3 stride-1 convolutions
  * and their gradients in f32; the others then stay direct); any other
  * value is an error (cg_conv_env_ok, checked by cg_jit_compile).
- * Otherwise the cost model below picks. */
+ * Otherwise, with REVC_CONV_TUNE=1, the choice measured on this host
+ * (k_conv_tune.c) for the convolutions Winograd fits; else, and for
+ * shapes the tune has not timed, the cost model below picks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +39,11 @@ cg_conv_lowering cg_conv_forced(void)
 
 bool cg_conv_env_ok(ir_diags *d)
 {
+	const char *t = getenv("REVC_CONV_TUNE");
+	if (t && *t && strcmp(t, "0") && strcmp(t, "1")) {
+		ir_diag_add(d, (ir_pos){0}, "REVC_CONV_TUNE must be 0 or 1 (or unset), not '%.60s'", t);
+		return false;
+	}
 	const char *e = getenv("REVC_CONV");
 	if (!e || !*e || cg_conv_forced() != CG_CONV_AUTO)
 		return true;
@@ -131,9 +138,11 @@ static const char *unfit(const ir_conv_geom *g, ir_dtype dt)
 
 cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const char **why)
 {
-	cg_conv_lowering f = cg_conv_forced();
+	cg_conv_lowering f = cg_conv_forced(), t = cg_conv_tune_trying();
 	const char *no = unfit(g, dt);
 	bool fits = !no;
+	if (t != CG_CONV_AUTO && fits)
+		return because(why, "a candidate being timed", t);
 	switch (f) {
 	case CG_CONV_BLAS:
 		return because(why, "REVC_CONV=blas", f);
@@ -149,6 +158,9 @@ cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const c
 	}
 	if (!fits)
 		return because(why, no, CG_CONV_DIRECT);
+	cg_conv_lowering tuned;
+	if (cg_conv_tuned(g, &tuned, why))
+		return tuned;
 	bool fwd = g->op != IR_OP_CONV2D_DX;
 	int64_t ho = fwd ? g->ho : g->h, wo = fwd ? g->wo : g->w;
 	if (ho < 7 || wo < 7)
@@ -163,19 +175,29 @@ cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const c
 	return because(why, "cost model: direct cheaper than Winograd", CG_CONV_DIRECT);
 }
 
-const char *cg_conv_describe(const ir_node *n, const char **why)
+/* n's lowering under o's tune (o NULL: the one in force). */
+static cg_conv_lowering lowering_for(const ir_node *n, const cg_options *o, const char **why)
+{
+	char saved[160];
+	ir_conv_geom g = ir_conv_geom_of(n);
+	cg_conv_tune_enter(o, saved, sizeof saved);
+	cg_conv_lowering l = cg_conv_lowering_of(&g, n->type.dtype, why);
+	cg_conv_tune_leave(saved);
+	return l;
+}
+
+const char *cg_conv_describe(const ir_node *n, const cg_options *o, const char **why)
 {
 	if (n->op != IR_OP_CONV2D && n->op != IR_OP_CONV2D_DX && n->op != IR_OP_CONV2D_DW)
 		return NULL;
-	ir_conv_geom g = ir_conv_geom_of(n);
-	return cg_conv_lowering_name(cg_conv_lowering_of(&g, n->type.dtype, why));
+	return cg_conv_lowering_name(lowering_for(n, o, why));
 }
 
-double cg_conv_product_flops(const ir_node *n)
+double cg_conv_product_flops(const ir_node *n, const cg_options *o)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
 	double direct = 2.0 * (double)g.n * (double)(g.o * g.c * g.kh * g.kw) * (double)(g.ho * g.wo);
-	cg_conv_lowering l = cg_conv_lowering_of(&g, n->type.dtype, NULL);
+	cg_conv_lowering l = lowering_for(n, o, NULL);
 	if (l != CG_CONV_WINOGRAD2 && l != CG_CONV_WINOGRAD4)
 		return direct;
 	int m = l == CG_CONV_WINOGRAD4 ? 4 : 2;

@@ -96,7 +96,7 @@ static int64_t node_bytes(const ir_node *n)
 static void node_label(const ir_node *n, const char *suffix, char *buf, size_t len)
 {
 	int64_t bytes = node_bytes(n);
-	const char *lowering = cg_conv_describe(n, NULL);
+	const char *lowering = cg_conv_describe(n, NULL, NULL);
 	double flops = 0;
 	if (lowering && !*suffix) {
 		ir_conv_geom c = ir_conv_geom_of(n);

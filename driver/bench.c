@@ -115,16 +115,16 @@ double drv_gemm_seconds(const drv_gemm_shape *s, int n, int threads)
 
 /* The step's convolutions, each distinct one once, and the FLOPs their
  * products perform. */
-static void conv_lowerings(const ir_graph *g, revc_bench_result *r)
+static void conv_lowerings(const ir_graph *g, const cg_options *o, revc_bench_result *r)
 {
 	r->performed_flops = r->flops;
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
-		const char *why = NULL, *l = cg_conv_describe(n, &why);
+		const char *why = NULL, *l = cg_conv_describe(n, o, &why);
 		if (!l)
 			continue;
 		ir_conv_geom c = ir_conv_geom_of(n);
-		r->performed_flops += cg_conv_product_flops(n) -
+		r->performed_flops += cg_conv_product_flops(n, o) -
 			2.0 * (double)c.n * (double)(c.o * c.c * c.kh * c.kw) * (double)(c.ho * c.wo);
 		char what[sizeof r->convs[0].what];
 		cg_node_signature(n, what, sizeof what);
@@ -287,7 +287,7 @@ bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *
 	drv_gemm_shape shapes[512];
 	int ns = drv_gemm_shapes(m->g[DRV_STEP], shapes, 512);
 	r->flops = drv_gemm_flops(shapes, ns);
-	conv_lowerings(m->g[DRV_STEP], r);
+	conv_lowerings(m->g[DRV_STEP], &m->engine.cg, r);
 	r->gemm_seconds = bo.gemm ? drv_gemm_seconds(shapes, ns, opts.threads) : 0;
 	r->arena_bytes = ps_arena_bytes(m->g[DRV_STEP]);
 	r->cpu_native = opts.engine == REVC_JIT && cg_cpu_is_native(opts.cpu);

@@ -1,0 +1,496 @@
+/* k_conv_tune.c: the measured choice between a convolution's lowerings,
+ * and its cache on disk (REVC_CONV_TUNE=1; docs/codegen.md).
+ *
+ * cg_jit_compile calls cg_conv_tune_begin before emitting the step: for
+ * every f32 convolution Winograd fits (k_conv_choice.c's unfit) and no
+ * REVC_CONV forces, the candidates (direct and winograd2) are looked up
+ * in the cache, keyed by the CPU the code is made for, this host's CPU and
+ * features, the thread count, the op and the geometry; the shapes not in
+ * it get one kernel per candidate (no epilogue) in one module, compiled
+ * together, each run on zeroed scratch buffers with the step's thread
+ * count (chunks split as runtime/pool.c splits them), the candidates
+ * alternated, once to warm up and REPS times, each call's time its
+ * slowest chunk's processor time, the minimum kept; the fastest wins
+ * (direct on a tie), and
+ * the cache file is rewritten.  Until cg_conv_tune_end, the calling
+ * thread's cg_conv_lowering_of answers with the tuned choice.  Anything
+ * that goes wrong (no cache directory, a corrupt or unwritable file, a
+ * candidate that does not compile) leaves the cost model's choice; nothing
+ * is printed.
+ *
+ * The workspace planned for such a convolution is the largest of its
+ * candidates' (cg_conv_tune_largest), so that the plan and `revc mem` do
+ * not depend on the host, nor on what the tune measured.
+ *
+ * The cache file, $XDG_CACHE_HOME/revc/conv-tune (else
+ * $HOME/.cache/revc/conv-tune), is text: the line "revc conv-tune 1",
+ * then one line per shape, tab-separated: the key, the lowering chosen
+ * ("direct" or "winograd2"), and the candidates' minimum times in ms in
+ * that order.  A file with another first line is ignored, a malformed
+ * line skipped; the file is written whole to a temporary name beside it
+ * and renamed over it. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define HEADER "revc conv-tune 1"
+#define REPS 3
+#define MAX_ENTRIES 1024
+
+static const cg_conv_lowering candidates[] = {CG_CONV_DIRECT, CG_CONV_WINOGRAD2};
+#define NCAND ((int)(sizeof candidates / sizeof candidates[0]))
+
+typedef struct {
+	char key[224];
+	cg_conv_lowering l;
+	double ms[NCAND];
+	char why[96];
+} entry;
+
+/* Every choice this process knows (entries are only added, so `why`
+ * pointers stay valid), under mu. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static entry table[MAX_ENTRIES];
+static int nentries;
+
+/* The calling thread's tune: the key prefix ("" when none is in force),
+ * and the candidate being timed (CG_CONV_AUTO when none). */
+static _Thread_local char scope[160];
+static _Thread_local cg_conv_lowering trying = CG_CONV_AUTO;
+
+bool cg_conv_tune_on(void)
+{
+	const char *e = getenv("REVC_CONV_TUNE");
+	return e && !strcmp(e, "1") && cg_conv_forced() == CG_CONV_AUTO;
+}
+
+cg_conv_lowering cg_conv_tune_trying(void)
+{
+	return trying;
+}
+
+int64_t cg_conv_tune_largest(const ir_conv_geom *g, const ir_node *n,
+	int64_t (*elems)(const ir_conv_geom *, const ir_node *))
+{
+	if (!cg_conv_tune_on() || !cg_conv_winograd_fits(g, n->type.dtype))
+		return elems(g, n);
+	cg_conv_lowering was = trying;
+	int64_t most = 0;
+	for (int c = 0; c < NCAND; c++) {
+		trying = candidates[c];
+		int64_t e = elems(g, n);
+		most = e > most ? e : most;
+	}
+	trying = was;
+	return most;
+}
+
+/* ---- keys ------------------------------------------------------------------ */
+
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+/* "TARGET/HOST/FEATURES-HASH t=THREADS": what the times depend on but the
+ * shape. */
+static void scope_of(const cg_options *o, char *buf, size_t len)
+{
+	char *name, *features, host[64];
+	cg_cpu_target(o->cpu, &name, &features);
+	cg_host_cpu(host, sizeof host);
+	char *hn, *hf;
+	cg_cpu_target(NULL, &hn, &hf);
+	snprintf(buf, len, "%s/%s/%016llx t=%d", name, host, (unsigned long long)fnv1a(hf),
+		o->threads > 0 ? o->threads : 1);
+	LLVMDisposeMessage(name);
+	LLVMDisposeMessage(features);
+	LLVMDisposeMessage(hn);
+	LLVMDisposeMessage(hf);
+}
+
+static void key_of(const char *sc, const ir_conv_geom *g, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s %s n=%lld c=%lld h=%lld w=%lld o=%lld k=%lldx%lld s=%lld pad=%lld,%lld,%lld,%lld", sc,
+		ir_op_name(g->op), (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w, (long long)g->o,
+		(long long)g->kh, (long long)g->kw, (long long)g->s, (long long)g->pt, (long long)g->pb,
+		(long long)g->pl, (long long)g->pr);
+}
+
+/* The entry of key, or NULL (mu held). */
+static entry *find(const char *key)
+{
+	for (int i = 0; i < nentries; i++)
+		if (!strcmp(table[i].key, key))
+			return &table[i];
+	return NULL;
+}
+
+static void describe(entry *e, const char *how)
+{
+	snprintf(e->why, sizeof e->why, "%s: %s %.3f ms, %s %.3f ms", how, cg_conv_lowering_name(candidates[0]),
+		e->ms[0], cg_conv_lowering_name(candidates[1]), e->ms[1]);
+}
+
+/* Adds an entry (mu held); false when the table is full. */
+static bool add(const char *key, cg_conv_lowering l, const double *ms, const char *how)
+{
+	if (nentries == MAX_ENTRIES)
+		return false;
+	entry *e = &table[nentries];
+	snprintf(e->key, sizeof e->key, "%s", key);
+	e->l = l;
+	memcpy(e->ms, ms, sizeof e->ms);
+	describe(e, how);
+	nentries++;
+	return true;
+}
+
+bool cg_conv_tuned(const ir_conv_geom *g, cg_conv_lowering *l, const char **why)
+{
+	if (!scope[0])
+		return false;
+	char key[sizeof table[0].key];
+	key_of(scope, g, key, sizeof key);
+	pthread_mutex_lock(&mu);
+	entry *e = find(key);
+	if (e) {
+		*l = e->l;
+		if (why)
+			*why = e->why;
+	}
+	pthread_mutex_unlock(&mu);
+	return e != NULL;
+}
+
+/* ---- the file ------------------------------------------------------------ */
+
+/* The cache file's directory, or false when there is no home for it. */
+static bool cache_dir(char *buf, size_t len)
+{
+	const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+	int n;
+	if (x && x[0] == '/')
+		n = snprintf(buf, len, "%s/revc", x);
+	else if (h && h[0] == '/')
+		n = snprintf(buf, len, "%s/.cache/revc", h);
+	else
+		return false;
+	return n > 0 && (size_t)n < len;
+}
+
+static cg_conv_lowering lowering_named(const char *s)
+{
+	for (int c = 0; c < NCAND; c++)
+		if (!strcmp(s, cg_conv_lowering_name(candidates[c])))
+			return candidates[c];
+	return CG_CONV_AUTO;
+}
+
+/* One line "KEY\tLOWERING\tMS\tMS" into the table unless its key is
+ * there; false when it is malformed. */
+static bool parse_line(char *line)
+{
+	char *f[NCAND + 2];
+	int nf = 0;
+	for (char *p = line, *t; nf < NCAND + 2; p = t + 1) {
+		f[nf++] = p;
+		if (!(t = strchr(p, '\t')))
+			break;
+		*t = 0;
+	}
+	if (nf != NCAND + 2 || strchr(f[nf - 1], '\t') || !f[0][0] || strlen(f[0]) >= sizeof table[0].key)
+		return false;
+	cg_conv_lowering l = lowering_named(f[1]);
+	double ms[NCAND];
+	for (int c = 0; c < NCAND; c++) {
+		char *end;
+		ms[c] = strtod(f[2 + c], &end);
+		if (end == f[2 + c] || *end || !isfinite(ms[c]) || ms[c] < 0)
+			return false;
+	}
+	if (l == CG_CONV_AUTO)
+		return false;
+	if (!find(f[0]))
+		add(f[0], l, ms, "cached");
+	return true;
+}
+
+/* Reads the cache file into the table (mu held). */
+static void load(const char *dir)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/conv-tune", dir);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	char line[512];
+	bool ok = fgets(line, sizeof line, f) && !strcmp(line, HEADER "\n");
+	while (ok && fgets(line, sizeof line, f)) {
+		size_t n = strlen(line);
+		if (n == 0 || line[n - 1] != '\n') { /* too long, or cut short */
+			while (n == sizeof line - 1 && line[n - 1] != '\n' && fgets(line, sizeof line, f))
+				n = strlen(line);
+			continue;
+		}
+		line[n - 1] = 0;
+		parse_line(line);
+	}
+	fclose(f);
+}
+
+/* mkdir -p for the cache directory: its parent and itself. */
+static bool make_dir(const char *dir)
+{
+	char parent[4096];
+	snprintf(parent, sizeof parent, "%s", dir);
+	char *slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = 0;
+		if (mkdir(parent, 0755) && errno != EEXIST)
+			return false;
+	}
+	return !mkdir(dir, 0755) || errno == EEXIST;
+}
+
+/* Writes the table to the cache file: a temporary file, then renamed over
+ * it (mu held).  Failures leave the file as it was. */
+static void store(const char *dir)
+{
+	if (!make_dir(dir))
+		return;
+	char path[4200], tmp[4300];
+	snprintf(path, sizeof path, "%s/conv-tune", dir);
+	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return;
+	fprintf(f, HEADER "\n");
+	for (int i = 0; i < nentries; i++) {
+		fprintf(f, "%s\t%s", table[i].key, cg_conv_lowering_name(table[i].l));
+		for (int c = 0; c < NCAND; c++)
+			fprintf(f, "\t%.4f", table[i].ms[c]);
+		fprintf(f, "\n");
+	}
+	bool ok = !ferror(f);
+	ok = !fclose(f) && ok;
+	if (!ok || rename(tmp, path))
+		unlink(tmp);
+}
+
+/* ---- timing ---------------------------------------------------------------- */
+
+/* The calling thread's processor time: what the host's other processes
+ * do not add to (wall time does, on a shared machine). */
+static double cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+	revc_abi_kernel *fn;
+	void **args;
+	int64_t extent;
+	int t, nt;
+	double seconds; /* the chunk's processor time */
+} chunk;
+
+static void *run_chunk(void *p)
+{
+	chunk *c = p;
+	double t0 = cpu_now();
+	c->fn(c->args, c->extent * c->t / c->nt, c->extent * (c->t + 1) / c->nt, c->t);
+	c->seconds = cpu_now() - t0;
+	return NULL;
+}
+
+/* One call of fn over [0, extent) on nt threads: its slowest chunk's
+ * processor time, in seconds. */
+static double run_once(revc_abi_kernel *fn, void **args, int64_t extent, int nt)
+{
+	chunk c[CG_MAX_PARTS];
+	pthread_t tid[CG_MAX_PARTS];
+	bool started[CG_MAX_PARTS] = {false};
+	for (int t = 0; t < nt; t++)
+		c[t] = (chunk){fn, args, extent, t, nt, 0};
+	for (int t = 1; t < nt; t++)
+		started[t] = !pthread_create(&tid[t], NULL, run_chunk, &c[t]);
+	run_chunk(&c[0]);
+	double most = c[0].seconds;
+	for (int t = 1; t < nt; t++) {
+		if (started[t])
+			pthread_join(tid[t], NULL);
+		else
+			run_chunk(&c[t]);
+		most = c[t].seconds > most ? c[t].seconds : most;
+	}
+	return most;
+}
+
+static void *scratch(int64_t bytes)
+{
+	size_t n = (size_t)((bytes + 63) / 64 * 64);
+	void *p = aligned_alloc(64, n ? n : 64);
+	if (!p)
+		IR_DIE("out of memory");
+	memset(p, 0, n ? n : 64);
+	return p;
+}
+
+/* The minimum times in ms of REPS calls of each candidate's kernel fn[c]
+ * on n's shapes, the candidates alternated (so that the host's drift
+ * falls on both), after a call of each to warm up. */
+static void time_kernels(revc_abi_kernel *const fn[NCAND], const int64_t extent[NCAND], const ir_node *n,
+	const cg_options *o, double ms[NCAND])
+{
+	void *args[8] = {0};
+	IR_ASSERT(n->nin + 2 <= 8);
+	args[0] = scratch(ir_type_bytes(&n->type));
+	for (int k = 0; k < n->nin; k++)
+		args[k + 1] = scratch(ir_type_bytes(&n->in[k]->type));
+	args[n->nin + 1] = scratch(cg_workspace(n, (void *)o));
+	int threads = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
+	for (int c = 0; c < NCAND; c++)
+		ms[c] = INFINITY;
+	for (int r = 0; r <= REPS; r++)
+		for (int c = 0; c < NCAND; c++) {
+			double s = 1e3 * run_once(fn[c], args, extent[c], extent[c] > 1 ? threads : 1);
+			ms[c] = r > 0 && s < ms[c] ? s : ms[c]; /* the first warms up */
+		}
+	for (int k = 0; k <= n->nin + 1; k++)
+		free(args[k]);
+}
+
+/* A shape to time: its node, key and each candidate's kernel and extent. */
+typedef struct {
+	const ir_node *n;
+	char key[sizeof table[0].key];
+	LLVMValueRef fn[NCAND];
+	int64_t extent[NCAND];
+} shape;
+
+/* Emits, compiles and times the candidates of each of ns shapes, adding
+ * the choices to the table (mu not held). */
+static void measure(shape *s, int ns, const cg_options *o)
+{
+	cg_module m;
+	cg_module_init(&m, "revc_tune", o->cpu, o->threads, NULL);
+	m.libm_math = o->libm_math;
+	int parts = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
+	cg_module_add_parts(&m, parts);
+	for (int i = 0; i < ns; i++) {
+		const cg_op_impl *impl = cg_op_impl_get(s[i].n);
+		char sig[1024], key[1100];
+		cg_node_signature(s[i].n, sig, sizeof sig);
+		for (int c = 0; c < NCAND; c++) {
+			trying = candidates[c];
+			snprintf(key, sizeof key, "tune %s %s", cg_conv_lowering_name(trying), sig);
+			bool fresh;
+			cg_home home;
+			s[i].fn[c] = cg_kernel(&m, key, &fresh, &home);
+			if (fresh) {
+				cg_kb k;
+				cg_kb_begin(&k, home.m, home.fn, s[i].n->type.dtype);
+				impl->emit(&k, s[i].n);
+				cg_kb_end(&k);
+			}
+			s[i].extent[c] = impl->extent(s[i].n);
+		}
+		trying = CG_CONV_AUTO;
+	}
+	ir_diags d;
+	ir_diags_init(&d);
+	cg_jit *j = cg_jit_kernels(&m, o, &d);
+	for (int i = 0; j && i < ns; i++) {
+		revc_abi_kernel *fn[NCAND];
+		bool ok = true;
+		for (int c = 0; c < NCAND; c++)
+			ok = (fn[c] = cg_jit_kernel(j, s[i].fn[c], &d)) != NULL && ok;
+		double ms[NCAND];
+		int best = 0;
+		if (ok)
+			time_kernels(fn, s[i].extent, s[i].n, o, ms);
+		for (int c = 1; ok && c < NCAND; c++)
+			best = ms[c] < ms[best] ? c : best;
+		pthread_mutex_lock(&mu);
+		if (ok && !find(s[i].key))
+			add(s[i].key, candidates[best], ms, "measured");
+		pthread_mutex_unlock(&mu);
+	}
+	cg_jit_free(j);
+	cg_module_free(&m);
+	ir_diags_free(&d);
+}
+
+/* ---- the tune -------------------------------------------------------------- */
+
+void cg_conv_tune_begin(const ir_graph *g, const cg_options *o)
+{
+	scope[0] = 0;
+	if (!cg_conv_tune_on())
+		return;
+	char sc[sizeof scope], dir[4096];
+	scope_of(o, sc, sizeof sc);
+	bool cached = cache_dir(dir, sizeof dir);
+	pthread_mutex_lock(&mu);
+	if (cached)
+		load(dir);
+	shape *s = calloc((size_t)g->n + 1, sizeof *s);
+	if (!s)
+		IR_DIE("out of memory");
+	int ns = 0;
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		if (n->op != IR_OP_CONV2D && n->op != IR_OP_CONV2D_DX && n->op != IR_OP_CONV2D_DW)
+			continue;
+		ir_conv_geom geom = ir_conv_geom_of(n);
+		if (!cg_conv_winograd_fits(&geom, n->type.dtype))
+			continue;
+		key_of(sc, &geom, s[ns].key, sizeof s[ns].key);
+		bool dup = find(s[ns].key) != NULL;
+		for (int k = 0; k < ns && !dup; k++)
+			dup = !strcmp(s[k].key, s[ns].key);
+		if (!dup)
+			s[ns++].n = n;
+	}
+	pthread_mutex_unlock(&mu);
+	if (ns > 0) {
+		measure(s, ns, o);
+		pthread_mutex_lock(&mu);
+		if (cached)
+			store(dir);
+		pthread_mutex_unlock(&mu);
+	}
+	free(s);
+	snprintf(scope, sizeof scope, "%s", sc);
+}
+
+void cg_conv_tune_end(void)
+{
+	scope[0] = 0;
+}
+
+void cg_conv_tune_enter(const cg_options *o, char *saved, size_t len)
+{
+	snprintf(saved, len, "%s", scope);
+	if (o && cg_conv_tune_on())
+		scope_of(o, scope, sizeof scope);
+}
+
+void cg_conv_tune_leave(const char *saved)
+{
+	snprintf(scope, sizeof scope, "%s", saved);
+}

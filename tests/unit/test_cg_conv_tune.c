@@ -1,0 +1,328 @@
+/* test_cg_conv_tune.c: the measured choice of a convolution's lowering
+ * and its cache (codegen/k_conv_tune.c): a cache written and read back,
+ * hand-written entries obeyed (and computing what the interpreter
+ * does), a corrupt cache and an unwritable cache directory survived,
+ * REVC_CONV still forcing, REVC_CONV_TUNE=0 the cost model, and the
+ * workspace the largest of the candidates'.  Times are never asserted:
+ * the choices checked come from entries written here.  Each test runs in
+ * its own process (Check's fork mode) on its own geometry. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cg.h"
+#include "codegen_suites.h"
+#include "internal.h" /* codegen's: cg_conv_lowering_of, cg_conv_env_ok */
+#include "test_cpu.h"
+
+static char dir[256];
+
+/* A fresh cache home (XDG_CACHE_HOME) with the tune on. */
+static void fresh_home(const char *name)
+{
+	snprintf(dir, sizeof dir, "/tmp/revc-tune-%d-%s", (int)getpid(), name);
+	mkdir(dir, 0755);
+	setenv("XDG_CACHE_HOME", dir, 1);
+	setenv("REVC_CONV_TUNE", "1", 1);
+	unsetenv("REVC_CONV");
+	unsetenv("REVC_CONV_BLAS");
+}
+
+static void cache_path(char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/revc/conv-tune", dir);
+}
+
+static void cleanup(void)
+{
+	char path[300];
+	cache_path(path, sizeof path);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/revc", dir);
+	rmdir(path);
+	rmdir(dir);
+	unsetenv("REVC_CONV_TUNE");
+	unsetenv("REVC_CONV");
+}
+
+static cg_options options(void)
+{
+	return (cg_options){.threads = 2, .optimize = true, .cpu = test_cpu()};
+}
+
+/* Compiles g (which must succeed) and frees the result. */
+static void compile(const ir_graph *g)
+{
+	cg_options o = options();
+	ir_diags d;
+	ir_diags_init(&d);
+	cg_jit *j = cg_jit_compile(g, &o, NULL, &d);
+	ck_assert_msg(j, "compile: %s", d.n ? d.items[0].msg : "");
+	ir_diags_free(&d);
+	cg_jit_free(j);
+}
+
+/* The graph's node of op. */
+static const ir_node *node_of(const ir_graph *g, ir_op op)
+{
+	for (int i = 0; i < g->n; i++)
+		if (g->nodes[i]->op == op)
+			return g->nodes[i];
+	ck_abort_msg("no %s", ir_op_name(op));
+	return NULL;
+}
+
+static const ir_op ops[3] = {IR_OP_CONV2D, IR_OP_CONV2D_DX, IR_OP_CONV2D_DW};
+
+/* Each convolution's lowering is l[op] and why begins with how. */
+static void expect(const ir_graph *g, const char *const l[3], const char *how)
+{
+	cg_options o = options();
+	for (int k = 0; k < 3; k++) {
+		const char *why = NULL, *got = cg_conv_describe(node_of(g, ops[k]), &o, &why);
+		ck_assert_msg(!strcmp(got, l[k]), "%s: %s, not %s", ir_op_name(ops[k]), got, l[k]);
+		ck_assert_msg(why && !strncmp(why, how, strlen(how)), "%s: why '%s'", ir_op_name(ops[k]), why);
+	}
+}
+
+/* The cache's lines (its first one in *first), as read back. */
+static int cache_lines(char first[256])
+{
+	char path[300], line[512];
+	cache_path(path, sizeof path);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	int n = 0;
+	first[0] = 0;
+	while (fgets(line, sizeof line, f))
+		if (n++ == 0)
+			snprintf(first, 256, "%.255s", line);
+	fclose(f);
+	return n;
+}
+
+/* The key prefix the tune wrote for this CPU ("TARGET/HOST/HASH t=2"),
+ * from the cache's second line. */
+static void scope_written(char *buf, size_t len)
+{
+	char path[300], line[512];
+	cache_path(path, sizeof path);
+	FILE *f = fopen(path, "r");
+	ck_assert(f);
+	ck_assert(fgets(line, sizeof line, f) && fgets(line, sizeof line, f));
+	fclose(f);
+	char *end = strstr(line, " conv2d");
+	ck_assert(end);
+	*end = 0;
+	snprintf(buf, len, "%.199s", line);
+}
+
+static const cgt_conv measured_c = {2, 8, 8, 8, 8, 3, 1, {1, 1, 1, 1}};
+
+/* Each lowering is direct or winograd2, measured. */
+static void expect_measured(const ir_graph *g, const char *how)
+{
+	cg_options o = options();
+	for (int k = 0; k < 3; k++) {
+		const char *why = NULL, *got = cg_conv_describe(node_of(g, ops[k]), &o, &why);
+		ck_assert(!strcmp(got, "direct") || !strcmp(got, "winograd2"));
+		ck_assert_msg(why && !strncmp(why, how, strlen(how)), "why '%s'", why);
+		ck_assert(strstr(why, "direct ") && strstr(why, " ms, winograd2 "));
+	}
+}
+
+/* A first compile measures and writes the cache: its header and a line
+ * per convolution; the same process then answers from memory. */
+START_TEST(test_tune_writes)
+{
+	fresh_home("writes");
+	ir_graph *g = cgt_conv_graph(&measured_c, IR_F32, 2);
+	compile(g);
+	char first[256];
+	ck_assert_int_eq(cache_lines(first), 4);
+	ck_assert_str_eq(first, "revc conv-tune 1\n");
+	expect_measured(g, "measured: ");
+	ir_graph_free(g);
+	cleanup();
+}
+END_TEST
+
+/* Entries written by hand (for a geometry this process has not seen)
+ * are obeyed, "cached", and the graph computes what the interpreter
+ * does with the mix of lowerings; REVC_CONV still forces over them. */
+START_TEST(test_tune_reads)
+{
+	fresh_home("reads");
+	ir_graph *g = cgt_conv_graph(&measured_c, IR_F32, 2);
+	compile(g);
+	ir_graph_free(g);
+	char sc[200], path[300];
+	scope_written(sc, sizeof sc);
+	cache_path(path, sizeof path);
+	FILE *f = fopen(path, "a");
+	ck_assert(f);
+	const char *geom = "n=3 c=16 h=9 w=9 o=16 k=3x3 s=1 pad=1,1,1,1";
+	fprintf(f, "%s conv2d %s\twinograd2\t9.0\t1.0\n", sc, geom);
+	fprintf(f, "%s conv2d_dx %s\tdirect\t1.0\t9.0\n", sc, geom);
+	fprintf(f, "%s conv2d_dw %s\twinograd2\t9.0\t1.0\n", sc, geom);
+	fclose(f);
+	static const cgt_conv c = {3, 16, 9, 9, 16, 3, 1, {1, 1, 1, 1}};
+	g = cgt_conv_graph(&c, IR_F32, 2);
+	static const char *const want[3] = {"winograd2", "direct", "winograd2"};
+	double err = cgt_compare(g, 2, 5, 1); /* compiled: the cache read */
+	ck_assert_msg(err <= 1e-5, "%g", err);
+	expect(g, want, "cached: direct ");
+	ir_graph_free(g);
+	setenv("REVC_CONV", "direct", 1);
+	g = cgt_conv_graph(&c, IR_F32, 2);
+	static const char *const forced[3] = {"direct", "direct", "direct"};
+	expect(g, forced, "REVC_CONV=direct");
+	ir_graph_free(g);
+	cleanup();
+}
+END_TEST
+
+/* A cache with another first line is ignored (well-formed lines after
+ * it too) and replaced; a malformed line is dropped. */
+START_TEST(test_tune_corrupt)
+{
+	fresh_home("corrupt");
+	ir_graph *g = cgt_conv_graph(&measured_c, IR_F32, 2);
+	compile(g);
+	ir_graph_free(g);
+	char sc[200], path[300], first[256];
+	scope_written(sc, sizeof sc);
+	cache_path(path, sizeof path);
+	FILE *f = fopen(path, "w");
+	ck_assert(f);
+	const char *geom = "n=2 c=8 h=7 w=7 o=8 k=3x3 s=1 pad=1,1,1,1";
+	fprintf(f, "revc conv-tune 0\n");
+	for (int k = 0; k < 3; k++)
+		fprintf(f, "%s %s %s\tdirect\t1.0\t2.0\n", sc, ir_op_name(ops[k]), geom);
+	fclose(f);
+	static const cgt_conv c = {2, 8, 7, 7, 8, 3, 1, {1, 1, 1, 1}};
+	g = cgt_conv_graph(&c, IR_F32, 2);
+	compile(g);
+	expect_measured(g, "measured: ");
+	ck_assert_int_eq(cache_lines(first), 7); /* the first compile's three lines (this process's), three new */
+	ck_assert_str_eq(first, "revc conv-tune 1\n");
+	ir_graph_free(g);
+	/* Now the header is right but some lines are not: they are skipped. */
+	f = fopen(path, "a");
+	ck_assert(f);
+	fprintf(f, "a key\tdirect\t1.0\n" "a key\tblas\t1.0\t2.0\n" "a key\tdirect\t-1\t2.0\n\x01\x02\n");
+	fclose(f);
+	static const cgt_conv c2 = {2, 8, 9, 7, 8, 3, 1, {1, 1, 1, 1}};
+	g = cgt_conv_graph(&c2, IR_F32, 2);
+	compile(g);
+	expect_measured(g, "measured: ");
+	ck_assert_int_eq(cache_lines(first), 10); /* the four bad lines gone, three new ones */
+	ir_graph_free(g);
+	cleanup();
+}
+END_TEST
+
+/* A cache home that cannot be made (a file where the directory would
+ * be): the compile still measures, and writes nothing. */
+START_TEST(test_tune_unwritable)
+{
+	fresh_home("unwritable");
+	char path[300];
+	snprintf(path, sizeof path, "%s/revc", dir);
+	FILE *f = fopen(path, "w"); /* a file named like the directory */
+	ck_assert(f);
+	fclose(f);
+	ir_graph *g = cgt_conv_graph(&measured_c, IR_F32, 2);
+	compile(g);
+	expect_measured(g, "measured: ");
+	ir_graph_free(g);
+	unlink(path);
+	setenv("XDG_CACHE_HOME", "relative/not/used", 1);
+	setenv("HOME", "/proc/revc-no-such-home", 1);
+	static const cgt_conv c = {2, 8, 9, 9, 8, 3, 1, {1, 1, 1, 1}};
+	g = cgt_conv_graph(&c, IR_F32, 2);
+	compile(g);
+	expect_measured(g, "measured: ");
+	ir_graph_free(g);
+	cleanup();
+}
+END_TEST
+
+/* REVC_CONV_TUNE=0 (or unset) is the cost model; other values are an
+ * error. */
+START_TEST(test_tune_controls)
+{
+	fresh_home("controls");
+	setenv("REVC_CONV_TUNE", "0", 1);
+	ir_graph *g = cgt_conv_graph(&measured_c, IR_F32, 2);
+	compile(g);
+	char first[256];
+	ck_assert_int_eq(cache_lines(first), -1);
+	cg_options o = options();
+	const char *why = NULL;
+	cg_conv_describe(node_of(g, IR_OP_CONV2D), &o, &why);
+	ck_assert_msg(!strncmp(why, "cost model", 10), "%s", why);
+	ir_graph_free(g);
+	ir_diags d;
+	ir_diags_init(&d);
+	ck_assert(cg_conv_env_ok(&d));
+	setenv("REVC_CONV_TUNE", "yes", 1);
+	ck_assert(!cg_conv_env_ok(&d));
+	ck_assert(strstr(d.items[0].msg, "REVC_CONV_TUNE must be 0 or 1"));
+	ir_diags_free(&d);
+	cleanup();
+}
+END_TEST
+
+/* With the tune on, a convolution Winograd fits is planned the larger of
+ * direct's and winograd2's workspaces, whatever gets chosen: on layers
+ * the cost model puts on either side. */
+START_TEST(test_tune_workspace)
+{
+	fresh_home("workspace");
+	static const cgt_conv cs[2] = {
+		{4, 16, 14, 14, 16, 3, 1, {1, 1, 1, 1}}, /* the cost model: winograd2 */
+		{4, 4, 14, 14, 16, 3, 1, {1, 1, 1, 1}},  /* direct (under 8 input planes) */
+	};
+	cg_options o = options();
+	bool differs = false; /* from the cost model's own, somewhere */
+	for (int i = 0; i < 2; i++) {
+		int64_t ws[4][3]; /* REVC_CONV=direct, winograd2, the tune, the cost model; by op */
+		for (int m = 0; m < 4; m++) {
+			if (m < 2)
+				setenv("REVC_CONV", m ? "winograd2" : "direct", 1);
+			else
+				unsetenv("REVC_CONV");
+			setenv("REVC_CONV_TUNE", m == 3 ? "0" : "1", 1);
+			ir_graph *g = cgt_conv_graph(&cs[i], IR_F32, 2);
+			for (int k = 0; k < 3; k++)
+				ws[m][k] = cg_workspace(node_of(g, ops[k]), &o);
+			ir_graph_free(g);
+		}
+		for (int k = 0; k < 3; k++) {
+			ck_assert_int_eq(ws[2][k], ws[0][k] > ws[1][k] ? ws[0][k] : ws[1][k]);
+			differs = differs || ws[2][k] != ws[3][k];
+		}
+	}
+	ck_assert(differs);
+	cleanup();
+}
+END_TEST
+
+Suite *cg_conv_tune_suite(void)
+{
+	Suite *s = suite_create("codegen conv tune");
+	TCase *tc = tcase_create("tune");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_tune_writes);
+	tcase_add_test(tc, test_tune_reads);
+	tcase_add_test(tc, test_tune_corrupt);
+	tcase_add_test(tc, test_tune_unwritable);
+	tcase_add_test(tc, test_tune_controls);
+	tcase_add_test(tc, test_tune_workspace);
+	suite_add_tcase(s, tc);
+	return s;
+}
