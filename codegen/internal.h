@@ -354,6 +354,10 @@ typedef struct cg_conv_epi_s {
 	bool stats;    /* a bn_stats */
 } cg_conv_epi;
 
+/* Does bn_dgamma n open a dbeta group (passes/fuse.c), its kernel also
+ * writing the group's reduce_sum, its argument nin + 2 (k_bn.c)? */
+bool cg_bn_opens_dbeta(const ir_node *n);
+
 /* Does conv2d n open an epilogue group? */
 bool cg_conv_opens_epilogue(const ir_node *n);
 /* The epilogue of the group conv2d g->nodes[i] opens, the nodes whose

@@ -12,7 +12,9 @@
  * summing its images into per-thread partials that a serial finish adds in
  * thread order (bn_stats in f64, two passes, runs per channel, extent C);
  * the running updates are tiny and serial; reduce_sum runs per output
- * element.
+ * element.  A bn_dgamma that opens a dbeta group (passes/fuse.c) also sums
+ * dy, writing the group's reduce_sum (batch norm's dbeta) in its finish:
+ * one read of dy for both.
  * When reduce_sum keeps the innermost dimension (dbias = Σ over the batch of
  * [N,C]), the per-output sums would be strided, so each thread instead adds
  * whole contiguous rows into double accumulators in its workspace, in the
@@ -269,9 +271,16 @@ static bool by_images(const ir_node *n)
 	return n->op == IR_OP_BN_DGAMMA || n->type.dtype == IR_F32;
 }
 
+bool cg_bn_opens_dbeta(const ir_node *n)
+{
+	return n->op == IR_OP_BN_DGAMMA && n->group >= 0;
+}
+
+/* bn_dgamma: Σ dy·(x − mean), and Σ dy when it opens a dbeta group;
+ * bn_stats: Σd and Σd². */
 static int by_images_sums(const ir_node *n)
 {
-	return n->op == IR_OP_BN_DGAMMA ? 1 : 2;
+	return n->op == IR_OP_BN_DGAMMA ? 1 + cg_bn_opens_dbeta(n) : 2;
 }
 
 static int64_t bn_extent(const ir_node *n)
@@ -422,26 +431,38 @@ static void ctx_dgamma(cg_kb *k, const run_sums *r, LLVMValueRef c, LLVMValueRef
 	ctx[0] = run_splat(k, cg_to_f64(k, cg_ld(k, cg_arg(k, 3), c)));
 }
 
-/* v: dy, x */
+/* v: dy, x; t[1] = dy when the kernel also sums dbeta */
 static void term_dgamma(cg_kb *k, const LLVMValueRef *v, const LLVMValueRef *ctx, LLVMValueRef *t)
 {
 	t[0] = LLVMBuildFMul(k->b, v[0], LLVMBuildFSub(k->b, v[1], ctx[0], ""), "");
+	t[1] = v[0];
 }
 
+/* dgamma into args[0]; with a dbeta group, Σ dy into the reduce_sum's
+ * buffer, args[nin + 2] (codegen/step.c). */
 static void done_dgamma(cg_kb *k, const run_sums *r, LLVMValueRef c, const LLVMValueRef *sum)
 {
 	LLVMValueRef eps = cg_f64(k, ir_node_float(r->n, IR_ATTR_EPS));
 	LLVMValueRef var = cg_to_f64(k, cg_ld(k, cg_arg(k, 3), cg_iadd(k, c, cg_i64(k, r->outs->size[0]))));
 	LLVMValueRef inv = cg_fdiv(k, cg_f64(k, 1), cg_math(k, "llvm.sqrt", cg_fadd(k, var, eps)));
 	cg_st(k, cg_arg(k, 0), c, cg_to_real(k, cg_fmul(k, sum[0], inv)));
+	if (r->nsum > 1)
+		cg_st(k, cg_arg(k, r->n->nin + 2), c, cg_to_real(k, sum[1]));
+}
+
+/* Both passes' sums: of dy·(x − mean), and of dy with a dbeta group. */
+static run_sums dgamma_sums(cg_kb *k, const ir_node *n)
+{
+	run_sums r = {{cg_arg(k, 1), cg_arg(k, 2)}, 2, by_images_sums(n), term_dgamma, ctx_dgamma, done_partial, n,
+		NULL, NULL, 0, true};
+	return r;
 }
 
 static void emit_bn_dgamma(cg_kb *k, const ir_node *n)
 {
 	bn_shape s = shape_of(&n->in[0]->type);
 	space outs, rows;
-	run_sums r = {{cg_arg(k, 1), cg_arg(k, 2)}, 2, 1, term_dgamma, ctx_dgamma, done_partial, n, NULL, NULL, 0,
-		true};
+	run_sums r = dgamma_sums(k, n);
 	channel_runs(&s, &r, &outs, &rows);
 	run_sum(k, &r);
 }
@@ -450,7 +471,8 @@ static void finish_bn_dgamma(cg_kb *k, const ir_node *n, int threads)
 {
 	bn_shape s = shape_of(&n->in[0]->type);
 	space outs, rows;
-	run_sums r = {{cg_arg(k, 1), cg_arg(k, 2)}, 2, 1, term_dgamma, ctx_dgamma, done_dgamma, n, NULL, NULL, 0, false};
+	run_sums r = dgamma_sums(k, n);
+	r.done = done_dgamma, r.by_row = false;
 	channel_runs(&s, &r, &outs, &rows);
 	partials_finish(k, &r, threads);
 }

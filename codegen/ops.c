@@ -64,7 +64,7 @@ int64_t cg_workspace(const ir_node *n, void *user)
 {
 	const cg_options *o = user;
 	const cg_op_impl *impl = cg_op_impl_get(n);
-	if (!impl || !impl->workspace || (n->group >= 0 && !cg_conv_opens_epilogue(n)))
+	if (!impl || !impl->workspace || (n->group >= 0 && !cg_conv_opens_epilogue(n) && !cg_bn_opens_dbeta(n)))
 		return 0;
 	return impl->workspace(n) * (o && o->threads > 0 ? o->threads : 1);
 }

@@ -102,8 +102,10 @@ static void node_label(const ir_node *n, const char *suffix, char *buf, size_t l
 		ir_conv_geom c = ir_conv_geom_of(n);
 		flops = 2.0 * (double)c.n * (double)(c.o * c.c * c.kh * c.kw) * (double)(c.ho * c.wo);
 	}
-	snprintf(buf, len, "%s%s%s%s\t%lld\t%.0f", ir_op_name(n->op), lowering ? " " : "", lowering ? lowering : "",
-		suffix, (long long)bytes, flops);
+	if (cg_bn_opens_dbeta(n))
+		lowering = "+reduce_sum";
+	snprintf(buf, len, "%s%s%s%s\t%lld\t%.0f", ir_op_name(n->op), lowering && *lowering != '+' ? " " : "",
+		lowering ? lowering : "", suffix, (long long)bytes, flops);
 }
 
 static void call_kernel(stepper *s, LLVMValueRef fn, int64_t extent, bool serial)
@@ -143,6 +145,8 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, cons
 	cg_node_signature(n, key, sizeof key);
 	if (epi)
 		cg_conv_epilogue_key(epi, key, sizeof key);
+	if (cg_bn_opens_dbeta(n))
+		snprintf(key + strlen(key), sizeof key - strlen(key), " +dbeta");
 	bool fresh;
 	cg_home home;
 	LLVMValueRef fn = cg_kernel(s->m, key, &fresh, &home);
@@ -302,6 +306,12 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 			int nargs, last = cg_conv_epilogue_of(g, i, &epi, args, &nargs);
 			emit_node(&s, n, cg_op_impl_get(n), &epi, args, nargs);
 			i = last;
+			continue;
+		}
+		if (cg_bn_opens_dbeta(n)) { /* the reduce_sum after it, in its kernel */
+			const ir_node *dbeta = g->nodes[i + 1];
+			emit_node(&s, n, cg_op_impl_get(n), NULL, &dbeta, 1);
+			i++;
 			continue;
 		}
 		if (n->group >= 0 || cg_elementwise(n)) {

@@ -487,6 +487,31 @@ static void check_epilogue(verifier *v, int first, int i)
 			"convolution and the bn_stats of that one's result", n->group);
 }
 
+/* A dbeta group (passes/fuse.c): a float bn_dgamma first, then a
+ * reduce_sum of its dy of its type over all but axis 1, and nothing else.
+ * Member i of the run from first. */
+static void check_dbeta(verifier *v, int first, int i)
+{
+	const ir_graph *g = v->g;
+	const ir_node *n = g->nodes[i], *d = g->nodes[first];
+	if (i == first) {
+		const ir_node *next = i + 1 < g->n ? g->nodes[i + 1] : NULL;
+		if (!ir_dtype_is_float(n->type.dtype) || !next || next->group != n->group)
+			report(v, n, "is in group %d, but a bn_dgamma opens a group only on floats, followed by its dbeta",
+				n->group);
+		return;
+	}
+	bool ok = i == first + 1 && d->op == IR_OP_BN_DGAMMA && n->op == IR_OP_REDUCE_SUM && n->in[0] == d->in[0] &&
+		ir_type_eq(&n->type, &d->type);
+	const ir_attr *axes = ok ? ir_node_attr(n, IR_ATTR_AXES) : NULL;
+	ok = ok && axes->u.ints.n == d->in[0]->type.rank - 1;
+	for (int k = 0; ok && k < axes->u.ints.n; k++)
+		ok = axes->u.ints.v[k] == (k == 0 ? 0 : k + 1);
+	if (!ok)
+		report(v, n, "is in group %d, which a bn_dgamma opens: it holds only the reduce_sum of the same dy over "
+			"all but the channel axis", n->group);
+}
+
 /* Fusion groups (IR_MAX_GROUP): contiguous runs of the schedule, a group
  * that starts again after it ended being reported; in each run, members
  * computable element by element (the first may be a row reduction), of one
@@ -521,6 +546,10 @@ static void check_groups(verifier *v)
 		}
 		if (g->nodes[first]->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D) {
 			check_epilogue(v, first, i);
+			continue;
+		}
+		if (g->nodes[first]->op == IR_OP_BN_DGAMMA || n->op == IR_OP_BN_DGAMMA) {
+			check_dbeta(v, first, i);
 			continue;
 		}
 		const ir_type *ft = ir_group_type(g->nodes[first]);

@@ -210,6 +210,61 @@ static int epilogue_group(ir_graph *g, const ir_users *u, int i, int group)
 	return last;
 }
 
+/* Does every dependency of c run at or before position `last`? */
+static bool runs_before(const ir_node *c, int last)
+{
+	for (int k = 0; k < c->nin; k++)
+		if (c->in[k]->id > last)
+			return false;
+	for (int k = 0; k < c->nafter; k++)
+		if (c->after[k]->id > last)
+			return false;
+	return true;
+}
+
+/* Is r a reduce_sum of bn_dgamma d's dy over every axis but the channel
+ * one (BN's dbeta beside its dgamma)? */
+static bool dbeta_of(const ir_node *d, const ir_node *r)
+{
+	if (r->op != IR_OP_REDUCE_SUM || r->in[0] != d->in[0] || !ir_type_eq(&r->type, &d->type))
+		return false;
+	const ir_type *x = &d->in[0]->type;
+	const ir_attr *axes = ir_node_attr(r, IR_ATTR_AXES);
+	if (x->rank < 2 || axes->u.ints.n != x->rank - 1)
+		return false;
+	for (int i = 0; i < axes->u.ints.n; i++)
+		if (axes->u.ints.v[i] != (i == 0 ? 0 : i + 1))
+			return false;
+	return true;
+}
+
+/* Makes the dbeta group node i opens or closes: a float bn_dgamma first,
+ * then the reduce_sum of the same dy (dbeta_of), so one kernel reads dy
+ * once for both sums (codegen/k_bn.c).  Whichever of the two runs later
+ * moves up to the other: the reduce_sum when it reads nothing but dy, the
+ * bn_dgamma when its operands all run before the reduce_sum.  Returns the
+ * group's last position, or -1. */
+static int dbeta_group(ir_graph *g, const ir_users *u, int i, int group)
+{
+	ir_node *n = g->nodes[i];
+	if ((n->op != IR_OP_BN_DGAMMA && n->op != IR_OP_REDUCE_SUM) || !ir_dtype_is_float(n->type.dtype) ||
+		epilogues_off())
+		return -1;
+	const ir_node *dy = n->in[0];
+	for (int k = u->start[dy->start_id]; k < u->start[dy->start_id + 1]; k++) {
+		ir_node *c = u->user[k];
+		if (c->id <= i || c->group >= 0)
+			continue;
+		ir_node *d = n->op == IR_OP_BN_DGAMMA ? n : c, *r = n->op == IR_OP_BN_DGAMMA ? c : n;
+		if (d->op != IR_OP_BN_DGAMMA || !dbeta_of(d, r) || !runs_before(c, i - (c == d)))
+			continue;
+		move_up(g, c->id, c == d ? i : i + 1);
+		g->nodes[i]->group = g->nodes[i + 1]->group = group;
+		return i + 1;
+	}
+	return -1;
+}
+
 int ps_fuse(ir_graph *g, ps_ctx *ctx)
 {
 	(void)ctx;
@@ -222,6 +277,8 @@ int ps_fuse(ir_graph *g, ps_ctx *ctx)
 	int groups = 0;
 	for (int i = 0; i < g->n; i++) {
 		int end = epilogue_group(g, &u, i, groups);
+		if (end < 0)
+			end = dbeta_group(g, &u, i, groups);
 		if (end >= 0) {
 			groups++;
 			i = end;
