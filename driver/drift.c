@@ -148,11 +148,12 @@ static double angle_deg(const void *a, const void *b, const ir_type *t)
 	return 2 * atan2(sqrt(dm), sqrt(dp)) * 180 / M_PI;
 }
 
-/* Counts the lowering of each convolution node of planned g into c. */
-static void count_convs(const ir_graph *g, drv_drift_convs *c)
+/* Counts the lowering of each convolution node of planned g, compiled
+ * with o, into c. */
+static void count_convs(const ir_graph *g, const cg_options *o, drv_drift_convs *c)
 {
 	for (int i = 0; i < g->n; i++) {
-		const char *l = cg_conv_describe(g->nodes[i], NULL);
+		const char *l = cg_conv_describe(g->nodes[i], o, NULL);
 		if (!l)
 			continue;
 		int k = 0;
@@ -200,8 +201,8 @@ static bool run_dtype(const fe_spec *s, drv_engine *eng, int d, uint64_t seed, d
 	if (!(rx = drv_engine_exec_diags(eng, rg, &store, diags)) || !(sx = drv_engine_exec_diags(eng, sg, &store, diags)))
 		goto done;
 	if (eng->kind == REVC_JIT) {
-		count_convs(rg, &r->convs[d][0]);
-		count_convs(sg, &r->convs[d][1]);
+		count_convs(rg, &eng->cg, &r->convs[d][0]);
+		count_convs(sg, &eng->cg, &r->convs[d][1]);
 	}
 	drv_check_batch(rx, seed, s->classes);
 	drv_check_batch(sx, seed, s->classes);
