@@ -168,7 +168,8 @@ static void summary(revc_model *m, const revc_options *o, const revc_train_resul
 			printf("\"store_arena_bytes\":null,");
 		if (r->ranks > 1) /* (mpi) */
 			printf("\"ranks\":%d,\"comm_seconds\":%.6f,", r->ranks, r->comm_seconds);
-		printf("\"rss_mib\":%.1f,\"wall_seconds\":%.3f}\n", cli_rss_mib(), r->seconds);
+		printf("\"eval_seconds\":%.3f,\"compile_seconds\":%.3f,\"rss_mib\":%.1f,\"wall_seconds\":%.3f}\n",
+			r->eval_seconds, r->compile_seconds, cli_rss_mib(), r->seconds);
 		return;
 	}
 	printf("revc train: %s, steps %lld..%lld of %lld, batch %lld, strategy %s, engine %s\n", revc_model_name(m),
@@ -191,7 +192,10 @@ static void summary(revc_model *m, const revc_options *o, const revc_train_resul
 		printf("  processes       %d x batch %lld; blocked in communication %.2f s (%.1f%% of the time)\n",
 			r->ranks, (long long)revc_model_batch(m), r->comm_seconds,
 			r->seconds > 0 ? 100 * r->comm_seconds / r->seconds : 0.0);
-	printf("  wall time       %.1f s\n", r->seconds);
+	printf("  wall time       %.1f s (evaluation %.1f s)", r->seconds, r->eval_seconds);
+	if (r->compile_seconds > 0) /* (the JIT) */
+		printf("; compiling before it %.1f s", r->compile_seconds);
+	printf("\n");
 }
 
 /* After the options: the model, its data and the run. */

@@ -496,6 +496,9 @@ typedef struct {
 	 * batch, and the seconds the steps spent blocked in communication. */
 	int ranks;
 	double comm_seconds;
+	/* Of seconds, evaluating on the test split; and before the run, the
+	 * JIT's compiling of the model's graphs (0 under the interpreter). */
+	double eval_seconds, compile_seconds;
 } revc_train_result;
 
 /* Trains the compiled model with the spec's optimiser (momentum SGD, or

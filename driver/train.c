@@ -130,5 +130,8 @@ bool revc_train_run(revc_model *m, const revc_train_config *c, revc_train_result
 	rt_train_kept(&rc, &res, r->kept, sizeof r->kept);
 	r->ranks = ranks;
 	r->comm_seconds = res.comm_seconds;
+	r->eval_seconds = res.eval_seconds;
+	const cg_stats *st = &m->engine.stats;
+	r->compile_seconds = st->seconds_emit + st->seconds_optimize + st->seconds_jit;
 	return true;
 }

@@ -553,6 +553,7 @@ typedef struct {
 	double test_loss, test_accuracy;
 	double seconds;
 	double comm_seconds;        /* of seconds, blocked in the step's communication (comm.h) */
+	double eval_seconds;        /* of seconds, evaluating on the test split */
 	bool stopped;               /* cfg->stop asked to stop before the last step's work was done */
 	int64_t saved_step;         /* the step of the last checkpoint written by this call, or 0 */
 	int64_t prior_step;         /* the step of the checkpoint save_dir held before, or -1 */

@@ -320,7 +320,10 @@ static bool evaluate_at(const rt_train_cfg *c, int64_t step, rt_train_result *re
 	int64_t bad;
 	/* (On K > 1 ranks a stop waits for the next step: they decide it together.) */
 	bool (*stop)(void *) = rt_comm_world()->size > 1 ? NULL : c->stop;
-	if (!evaluate(c->eval, c->test, stop, c->user, &res->stopped, &el, &ea, &bad, e)) {
+	double t0 = now();
+	bool ok = evaluate(c->eval, c->test, stop, c->user, &res->stopped, &el, &ea, &bad, e);
+	res->eval_seconds += now() - t0;
+	if (!ok) {
 		if (!res->stopped)
 			rt_err_prefixf(e, "evaluating after step %lld: ", (long long)step);
 		return false;
