@@ -90,6 +90,9 @@ struct cg_module {
 void cg_module_init(cg_module *m, const char *name, const char *cpu, int threads, cg_stats *stats);
 /* Spreads kernels over n more modules (n <= CG_MAX_PARTS). */
 void cg_module_add_parts(cg_module *m, int n);
+/* The kernel modules (and compile threads) for code run on `threads`
+ * threads: that many, from 1 to CG_MAX_PARTS. */
+int cg_module_parts_for(int threads);
 void cg_module_free(cg_module *m);
 /* An external function declared in the module (e.g. cblas_sgemm). */
 LLVMValueRef cg_extern(cg_module *m, const char *name, LLVMTypeRef ty);

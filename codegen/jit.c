@@ -364,7 +364,7 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 	m.libm_math = o->libm_math;
 	m.profile = o->profile;
 	/* Kernels go to one module per compile thread; the step stays alone. */
-	int threads = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
+	int threads = cg_module_parts_for(o->threads);
 	cg_module_add_parts(&m, threads);
 	bool ok = cg_emit_step(&m, g, name, d);
 	cg_conv_tune_end();

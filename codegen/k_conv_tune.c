@@ -362,7 +362,7 @@ static void time_kernels(revc_abi_kernel *const fn[NCAND], const int64_t extent[
 	for (int k = 0; k < n->nin; k++)
 		args[k + 1] = scratch(ir_type_bytes(&n->in[k]->type));
 	args[n->nin + 1] = scratch(cg_workspace(n, (void *)o));
-	int threads = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
+	int threads = cg_module_parts_for(o->threads);
 	for (int c = 0; c < NCAND; c++)
 		ms[c] = INFINITY;
 	for (int r = 0; r <= REPS; r++)
@@ -389,7 +389,7 @@ static void measure(shape *s, int ns, const cg_options *o)
 	cg_module m;
 	cg_module_init(&m, "revc_tune", o->cpu, o->threads, NULL);
 	m.libm_math = o->libm_math;
-	int parts = o->threads > 1 ? (o->threads < CG_MAX_PARTS ? o->threads : CG_MAX_PARTS) : 1;
+	int parts = cg_module_parts_for(o->threads);
 	cg_module_add_parts(&m, parts);
 	for (int i = 0; i < ns; i++) {
 		const cg_op_impl *impl = cg_op_impl_get(s[i].n);

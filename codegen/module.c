@@ -39,6 +39,11 @@ void cg_module_init(cg_module *m, const char *name, const char *cpu, int threads
 	m->vec_bytes = cg_cpu_vector_bytes(cpu);
 }
 
+int cg_module_parts_for(int threads)
+{
+	return threads > 1 ? (threads < CG_MAX_PARTS ? threads : CG_MAX_PARTS) : 1;
+}
+
 void cg_module_add_parts(cg_module *m, int n)
 {
 	IR_ASSERT(n >= 0 && n <= CG_MAX_PARTS);
