@@ -30,10 +30,10 @@ extern "C" {
 /* ---- version ------------------------------------------------------------- */
 
 #define REVC_VERSION_MAJOR 0
-#define REVC_VERSION_MINOR 2
+#define REVC_VERSION_MINOR 3
 #define REVC_VERSION_PATCH 0
 
-/* "0.2.0": the library's version, which may differ from the header's. */
+/* "0.3.0": the library's version, which may differ from the header's. */
 const char *revc_version(void);
 
 /* What this librevc was built with: LLVM's version ("19.1.7"), OpenBLAS's

@@ -892,7 +892,7 @@ static PyObject *revc_py_memory(PyObject *mod, PyObject *args, PyObject *kw)
 }
 
 static PyMethodDef module_methods[] = {
-	{"version", revc_py_version, METH_NOARGS, "version(): librevc's version, \"0.2.0\""},
+	{"version", revc_py_version, METH_NOARGS, "version(): librevc's version, \"0.3.0\""},
 	{"memory", (PyCFunction)(void (*)(void))revc_py_memory, METH_VARARGS | METH_KEYWORDS,
 		"memory(spec, *, set=None, strategy=None, dtype=None, engine=None, threads=2): the planned memory of a\n"
 		"spec's training step (revc mem --json's figures), without compiling it"},
