@@ -200,6 +200,17 @@ static void report_session_error(void *ctx, LLVMErrorRef e)
 	LLVMDisposeErrorMessage(msg);
 }
 
+/* Defines n symbols at absolute addresses in dylib (the interned names
+ * are the unit's, taken by the define on success). */
+static LLVMErrorRef define_absolute(LLVMOrcJITDylibRef dylib, LLVMOrcCSymbolMapPairs pairs, size_t n)
+{
+	LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, n);
+	LLVMErrorRef e = LLVMOrcJITDylibDefine(dylib, mu);
+	if (e)
+		LLVMOrcDisposeMaterializationUnit(mu);
+	return e;
+}
+
 /* Defines the BLAS functions kernels call (codegen/k_conv.c) and the
  * world's all-reduce (k_comm.c) at their
  * addresses in this process. */
@@ -222,11 +233,43 @@ static LLVMErrorRef blas_symbols(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef dylib)
 		pairs[i] = (LLVMOrcCSymbolMapPair){LLVMOrcLLJITMangleAndIntern(jit, blas[i].name),
 			{(LLVMOrcExecutorAddress)(uintptr_t)blas[i].fn,
 				{LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
-	LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, N);
-	LLVMErrorRef e = LLVMOrcJITDylibDefine(dylib, mu);
-	if (e)
-		LLVMOrcDisposeMaterializationUnit(mu);
+	return define_absolute(dylib, pairs, N);
+}
+
+/* Defines the kernels m calls from the kcache at their addresses. */
+static LLVMErrorRef reused_symbols(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef dylib, const cg_module *m)
+{
+	if (m->nreused == 0)
+		return NULL;
+	LLVMOrcCSymbolMapPair *pairs = calloc((size_t)m->nreused, sizeof *pairs);
+	if (!pairs)
+		IR_DIE("out of memory");
+	for (int i = 0; i < m->nreused; i++)
+		pairs[i] = (LLVMOrcCSymbolMapPair){LLVMOrcLLJITMangleAndIntern(jit, m->reused[i].name),
+			{(LLVMOrcExecutorAddress)m->reused[i].addr,
+				{LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
+	LLVMErrorRef e = define_absolute(dylib, pairs, (size_t)m->nreused);
+	free(pairs);
 	return e;
+}
+
+/* Adds the kernels this JIT compiled (those in m's parts) to o->kcache. */
+static void add_to_kcache(cg_jit *j, const cg_module *m, cg_kcache *c)
+{
+	for (int i = 0; i < m->ncache; i++) {
+		const cg_home *h = &m->cache[i].home;
+		if (!h->m || h->m == m) /* reused, or internal to the step's module */
+			continue;
+		LLVMOrcExecutorAddress addr;
+		LLVMErrorRef e = LLVMOrcLLJITLookup(j->jit, &addr, LLVMGetValueName(m->cache[i].fn));
+		if (e) {
+			LLVMConsumeError(e);
+			continue;
+		}
+		char *k = cg_kcache_key(m, m->cache[i].key);
+		cg_kcache_add(c, k, addr);
+		free(k);
+	}
 }
 
 bool cg_jit_cpu_ok(const char *cpu, ir_diags *d)
@@ -297,6 +340,8 @@ static bool load(cg_jit *j, cg_module *m, const cg_options *o, int threads, cg_s
 			LLVMOrcJITDylibAddGenerator(main, gen); /* takes gen */
 			e = blas_symbols(j->jit, main);
 		}
+		if (!e)
+			e = reused_symbols(j->jit, main, m);
 	}
 	for (int i = 0; i < nj; i++) {
 		if (ok && !e) {
@@ -363,6 +408,9 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 	cg_module_init(&m, name, o->cpu, o->threads, stats);
 	m.libm_math = o->libm_math;
 	m.profile = o->profile;
+	m.kcache = o->kcache;
+	snprintf(m.kctx, sizeof m.kctx, "cpu=%s threads=%d libm=%d", o->cpu ? o->cpu : "native", m.threads,
+		(int)o->libm_math);
 	/* Kernels go to one module per compile thread; the step stays alone. */
 	int threads = cg_module_parts_for(o->threads);
 	cg_module_add_parts(&m, threads);
@@ -378,6 +426,8 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 	LLVMOrcExecutorAddress addr = ok ? lookup(j, sym, d) : 0;
 	if (addr)
 		perf_map(j->jit, &m);
+	if (addr && o->kcache)
+		add_to_kcache(j, &m, o->kcache);
 	cg_module_free(&m);
 	if (!addr) {
 		cg_jit_free(j);

@@ -68,6 +68,7 @@ void cg_module_free(cg_module *m)
 	for (int i = 0; i < m->ncache; i++)
 		free(m->cache[i].key);
 	free(m->cache);
+	free(m->reused);
 	if (m->b)
 		LLVMDisposeBuilder(m->b);
 	if (m->mod)
@@ -100,7 +101,27 @@ LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh, cg_home *home
 	char name[96];
 	snprintf(name, sizeof name, "%s_k%d", m->prefix, m->ncache);
 	LLVMValueRef fn = LLVMAddFunction(m->mod, name, m->kernel_ty);
-	if (m->nparts == 0) {
+	uint64_t addr = 0;
+	if (m->kcache) {
+		char *k = cg_kcache_key(m, key);
+		addr = cg_kcache_find(m->kcache, k);
+		free(k);
+	}
+	if (addr) {
+		/* Compiled before: the JIT defines name at that address. */
+		if (m->nreused == m->capreused) {
+			m->capreused = m->capreused ? 2 * m->capreused : 32;
+			m->reused = realloc(m->reused, (size_t)m->capreused * sizeof *m->reused);
+			if (!m->reused)
+				IR_DIE("out of memory");
+		}
+		m->reused[m->nreused] = (cg_reused){.addr = addr};
+		snprintf(m->reused[m->nreused].name, sizeof m->reused[m->nreused].name, "%s", name);
+		m->nreused++;
+		*home = (cg_home){NULL, NULL};
+		if (m->stats)
+			m->stats->reused++;
+	} else if (m->nparts == 0) {
 		LLVMSetLinkage(fn, LLVMInternalLinkage);
 		*home = (cg_home){m, fn};
 	} else {
@@ -116,7 +137,7 @@ LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh, cg_home *home
 	m->ncache++;
 	if (m->stats)
 		m->stats->kernels++;
-	*fresh = true;
+	*fresh = addr == 0;
 	return fn;
 }
 
