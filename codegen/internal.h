@@ -90,7 +90,8 @@ struct cg_module {
 	int threads;                       /* workspace slices per kernel */
 	cg_stats *stats;
 	cg_module *part[CG_MAX_PARTS];     /* kernel modules (the step module only) */
-	int nparts, next_part;
+	int nparts;
+	int part_cost[CG_MAX_PARTS];       /* the kernels' estimated compile times in each part (module.c) */
 	char prefix[64];                   /* of external kernel names */
 	const char *cpu;                   /* the CPU code is for (cg_options.cpu) */
 	int vec_bytes;                     /* its vector width (gemm.c) */

@@ -64,6 +64,7 @@ typedef struct {
 	char name[96];
 	const char *cpu;
 	bool optimize;
+	bool step; /* the step's module, never optimised */
 	const char *dump_dir;
 	LLVMMemoryBufferRef obj; /* the result, or NULL */
 	char *err;               /* else why (malloc'd) */
@@ -79,7 +80,11 @@ typedef struct {
 static void compile(job *j)
 {
 	char *err = NULL;
-	LLVMTargetMachineRef tm = cg_target_machine(j->cpu, LLVMCodeGenLevelAggressive, LLVMRelocDefault, &err);
+	/* The step module only fills argument arrays and calls kernels (no
+	 * arithmetic on reals): the fast instruction selector is enough for it,
+	 * and takes half the time on its thousands of blocks. */
+	LLVMCodeGenOptLevel level = j->step ? LLVMCodeGenLevelNone : LLVMCodeGenLevelAggressive;
+	LLVMTargetMachineRef tm = cg_target_machine(j->cpu, level, LLVMRelocDefault, &err);
 	if (!tm) {
 		if (asprintf(&j->err, "no target machine for CPU %s: %s", j->cpu ? j->cpu : "native", err ? err : "?") < 0)
 			IR_DIE("out of memory");
@@ -295,7 +300,7 @@ static bool load(cg_jit *j, cg_module *m, const cg_options *o, int threads, cg_s
 	const char *name = m->prefix;
 	job jobs[CG_MAX_PARTS + 1] = {0};
 	int nj = 0;
-	jobs[nj++] = (job){.mod = m->mod, .cpu = o->cpu, .optimize = false, .dump_dir = o->dump_llvm};
+	jobs[nj++] = (job){.mod = m->mod, .cpu = o->cpu, .optimize = false, .step = m->nparts > 0, .dump_dir = o->dump_llvm};
 	snprintf(jobs[0].name, sizeof jobs[0].name, "%s", name);
 	for (int i = 0; i < m->nparts; i++) {
 		jobs[nj] = (job){.mod = m->part[i]->mod, .cpu = o->cpu, .optimize = o->optimize, .dump_dir = o->dump_llvm};

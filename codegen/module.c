@@ -84,6 +84,26 @@ LLVMValueRef cg_extern(cg_module *m, const char *name, LLVMTypeRef ty)
 	return f ? f : LLVMAddFunction(m->mod, name, ty);
 }
 
+/* About how long the kernel with signature key takes to optimise and
+ * compile, in tenths of the typical elementwise group's time (~15 ms on a
+ * Zen 3 core), from fashion's kernels timed alone: a forward convolution
+ * (direct or Winograd) 7 to 15 times a group's,
+ * more with an epilogue; its input and weight gradients about 5 and 4
+ * times; the rest, finish kernels among them, one or two.  Only the parts'
+ * balance depends on it, never the code. */
+static int compile_cost(const char *key)
+{
+	if (strstr(key, " finish/"))
+		return 15;
+	if (!strncmp(key, "conv2d_dx ", 10))
+		return 55;
+	if (!strncmp(key, "conv2d_dw ", 10))
+		return 40;
+	if (!strncmp(key, "conv2d ", 7))
+		return strstr(key, " +") ? 120 : 75;
+	return 10;
+}
+
 LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh, cg_home *home)
 {
 	for (int i = 0; i < m->ncache; i++)
@@ -125,8 +145,14 @@ LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh, cg_home *home
 		LLVMSetLinkage(fn, LLVMInternalLinkage);
 		*home = (cg_home){m, fn};
 	} else {
-		/* The body goes to the next part; the step calls it by name. */
-		cg_module *p = m->part[m->next_part++ % m->nparts];
+		/* The body goes to the part with the least work so far; the step
+		 * calls it by name. */
+		int best = 0;
+		for (int i = 1; i < m->nparts; i++)
+			if (m->part_cost[i] < m->part_cost[best])
+				best = i;
+		m->part_cost[best] += compile_cost(key);
+		cg_module *p = m->part[best];
 		*home = (cg_home){p, LLVMAddFunction(p->mod, name, p->kernel_ty)};
 	}
 	m->cache[m->ncache].key = strdup(key);
