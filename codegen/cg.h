@@ -18,6 +18,9 @@
 /* "19.1.7": the LLVM revc is linked against. */
 const char *cg_llvm_version(void);
 
+/* Kernels earlier JIT compiles made, shared with later ones (kcache.c). */
+typedef struct cg_kcache cg_kcache;
+
 typedef struct {
 	int threads;           /* threads kernels are divided among (>= 1) */
 	bool optimize;         /* run LLVM's default<O3> pipeline for the CPU */
@@ -26,10 +29,12 @@ typedef struct {
 	const char *name;      /* symbol prefix (default "revc") */
 	bool libm_math;        /* f32 GELU and row kernels as in f64: libm's erf and exp, sums in order (the reference's way, slower; to compare) */
 	bool profile;          /* mark each kernel call for the dispatcher to time (rt_pool_profile; JIT only) */
+	cg_kcache *kcache;     /* NULL, or kernels to call rather than compile again, and to add this JIT's to (its JITs must outlive this one) */
 } cg_options;
 
 typedef struct {
 	int kernels;      /* distinct kernels in the module */
+	int reused;       /* of them, called from an earlier compile's code (cg_options.kcache) */
 	int calls;        /* kernel calls in the step */
 	int gemms;        /* BLAS calls per step (convolutions count per image) */
 	double flops;     /* floating-point operations per step (GEMMs dominate) */
@@ -68,6 +73,12 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
  * this host runs it); else a diagnostic saying why. */
 bool cg_jit_cpu_ok(const char *cpu, ir_diags *d);
 revc_abi_step *cg_jit_step(const cg_jit *j);
+
+/* An empty kernel cache; free it after every JIT that used it. */
+cg_kcache *cg_kcache_new(void);
+void cg_kcache_free(cg_kcache *c);
+/* The kernels in it. */
+int cg_kcache_size(cg_kcache *c);
 void cg_jit_free(cg_jit *j);
 
 /* Ahead of time: writes g's step (and the evaluation graph's forward, when

@@ -59,6 +59,19 @@ typedef struct {
 	cg_home home;
 } cg_cached;
 
+/* A kernel this compile calls at an address from the kcache. */
+typedef struct {
+	char name[96];
+	uint64_t addr;
+} cg_reused;
+
+/* The address of the kernel with kcache key key (kctx, a tab, the
+ * signature), or 0; adding keeps the first address a key was given. */
+uint64_t cg_kcache_find(cg_kcache *c, const char *key);
+void cg_kcache_add(cg_kcache *c, const char *key, uint64_t addr);
+/* Writes the kcache key of signature key in m to buf (malloc'd). */
+char *cg_kcache_key(const cg_module *m, const char *key);
+
 /* The modules of one compilation: the step's, and optionally `parts`
  * modules, each with its own context, that kernels are spread over so they
  * can be optimised and compiled in parallel. */
@@ -77,12 +90,17 @@ struct cg_module {
 	int threads;                       /* workspace slices per kernel */
 	cg_stats *stats;
 	cg_module *part[CG_MAX_PARTS];     /* kernel modules (the step module only) */
-	int nparts, next_part;
+	int nparts;
+	int part_cost[CG_MAX_PARTS];       /* the kernels' estimated compile times in each part (module.c) */
 	char prefix[64];                   /* of external kernel names */
 	const char *cpu;                   /* the CPU code is for (cg_options.cpu) */
 	int vec_bytes;                     /* its vector width (gemm.c) */
 	bool libm_math;                    /* cg_options.libm_math */
 	bool profile;                      /* cg_options.profile (the step module) */
+	cg_kcache *kcache;                 /* cg_options.kcache (the step module), or NULL */
+	char kctx[128];                    /* what besides the signature makes a kernel's code (kcache.c) */
+	cg_reused *reused;                 /* kernels called from the kcache: symbol and address */
+	int nreused, capreused;
 };
 
 /* The kernel cache lives in one cg_module, that is one compilation for one

@@ -64,6 +64,7 @@ typedef struct {
 	char name[96];
 	const char *cpu;
 	bool optimize;
+	bool step; /* the step's module, never optimised */
 	const char *dump_dir;
 	LLVMMemoryBufferRef obj; /* the result, or NULL */
 	char *err;               /* else why (malloc'd) */
@@ -79,7 +80,11 @@ typedef struct {
 static void compile(job *j)
 {
 	char *err = NULL;
-	LLVMTargetMachineRef tm = cg_target_machine(j->cpu, LLVMCodeGenLevelAggressive, LLVMRelocDefault, &err);
+	/* The step module only fills argument arrays and calls kernels (no
+	 * arithmetic on reals): the fast instruction selector is enough for it,
+	 * and takes half the time on its thousands of blocks. */
+	LLVMCodeGenOptLevel level = j->step ? LLVMCodeGenLevelNone : LLVMCodeGenLevelAggressive;
+	LLVMTargetMachineRef tm = cg_target_machine(j->cpu, level, LLVMRelocDefault, &err);
 	if (!tm) {
 		if (asprintf(&j->err, "no target machine for CPU %s: %s", j->cpu ? j->cpu : "native", err ? err : "?") < 0)
 			IR_DIE("out of memory");
@@ -200,6 +205,17 @@ static void report_session_error(void *ctx, LLVMErrorRef e)
 	LLVMDisposeErrorMessage(msg);
 }
 
+/* Defines n symbols at absolute addresses in dylib (the interned names
+ * are the unit's, taken by the define on success). */
+static LLVMErrorRef define_absolute(LLVMOrcJITDylibRef dylib, LLVMOrcCSymbolMapPairs pairs, size_t n)
+{
+	LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, n);
+	LLVMErrorRef e = LLVMOrcJITDylibDefine(dylib, mu);
+	if (e)
+		LLVMOrcDisposeMaterializationUnit(mu);
+	return e;
+}
+
 /* Defines the BLAS functions kernels call (codegen/k_conv.c) and the
  * world's all-reduce (k_comm.c) at their
  * addresses in this process. */
@@ -222,11 +238,43 @@ static LLVMErrorRef blas_symbols(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef dylib)
 		pairs[i] = (LLVMOrcCSymbolMapPair){LLVMOrcLLJITMangleAndIntern(jit, blas[i].name),
 			{(LLVMOrcExecutorAddress)(uintptr_t)blas[i].fn,
 				{LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
-	LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, N);
-	LLVMErrorRef e = LLVMOrcJITDylibDefine(dylib, mu);
-	if (e)
-		LLVMOrcDisposeMaterializationUnit(mu);
+	return define_absolute(dylib, pairs, N);
+}
+
+/* Defines the kernels m calls from the kcache at their addresses. */
+static LLVMErrorRef reused_symbols(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef dylib, const cg_module *m)
+{
+	if (m->nreused == 0)
+		return NULL;
+	LLVMOrcCSymbolMapPair *pairs = calloc((size_t)m->nreused, sizeof *pairs);
+	if (!pairs)
+		IR_DIE("out of memory");
+	for (int i = 0; i < m->nreused; i++)
+		pairs[i] = (LLVMOrcCSymbolMapPair){LLVMOrcLLJITMangleAndIntern(jit, m->reused[i].name),
+			{(LLVMOrcExecutorAddress)m->reused[i].addr,
+				{LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
+	LLVMErrorRef e = define_absolute(dylib, pairs, (size_t)m->nreused);
+	free(pairs);
 	return e;
+}
+
+/* Adds the kernels this JIT compiled (those in m's parts) to o->kcache. */
+static void add_to_kcache(cg_jit *j, const cg_module *m, cg_kcache *c)
+{
+	for (int i = 0; i < m->ncache; i++) {
+		const cg_home *h = &m->cache[i].home;
+		if (!h->m || h->m == m) /* reused, or internal to the step's module */
+			continue;
+		LLVMOrcExecutorAddress addr;
+		LLVMErrorRef e = LLVMOrcLLJITLookup(j->jit, &addr, LLVMGetValueName(m->cache[i].fn));
+		if (e) {
+			LLVMConsumeError(e);
+			continue;
+		}
+		char *k = cg_kcache_key(m, m->cache[i].key);
+		cg_kcache_add(c, k, addr);
+		free(k);
+	}
 }
 
 bool cg_jit_cpu_ok(const char *cpu, ir_diags *d)
@@ -252,7 +300,7 @@ static bool load(cg_jit *j, cg_module *m, const cg_options *o, int threads, cg_s
 	const char *name = m->prefix;
 	job jobs[CG_MAX_PARTS + 1] = {0};
 	int nj = 0;
-	jobs[nj++] = (job){.mod = m->mod, .cpu = o->cpu, .optimize = false, .dump_dir = o->dump_llvm};
+	jobs[nj++] = (job){.mod = m->mod, .cpu = o->cpu, .optimize = false, .step = m->nparts > 0, .dump_dir = o->dump_llvm};
 	snprintf(jobs[0].name, sizeof jobs[0].name, "%s", name);
 	for (int i = 0; i < m->nparts; i++) {
 		jobs[nj] = (job){.mod = m->part[i]->mod, .cpu = o->cpu, .optimize = o->optimize, .dump_dir = o->dump_llvm};
@@ -297,6 +345,8 @@ static bool load(cg_jit *j, cg_module *m, const cg_options *o, int threads, cg_s
 			LLVMOrcJITDylibAddGenerator(main, gen); /* takes gen */
 			e = blas_symbols(j->jit, main);
 		}
+		if (!e)
+			e = reused_symbols(j->jit, main, m);
 	}
 	for (int i = 0; i < nj; i++) {
 		if (ok && !e) {
@@ -363,6 +413,9 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 	cg_module_init(&m, name, o->cpu, o->threads, stats);
 	m.libm_math = o->libm_math;
 	m.profile = o->profile;
+	m.kcache = o->kcache;
+	snprintf(m.kctx, sizeof m.kctx, "cpu=%s threads=%d libm=%d", o->cpu ? o->cpu : "native", m.threads,
+		(int)o->libm_math);
 	/* Kernels go to one module per compile thread; the step stays alone. */
 	int threads = cg_module_parts_for(o->threads);
 	cg_module_add_parts(&m, threads);
@@ -378,6 +431,8 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 	LLVMOrcExecutorAddress addr = ok ? lookup(j, sym, d) : 0;
 	if (addr)
 		perf_map(j->jit, &m);
+	if (addr && o->kcache)
+		add_to_kcache(j, &m, o->kcache);
 	cg_module_free(&m);
 	if (!addr) {
 		cg_jit_free(j);

@@ -68,6 +68,7 @@ void cg_module_free(cg_module *m)
 	for (int i = 0; i < m->ncache; i++)
 		free(m->cache[i].key);
 	free(m->cache);
+	free(m->reused);
 	if (m->b)
 		LLVMDisposeBuilder(m->b);
 	if (m->mod)
@@ -81,6 +82,26 @@ LLVMValueRef cg_extern(cg_module *m, const char *name, LLVMTypeRef ty)
 {
 	LLVMValueRef f = LLVMGetNamedFunction(m->mod, name);
 	return f ? f : LLVMAddFunction(m->mod, name, ty);
+}
+
+/* About how long the kernel with signature key takes to optimise and
+ * compile, in tenths of the typical elementwise group's time (~15 ms on a
+ * Zen 3 core), from fashion's kernels timed alone: a forward convolution
+ * (direct or Winograd) 7 to 15 times a group's,
+ * more with an epilogue; its input and weight gradients about 5 and 4
+ * times; the rest, finish kernels among them, one or two.  Only the parts'
+ * balance depends on it, never the code. */
+static int compile_cost(const char *key)
+{
+	if (strstr(key, " finish/"))
+		return 15;
+	if (!strncmp(key, "conv2d_dx ", 10))
+		return 55;
+	if (!strncmp(key, "conv2d_dw ", 10))
+		return 40;
+	if (!strncmp(key, "conv2d ", 7))
+		return strstr(key, " +") ? 120 : 75;
+	return 10;
 }
 
 LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh, cg_home *home)
@@ -100,12 +121,38 @@ LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh, cg_home *home
 	char name[96];
 	snprintf(name, sizeof name, "%s_k%d", m->prefix, m->ncache);
 	LLVMValueRef fn = LLVMAddFunction(m->mod, name, m->kernel_ty);
-	if (m->nparts == 0) {
+	uint64_t addr = 0;
+	if (m->kcache) {
+		char *k = cg_kcache_key(m, key);
+		addr = cg_kcache_find(m->kcache, k);
+		free(k);
+	}
+	if (addr) {
+		/* Compiled before: the JIT defines name at that address. */
+		if (m->nreused == m->capreused) {
+			m->capreused = m->capreused ? 2 * m->capreused : 32;
+			m->reused = realloc(m->reused, (size_t)m->capreused * sizeof *m->reused);
+			if (!m->reused)
+				IR_DIE("out of memory");
+		}
+		m->reused[m->nreused] = (cg_reused){.addr = addr};
+		snprintf(m->reused[m->nreused].name, sizeof m->reused[m->nreused].name, "%s", name);
+		m->nreused++;
+		*home = (cg_home){NULL, NULL};
+		if (m->stats)
+			m->stats->reused++;
+	} else if (m->nparts == 0) {
 		LLVMSetLinkage(fn, LLVMInternalLinkage);
 		*home = (cg_home){m, fn};
 	} else {
-		/* The body goes to the next part; the step calls it by name. */
-		cg_module *p = m->part[m->next_part++ % m->nparts];
+		/* The body goes to the part with the least work so far; the step
+		 * calls it by name. */
+		int best = 0;
+		for (int i = 1; i < m->nparts; i++)
+			if (m->part_cost[i] < m->part_cost[best])
+				best = i;
+		m->part_cost[best] += compile_cost(key);
+		cg_module *p = m->part[best];
 		*home = (cg_home){p, LLVMAddFunction(p->mod, name, p->kernel_ty)};
 	}
 	m->cache[m->ncache].key = strdup(key);
@@ -116,7 +163,7 @@ LLVMValueRef cg_kernel(cg_module *m, const char *key, bool *fresh, cg_home *home
 	m->ncache++;
 	if (m->stats)
 		m->stats->kernels++;
-	*fresh = true;
+	*fresh = addr == 0;
 	return fn;
 }
 

@@ -26,6 +26,11 @@ void drv_engine_init(drv_engine *e, revc_engine kind, int threads, const char *c
 	e->kind = kind;
 	e->threads = threads < 1 ? 1 : threads;
 	e->cg = (cg_options){.threads = e->threads, .optimize = true, .cpu = cpu};
+	/* The graphs an engine compiles (the step, then the evaluation graph)
+	 * share many kernels: each is compiled once, in the first JIT that
+	 * needs it, which lives as long as the engine. */
+	if (kind == REVC_JIT)
+		e->cg.kcache = e->kcache = cg_kcache_new();
 	/* The interpreter lets BLAS use the threads; native code divides
 	 * kernels among its own pool and keeps BLAS to one thread each. */
 	rt_set_threads(kind == REVC_JIT ? 1 : e->threads);
@@ -79,6 +84,7 @@ void drv_engine_free(drv_engine *e)
 {
 	for (int i = 0; i < e->njit; i++)
 		cg_jit_free(e->jit[i]);
+	cg_kcache_free(e->kcache);
 	rt_pool_free(e->pool);
 	memset(e, 0, sizeof *e);
 }

@@ -65,6 +65,7 @@ typedef struct {
 	rt_pool *pool;
 	cg_jit *jit[DRV_MAX_JITS];
 	int njit;
+	cg_kcache *kcache; /* the kernels of jit[0 .. njit), which later compiles call (cg.kcache) */
 } drv_engine;
 
 /* Whether code for cpu (NULL: native) may run here with kind: --cpu with

@@ -135,6 +135,34 @@ START_TEST(test_eval_partial_batch)
 }
 END_TEST
 
+/* The evaluation graph compiled after the step calls the step's code for
+ * the kernels they share (codegen/kcache.c): its logits equal, bit for
+ * bit, those of the evaluation graph compiled alone, and a training step
+ * in between (the shared code stays the step's) changes nothing either. */
+START_TEST(test_eval_reuses_step_kernels)
+{
+	revc_options o;
+	revc_options_init(&o);
+	o.engine = REVC_JIT;
+	o.threads = 2;
+	revc_model *both = test_model("models/fashion.rev", fixture_sets, 1, &o, FIXTURE_DIR "/params");
+	o.graphs = REVC_GRAPH_EVAL;
+	revc_model *alone = test_model("models/fashion.rev", fixture_sets, 1, &o, FIXTURE_DIR "/params");
+	fixture f;
+	revc_batch b = fixture_batch(&f, REVC_F32);
+	float got[40], want[40];
+	double lg, lw;
+	revc_error *err = NULL;
+	ck_assert_msg(revc_eval(both, &b, &lg, NULL, got, &err), "%s", revc_error_message(err));
+	ck_assert_msg(revc_eval(alone, &b, &lw, NULL, want, &err), "%s", revc_error_message(err));
+	for (int k = 0; k < 40; k++)
+		ck_assert_msg(got[k] == want[k] && isfinite(got[k]), "logit %d: %.9g vs %.9g", k, (double)got[k], (double)want[k]);
+	ck_assert(lg == lw);
+	revc_model_free(alone);
+	revc_model_free(both);
+}
+END_TEST
+
 /* The JSON member "key":N after the text at from, or -1. */
 static long long member(const char *json, const char *from, const char *key)
 {
@@ -558,6 +586,7 @@ int main(void)
 	tcase_add_test(tc, test_memory_equals_revc_mem);
 	tcase_add_test(tc, test_fixture_grad_f64);
 	tcase_add_test(tc, test_eval_partial_batch);
+	tcase_add_test(tc, test_eval_reuses_step_kernels);
 	tcase_add_test(tc, test_param_pointer_sees_step);
 	tcase_add_test(tc, test_check_gradients);
 	tcase_add_test(tc, test_bench);
