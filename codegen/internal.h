@@ -316,12 +316,16 @@ bool cg_conv_env_ok(ir_diags *d);
  * (when why is not NULL) a phrase saying why. */
 cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const char **why);
 const char *cg_conv_lowering_name(cg_conv_lowering l);
-/* The measured choice (k_conv_tune.c), REVC_CONV_TUNE=1 and nothing
- * forced: */
+/* The cost model's lowering of g, which Winograd fits, and why. */
+cg_conv_lowering cg_conv_modelled(const ir_conv_geom *g, const char **why);
+/* The measured choice (k_conv_tune.c): on unless REVC_CONV_TUNE=0 or a
+ * lowering is forced. */
 bool cg_conv_tune_on(void);
 /* Times the candidates of g's convolutions not in the cache for o (and
  * caches them); until cg_conv_tune_end the calling thread's
- * cg_conv_lowering_of gives the measured choices. */
+ * cg_conv_lowering_of gives the measured choices that are in the cache
+ * file (the cost model's for the others, so that a run without a
+ * writable cache is reproducible). */
 void cg_conv_tune_begin(const ir_graph *g, const cg_options *o);
 void cg_conv_tune_end(void);
 /* The same choices for o (NULL: none) until cg_conv_tune_leave(saved),
@@ -332,9 +336,10 @@ void cg_conv_tune_leave(const char *saved);
 bool cg_conv_tuned(const ir_conv_geom *g, cg_conv_lowering *l, const char **why);
 /* The candidate being emitted for timing, or CG_CONV_AUTO. */
 cg_conv_lowering cg_conv_tune_trying(void);
-/* elems(g, n), a lowering's workspace elements, or with the tune on and
- * Winograd fitting g the largest of its candidates' (so that the plan
- * does not depend on what was measured). */
+/* elems(g, n), a lowering's workspace elements: when nothing is forced
+ * and Winograd fits g, the largest of the tune's candidates' and the cost
+ * model's choice's, whether the tune is on or not (so that the plan does
+ * not depend on what was measured, nor on REVC_CONV_TUNE). */
 int64_t cg_conv_tune_largest(const ir_conv_geom *g, const ir_node *n,
 	int64_t (*elems)(const ir_conv_geom *, const ir_node *));
 /* Every convolution on BLAS (REVC_CONV=blas). */

@@ -7,9 +7,10 @@
  * convolution it applies to (Winograd only to 3x3 stride-1 convolutions
  * and their gradients in f32; the others then stay direct); any other
  * value is an error (cg_conv_env_ok, checked by cg_jit_compile).
- * Otherwise, with REVC_CONV_TUNE=1, the choice measured on this host
- * (k_conv_tune.c) for the convolutions Winograd fits; else, and for
- * shapes the tune has not timed, the cost model below picks. */
+ * Otherwise the choice measured on this host (k_conv_tune.c, unless
+ * REVC_CONV_TUNE=0) for the convolutions Winograd fits, once it is in the
+ * cache file; else, and for shapes the tune has not kept, the cost model
+ * below picks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +162,11 @@ cg_conv_lowering cg_conv_lowering_of(const ir_conv_geom *g, ir_dtype dt, const c
 	cg_conv_lowering tuned;
 	if (cg_conv_tuned(g, &tuned, why))
 		return tuned;
+	return cg_conv_modelled(g, why);
+}
+
+cg_conv_lowering cg_conv_modelled(const ir_conv_geom *g, const char **why)
+{
 	bool fwd = g->op != IR_OP_CONV2D_DX;
 	int64_t ho = fwd ? g->ho : g->h, wo = fwd ? g->wo : g->w;
 	if (ho < 7 || wo < 7)

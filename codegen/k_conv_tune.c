@@ -1,5 +1,5 @@
 /* k_conv_tune.c: the measured choice between a convolution's lowerings,
- * and its cache on disk (REVC_CONV_TUNE=1; docs/codegen.md).
+ * and its cache on disk (on unless REVC_CONV_TUNE=0; docs/codegen.md).
  *
  * cg_jit_compile calls cg_conv_tune_begin before emitting the step: for
  * every f32 convolution Winograd fits (k_conv_choice.c's unfit) and no
@@ -11,30 +11,42 @@
  * count (chunks split as runtime/pool.c splits them), the candidates
  * alternated, once to warm up and REPS times, each call's time its
  * slowest chunk's processor time, the minimum kept; the fastest wins
- * (direct on a tie), and
- * the cache file is rewritten.  Until cg_conv_tune_end, the calling
- * thread's cg_conv_lowering_of answers with the tuned choice.  Anything
- * that goes wrong (no cache directory, a corrupt or unwritable file, a
- * candidate that does not compile) leaves the cost model's choice; nothing
- * is printed.
+ * (direct on a tie), and the new lines are merged into the cache file.
+ * Until cg_conv_tune_end, the calling thread's cg_conv_lowering_of
+ * answers with the tuned choice of every shape whose line is in the file
+ * (read from it, or written to it); the others get the cost model's.
+ *
+ * That last rule is what keeps `train --resume` bit for bit: a choice is
+ * used only once a later process would read the same one, so a run
+ * without a writable cache is the cost model's where it measured, as its
+ * resumption will be.  Hence also: with no cache directory nothing is
+ * timed; when the file cannot be written nothing is timed either (the
+ * lock file beside it cannot be made).  A candidate that does not compile
+ * leaves that shape to the cost model; nothing is printed.
  *
  * The workspace planned for such a convolution is the largest of its
- * candidates' (cg_conv_tune_largest), so that the plan and `revc mem` do
- * not depend on the host, nor on what the tune measured.
+ * candidates' and the cost model's choice's, tune on or off
+ * (cg_conv_tune_largest), so that the plan and `revc mem` depend on
+ * neither the host, nor what the tune measured, nor REVC_CONV_TUNE.
  *
  * The cache file, $XDG_CACHE_HOME/revc/conv-tune (else
  * $HOME/.cache/revc/conv-tune), is text: the line "revc conv-tune 1",
  * then one line per shape, tab-separated: the key, the lowering chosen
  * ("direct" or "winograd2"), and the candidates' minimum times in ms in
  * that order.  A file with another first line is ignored, a malformed
- * line skipped; the file is written whole to a temporary name beside it
- * and renamed over it. */
+ * line skipped.  A write holds an flock on conv-tune.lock beside it,
+ * reads the file again (a line another process wrote wins over this
+ * one's unwritten measure of the same shape, which then takes it), writes
+ * the union whole to a temporary name and renames it over the file, so
+ * concurrent processes lose no line. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,7 +55,6 @@
 
 #define HEADER "revc conv-tune 1"
 #define REPS 3
-#define MAX_ENTRIES 1024
 
 static const cg_conv_lowering candidates[] = {CG_CONV_DIRECT, CG_CONV_WINOGRAD2};
 #define NCAND ((int)(sizeof candidates / sizeof candidates[0]))
@@ -53,13 +64,15 @@ typedef struct {
 	cg_conv_lowering l;
 	double ms[NCAND];
 	char why[96];
+	bool kept; /* the cache file has this line (read, or written): only then is it used */
 } entry;
 
-/* Every choice this process knows (entries are only added, so `why`
- * pointers stay valid), under mu. */
+/* Every choice this process knows, under mu.  Entries are allocated one
+ * by one and never freed; a kept entry never changes, so the `why` of one
+ * stays valid (an entry not kept may still take the file's line). */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static entry table[MAX_ENTRIES];
-static int nentries;
+static entry **table;
+static int nentries, capacity;
 
 /* The calling thread's tune: the key prefix ("" when none is in force),
  * and the candidate being timed (CG_CONV_AUTO when none). */
@@ -69,7 +82,7 @@ static _Thread_local cg_conv_lowering trying = CG_CONV_AUTO;
 bool cg_conv_tune_on(void)
 {
 	const char *e = getenv("REVC_CONV_TUNE");
-	return e && !strcmp(e, "1") && cg_conv_forced() == CG_CONV_AUTO;
+	return !(e && !strcmp(e, "0")) && cg_conv_forced() == CG_CONV_AUTO;
 }
 
 cg_conv_lowering cg_conv_tune_trying(void)
@@ -80,12 +93,14 @@ cg_conv_lowering cg_conv_tune_trying(void)
 int64_t cg_conv_tune_largest(const ir_conv_geom *g, const ir_node *n,
 	int64_t (*elems)(const ir_conv_geom *, const ir_node *))
 {
-	if (!cg_conv_tune_on() || !cg_conv_winograd_fits(g, n->type.dtype))
+	if (cg_conv_forced() != CG_CONV_AUTO || !cg_conv_winograd_fits(g, n->type.dtype))
 		return elems(g, n);
-	cg_conv_lowering was = trying;
+	cg_conv_lowering was = trying, each[NCAND + 1];
+	memcpy(each, candidates, sizeof candidates);
+	each[NCAND] = cg_conv_modelled(g, NULL); /* what a shape not kept gets */
 	int64_t most = 0;
-	for (int c = 0; c < NCAND; c++) {
-		trying = candidates[c];
+	for (int c = 0; c <= NCAND; c++) {
+		trying = each[c];
 		int64_t e = elems(g, n);
 		most = e > most ? e : most;
 	}
@@ -132,8 +147,8 @@ static void key_of(const char *sc, const ir_conv_geom *g, char *buf, size_t len)
 static entry *find(const char *key)
 {
 	for (int i = 0; i < nentries; i++)
-		if (!strcmp(table[i].key, key))
-			return &table[i];
+		if (!strcmp(table[i]->key, key))
+			return table[i];
 	return NULL;
 }
 
@@ -143,35 +158,42 @@ static void describe(entry *e, const char *how)
 		e->ms[0], cg_conv_lowering_name(candidates[1]), e->ms[1]);
 }
 
-/* Adds an entry (mu held); false when the table is full. */
-static bool add(const char *key, cg_conv_lowering l, const double *ms, const char *how)
+/* Adds an entry (mu held). */
+static void add(const char *key, cg_conv_lowering l, const double *ms, const char *how, bool kept)
 {
-	if (nentries == MAX_ENTRIES)
-		return false;
-	entry *e = &table[nentries];
+	if (nentries == capacity) {
+		capacity = capacity ? 2 * capacity : 64;
+		table = realloc(table, (size_t)capacity * sizeof *table);
+		if (!table)
+			IR_DIE("out of memory");
+	}
+	entry *e = calloc(1, sizeof *e);
+	if (!e)
+		IR_DIE("out of memory");
 	snprintf(e->key, sizeof e->key, "%s", key);
 	e->l = l;
 	memcpy(e->ms, ms, sizeof e->ms);
 	describe(e, how);
-	nentries++;
-	return true;
+	e->kept = kept;
+	table[nentries++] = e;
 }
 
 bool cg_conv_tuned(const ir_conv_geom *g, cg_conv_lowering *l, const char **why)
 {
 	if (!scope[0])
 		return false;
-	char key[sizeof table[0].key];
+	char key[sizeof table[0]->key];
 	key_of(scope, g, key, sizeof key);
 	pthread_mutex_lock(&mu);
 	entry *e = find(key);
-	if (e) {
+	bool kept = e && e->kept;
+	if (kept) {
 		*l = e->l;
 		if (why)
 			*why = e->why;
 	}
 	pthread_mutex_unlock(&mu);
-	return e != NULL;
+	return kept;
 }
 
 /* ---- the file ------------------------------------------------------------ */
@@ -198,8 +220,10 @@ static cg_conv_lowering lowering_named(const char *s)
 	return CG_CONV_AUTO;
 }
 
-/* One line "KEY\tLOWERING\tMS\tMS" into the table unless its key is
- * there; false when it is malformed. */
+/* One line "KEY\tLOWERING\tMS\tMS" of the file into the table: a new
+ * entry, or the line of an entry not kept (another process wrote it
+ * first, and what it chose is what later runs will read); false when it
+ * is malformed (mu held). */
 static bool parse_line(char *line)
 {
 	char *f[NCAND + 2];
@@ -210,7 +234,7 @@ static bool parse_line(char *line)
 			break;
 		*t = 0;
 	}
-	if (nf != NCAND + 2 || strchr(f[nf - 1], '\t') || !f[0][0] || strlen(f[0]) >= sizeof table[0].key)
+	if (nf != NCAND + 2 || strchr(f[nf - 1], '\t') || !f[0][0] || strlen(f[0]) >= sizeof table[0]->key)
 		return false;
 	cg_conv_lowering l = lowering_named(f[1]);
 	double ms[NCAND];
@@ -222,16 +246,28 @@ static bool parse_line(char *line)
 	}
 	if (l == CG_CONV_AUTO)
 		return false;
-	if (!find(f[0]))
-		add(f[0], l, ms, "cached");
+	entry *e = find(f[0]);
+	if (!e)
+		add(f[0], l, ms, "cached", true);
+	else if (!e->kept) {
+		e->l = l;
+		memcpy(e->ms, ms, sizeof e->ms);
+		describe(e, "cached");
+		e->kept = true;
+	}
 	return true;
+}
+
+static void file_path(const char *dir, const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", dir, name);
 }
 
 /* Reads the cache file into the table (mu held). */
 static void load(const char *dir)
 {
 	char path[4200];
-	snprintf(path, sizeof path, "%s/conv-tune", dir);
+	file_path(dir, "conv-tune", path, sizeof path);
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return;
@@ -264,29 +300,57 @@ static bool make_dir(const char *dir)
 	return !mkdir(dir, 0755) || errno == EEXIST;
 }
 
-/* Writes the table to the cache file: a temporary file, then renamed over
- * it (mu held).  Failures leave the file as it was. */
-static void store(const char *dir)
+/* The lock file beside the cache, opened (not locked), or -1 when it
+ * cannot be: then neither can the cache be written. */
+static int open_lock(const char *dir)
 {
 	if (!make_dir(dir))
-		return;
+		return -1;
+	char path[4200];
+	file_path(dir, "conv-tune.lock", path, sizeof path);
+	return open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+}
+
+/* Writes the table to the cache file: a temporary file, then renamed over
+ * it; true when it was, and then every entry is kept (mu held, and the
+ * lock).  Failures leave the file as it was. */
+static bool store(const char *dir)
+{
 	char path[4200], tmp[4300];
-	snprintf(path, sizeof path, "%s/conv-tune", dir);
+	file_path(dir, "conv-tune", path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
 	FILE *f = fopen(tmp, "w");
 	if (!f)
-		return;
+		return false;
 	fprintf(f, HEADER "\n");
 	for (int i = 0; i < nentries; i++) {
-		fprintf(f, "%s\t%s", table[i].key, cg_conv_lowering_name(table[i].l));
+		fprintf(f, "%s\t%s", table[i]->key, cg_conv_lowering_name(table[i]->l));
 		for (int c = 0; c < NCAND; c++)
-			fprintf(f, "\t%.4f", table[i].ms[c]);
+			fprintf(f, "\t%.4f", table[i]->ms[c]);
 		fprintf(f, "\n");
 	}
 	bool ok = !ferror(f);
 	ok = !fclose(f) && ok;
-	if (!ok || rename(tmp, path))
+	if (!ok || rename(tmp, path)) {
 		unlink(tmp);
+		return false;
+	}
+	for (int i = 0; i < nentries; i++)
+		table[i]->kept = true;
+	return true;
+}
+
+/* Merges the table into the cache file under the lock (fd, open_lock's):
+ * the file read again, then written whole. */
+static void merge(const char *dir, int fd)
+{
+	if (flock(fd, LOCK_EX))
+		return;
+	pthread_mutex_lock(&mu);
+	load(dir);
+	store(dir);
+	pthread_mutex_unlock(&mu);
+	flock(fd, LOCK_UN);
 }
 
 /* ---- timing ---------------------------------------------------------------- */
@@ -377,7 +441,7 @@ static void time_kernels(revc_abi_kernel *const fn[NCAND], const int64_t extent[
 /* A shape to time: its node, key and each candidate's kernel and extent. */
 typedef struct {
 	const ir_node *n;
-	char key[sizeof table[0].key];
+	char key[sizeof table[0]->key];
 	LLVMValueRef fn[NCAND];
 	int64_t extent[NCAND];
 } shape;
@@ -427,7 +491,7 @@ static void measure(shape *s, int ns, const cg_options *o)
 			best = ms[c] < ms[best] ? c : best;
 		pthread_mutex_lock(&mu);
 		if (ok && !find(s[i].key))
-			add(s[i].key, candidates[best], ms, "measured");
+			add(s[i].key, candidates[best], ms, "measured", false);
 		pthread_mutex_unlock(&mu);
 	}
 	cg_jit_free(j);
@@ -440,18 +504,17 @@ static void measure(shape *s, int ns, const cg_options *o)
 void cg_conv_tune_begin(const ir_graph *g, const cg_options *o)
 {
 	scope[0] = 0;
-	if (!cg_conv_tune_on())
-		return;
 	char sc[sizeof scope], dir[4096];
+	if (!cg_conv_tune_on() || !cache_dir(dir, sizeof dir))
+		return; /* nowhere to keep a choice: the cost model, nothing timed */
 	scope_of(o, sc, sizeof sc);
-	bool cached = cache_dir(dir, sizeof dir);
 	pthread_mutex_lock(&mu);
-	if (cached)
-		load(dir);
+	load(dir);
 	shape *s = calloc((size_t)g->n + 1, sizeof *s);
 	if (!s)
 		IR_DIE("out of memory");
 	int ns = 0;
+	bool unkept = false; /* a shape measured earlier whose line could not be written */
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
 		if (n->op != IR_OP_CONV2D && n->op != IR_OP_CONV2D_DX && n->op != IR_OP_CONV2D_DW)
@@ -460,19 +523,21 @@ void cg_conv_tune_begin(const ir_graph *g, const cg_options *o)
 		if (!cg_conv_winograd_fits(&geom, n->type.dtype))
 			continue;
 		key_of(sc, &geom, s[ns].key, sizeof s[ns].key);
-		bool dup = find(s[ns].key) != NULL;
+		entry *e = find(s[ns].key);
+		unkept = unkept || (e && !e->kept);
+		bool dup = e != NULL;
 		for (int k = 0; k < ns && !dup; k++)
 			dup = !strcmp(s[k].key, s[ns].key);
 		if (!dup)
 			s[ns++].n = n;
 	}
 	pthread_mutex_unlock(&mu);
-	if (ns > 0) {
-		measure(s, ns, o);
-		pthread_mutex_lock(&mu);
-		if (cached)
-			store(dir);
-		pthread_mutex_unlock(&mu);
+	int fd = ns > 0 || unkept ? open_lock(dir) : -1;
+	if (fd >= 0) { /* the file can be written: what is measured can be kept */
+		if (ns > 0)
+			measure(s, ns, o);
+		merge(dir, fd);
+		close(fd);
 	}
 	free(s);
 	snprintf(scope, sizeof scope, "%s", sc);

@@ -10,6 +10,10 @@
 # x86-64-v4 has them even where it cannot run (cross-compiling).
 # Usage: run.sh REVC ROOT
 set -u
+# The library's code takes the cost model's lowerings (revc compile does not
+# time its convolutions: it may be for another machine); the JIT's are
+# compared with it lowering for lowering, so without the conv tune.
+export REVC_CONV_TUNE=0
 revc=$(realpath "$1") root=$(realpath "$2")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1

@@ -317,8 +317,14 @@ START_TEST(test_drift_json)
 	revc_error *err = NULL;
 	revc_model *m = revc_model_from_file(path, sets, 2, &err);
 	ck_assert_msg(m, "%s", revc_error_message(err));
-	char *json = revc_drift_json(m, NULL, 1, &err);
+	revc_options o;
+	revc_options_init(&o);
+	o.cpu = getenv("REVC_CPU"); /* the JIT's code for it, as cli-drift's */
+	char *json = revc_drift_json(m, &o, 1, &err);
 	ck_assert_msg(json, "%s", revc_error_message(err));
+	char engine[80];
+	snprintf(engine, sizeof engine, "\"engine\":\"jit (%s)\"", o.cpu ? o.cpu : "");
+	ck_assert_msg(!o.cpu || strstr(json, engine), "%.120s: not for REVC_CPU", json);
 	double f32_rel = -1, f64_rel = -1;
 	const char *p32 = strstr(json, "\"f32\":{\"x1_abs\":"), *p64 = strstr(json, "\"f64\":{\"x1_abs\":");
 	ck_assert(p32 && p64);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "conv_geom.h"
+#include "test_cpu.h"
 #include "tools.h"
 
 static char spec_path[1024];
@@ -199,7 +200,7 @@ END_TEST
 static bool drift_on(const fe_spec *s, revc_engine kind, drv_drift_report *r, ir_diags *d)
 {
 	drv_engine e;
-	drv_engine_init(&e, kind, 1, NULL);
+	drv_engine_init(&e, kind, 1, kind == REVC_JIT ? test_cpu() : NULL); /* REVC_CPU, as cli-drift */
 	bool ok = drv_drift(s, &e, 1, r, d);
 	drv_engine_free(&e);
 	return ok;
@@ -244,15 +245,19 @@ START_TEST(drift_report)
 }
 END_TEST
 
-/* Under the JIT the report counts each step's convolution lowerings: in
- * f64 every one is direct (Winograd is f32 only), in f32 the revnet step
- * has as many as in f64 (the lowering changes, not the graph), and the
- * revnet step recomputes, so it has more than the store step. */
+/* Under the JIT (for REVC_CPU, when set) the report counts each step's
+ * convolution lowerings: in f64 every one is direct (Winograd is f32
+ * only), in f32 the revnet step has as many as in f64 (the lowering
+ * changes, not the graph), and the revnet step recomputes, so it has more
+ * than the store step. */
 START_TEST(drift_report_jit)
 {
 	drv_drift_report r;
 	drift_ok(REVC_JIT, &r);
 	ck_assert(r.jit && strncmp(r.engine, "jit (", 5) == 0);
+	char want[80];
+	snprintf(want, sizeof want, "jit (%s)", test_cpu() ? test_cpu() : "");
+	ck_assert_msg(!test_cpu() || !strcmp(r.engine, want), "%s, not for REVC_CPU", r.engine);
 	int total[2][2] = {{0}};
 	for (int dt = 0; dt < 2; dt++)
 		for (int k = 0; k < 2; k++)
@@ -330,6 +335,9 @@ END_TEST
 
 int main(void)
 {
+	int status = test_cpu_check();
+	if (status != -1)
+		return status;
 	Suite *s = suite_create("tools");
 	TCase *tc = tcase_create("tools");
 	tcase_set_timeout(tc, 300);
