@@ -52,9 +52,9 @@ int64_t cg_workspace(const ir_node *n, void *user);
  * stride=1 pad=[...]". */
 void cg_node_signature(const ir_node *n, char *buf, size_t len);
 /* How convolution node n is computed in native code ("direct",
- * "winograd2", "winograd4" or "blas") when compiled with o (with
- * REVC_CONV_TUNE=1 the measured choice for o's CPU and threads, once
- * cg_jit_compile has timed it; NULL: the tune of the compile in progress,
+ * "winograd2", "winograd4" or "blas") when compiled with o (with the
+ * conv tune, on unless REVC_CONV_TUNE=0, the choice kept for o's CPU and
+ * threads once cg_jit_compile has timed it; NULL: the tune of the compile in progress,
  * if any, else the cost model) and, in *why when why is not
  * NULL, why ("measured: direct 0.410 ms, winograd2 0.470 ms"); NULL for
  * other nodes (codegen/k_conv_choice.c). */

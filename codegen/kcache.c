@@ -10,9 +10,11 @@
  * An entry's key is the kernel cache's (cg_kernel: op, types, attributes,
  * epilogue) prefixed with what else shapes the code: the CPU, the thread
  * count (workspace slices, finish kernels) and libm_math.  The convolution
- * lowering is not in it: it is a function of the node and, with
- * REVC_CONV_TUNE=1, of the process's measured choices, which are only
- * added to, so a later compile chooses as the earlier one did.
+ * lowering is not in it: it is a function of the node and, with the conv
+ * tune (k_conv_tune.c, on unless REVC_CONV_TUNE=0), of the choices kept in
+ * its cache file, which a process only adds to; and a kernel found here is
+ * called as it was compiled, whatever a later compile would choose, its
+ * workspace being planned for every lowering it could have.
  *
  * The addresses are code in the JITs that compiled them: whoever owns the
  * cache (the driver's engine) keeps those JITs until it frees the cache and
