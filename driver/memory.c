@@ -107,22 +107,44 @@ static void decisions(const ir_graph *g, char *out)
 		if (g->nodes[i]->role == IR_ROLE_BWD)
 			for (int k = 0; k < g->nodes[i]->nin; k++)
 				read[g->nodes[i]->in[k]->id] = true;
-	int ns = 0;
-	for (int i = 0, j = 0; i < g->n; i++) {
+	/* A node's segment is the one after the last unit it depends on (its
+	 * inputs' units and segments), not its place in the list: the planned
+	 * graph is in schedule order, where a recomputed stem may come after
+	 * a unit's forward (ids are list positions, inputs before users). */
+	int *seg = calloc((size_t)g->n + 1, sizeof *seg);
+	if (!seg)
+		IR_DIE("out of memory");
+	for (int i = 0; i < g->n; i++) {
+		const ir_node *n = g->nodes[i];
+		for (int k = 0; k < n->nin; k++) {
+			const ir_node *in = n->in[k];
+			int s = in->unit >= 0 ? in->unit + 1 : seg[in->id];
+			if (s > seg[n->id])
+				seg[n->id] = s;
+		}
+	}
+	bool *present = calloc((size_t)nu + 1, sizeof *present), *recomputed = calloc((size_t)nu + 1, sizeof *recomputed);
+	if (!present || !recomputed)
+		IR_DIE("out of memory");
+	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
 		if (n->role != IR_ROLE_FWD || ir_op_has(n->op, IR_OPF_SRC) || ir_op_has(n->op, IR_OPF_FX))
 			continue;
-		if (n->unit >= 0 && n->unit + 1 > j)
-			j = n->unit + 1;
 		if (n->unit >= 0 || !(read[n->id] || n->keep == IR_KEEP_RECOMPUTE))
 			continue;
-		if (ns == 0 || at[ns - 1] != j) {
-			at[ns] = j;
-			rec[ns++] = false;
-		}
-		rec[ns - 1] |= n->keep == IR_KEEP_RECOMPUTE;
+		present[seg[n->id]] = true;
+		recomputed[seg[n->id]] |= n->keep == IR_KEEP_RECOMPUTE;
 	}
+	int ns = 0;
+	for (int j = 0; j <= nu; j++)
+		if (present[j]) {
+			at[ns] = j;
+			rec[ns++] = recomputed[j];
+		}
+	free(present);
+	free(recomputed);
 	free(read);
+	free(seg);
 	if (nu <= REVC_MAX_UNITS)
 		ps_decisions_format(keep, nu, at, rec, ns, out);
 	else
