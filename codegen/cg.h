@@ -77,8 +77,6 @@ revc_abi_step *cg_jit_step(const cg_jit *j);
 /* An empty kernel cache; free it after every JIT that used it. */
 cg_kcache *cg_kcache_new(void);
 void cg_kcache_free(cg_kcache *c);
-/* The kernels in it. */
-int cg_kcache_size(cg_kcache *c);
 void cg_jit_free(cg_jit *j);
 
 /* Ahead of time: writes g's step (and the evaluation graph's forward, when

@@ -65,14 +65,6 @@ void cg_kcache_free(cg_kcache *c)
 	free(c);
 }
 
-int cg_kcache_size(cg_kcache *c)
-{
-	pthread_mutex_lock(&c->mu);
-	int n = c->n;
-	pthread_mutex_unlock(&c->mu);
-	return n;
-}
-
 uint64_t cg_kcache_find(cg_kcache *c, const char *key)
 {
 	uint64_t h = fnv1a(key), addr = 0;
