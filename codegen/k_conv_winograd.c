@@ -166,6 +166,8 @@ typedef struct {
 	int64_t imgs, cols;     /* images per parallel index; their tiles */
 	int64_t vs, ms;         /* strides of V's and M's a² matrices */
 	int64_t hp, wq;         /* a padded plane: whole tiles plus the window */
+	bool fused;             /* conv2d, conv2d_dx: the stages done per chunk */
+	int64_t rows, cc;       /* fused: tile rows per chunk, and V's and M's columns */
 } wino;
 
 /* Vectors are at most 16 floats (AVX-512): the slack that whole-vector
@@ -215,6 +217,24 @@ static int64_t dw_images(const ir_conv_geom *g, const wino *w)
 	return (g->n + idx - 1) / idx;
 }
 
+/* The fused lowering's tile rows per chunk: as many as keep the chunk's V
+ * and M (a² matrices each of cin and cout planes of the chunk's tiles)
+ * within CHUNK bytes, at least one, at most the plane's.  In bytes, not
+ * vectors, so that the workspace does not depend on the CPU. */
+#include <stdlib.h>
+static int64_t chunk_budget(void)
+{
+	const char *e = getenv("REVC_WINO_CHUNK");
+	return (e ? atoll(e) : 32) << 10;
+}
+
+static int64_t chunk_rows(const wino *w)
+{
+	int64_t row = (int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tw * 4;
+	int64_t r = chunk_budget() / row;
+	return r < 1 ? 1 : r > w->th ? w->th : r;
+}
+
 static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 {
 	wino w = {.t = transforms_for(tile_m(g, dt))};
@@ -235,6 +255,14 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	w.wq = w.tw * m + 2;
 	w.imgs = g->op == IR_OP_CONV2D_DW ? dw_images(g, &w) : images(g, &w);
 	w.cols = w.imgs * w.tiles;
+	w.fused = g->op != IR_OP_CONV2D_DW;
+	if (w.fused) {
+		w.rows = chunk_rows(&w);
+		w.cc = w.rows * w.tw;
+		w.vs = skew(w.cin * w.cc + WIDEST);
+		w.ms = skew(w.cout * w.cc + WIDEST);
+		return w;
+	}
 	w.vs = skew(w.cin * w.cols + WIDEST);
 	w.ms = skew(w.cout * w.cols + WIDEST);
 	return w;
@@ -255,7 +283,7 @@ static int64_t acc_elems(const ir_conv_geom *g, const wino *w)
 
 static int64_t pad_elems(const wino *w)
 {
-	return w->hp * w->wq + 2 * (int64_t)w->t->m * WIDEST;
+	return (w->fused ? w->cin : 1) * w->hp * w->wq + 2 * (int64_t)w->t->m * WIDEST;
 }
 
 static int64_t v_elems(const wino *w)
@@ -361,14 +389,10 @@ static void patches(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRe
  * next row's, which are stored after (so planes and images must be done
  * in order), and the last past the plane into the next plane's or the
  * slack of ds. */
-static void transform_plane(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef pl, LLVMValueRef dst, int64_t ds,
-	LLVMValueRef col0)
+static void transform_row(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef pl, LLVMValueRef row0,
+	LLVMValueRef dst, int64_t ds, LLVMValueRef dst0)
 {
-	int a = w->t->a, m = w->t->m, vw = lanes_of(k);
-	cg_loop ly;
-	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
-	LLVMValueRef row0 = cg_imul(k, ty, cg_i64(k, m * w->wq));
-	LLVMValueRef dst0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tw)));
+	int a = w->t->a, vw = lanes_of(k);
 	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
 		LLVMValueRef d[36], out[36];
 		patches(k, w, n, pl, row0, q0, d);
@@ -376,6 +400,16 @@ static void transform_plane(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef
 		for (int e = 0; e < a * a; e++)
 			cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds + q0)), out[e], vw);
 	}
+}
+
+static void transform_plane(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef pl, LLVMValueRef dst, int64_t ds,
+	LLVMValueRef col0)
+{
+	int m = w->t->m;
+	cg_loop ly;
+	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
+	transform_row(k, w, n, l, pl, cg_imul(k, ty, cg_i64(k, m * w->wq)), dst, ds,
+		cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tw))));
 	cg_keep_loop(&ly);
 	cg_end_for(k, &ly, NULL);
 }
@@ -428,11 +462,12 @@ static LLVMValueRef interleave(cg_kb *k, const LLVMValueRef *v, int m, int vw, i
  * results' m phases interleaved back and stored masked at wo.  The loads
  * run past the row's tiles into the next row's, the next plane's or the
  * slack of ms. */
-static void rows_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y, LLVMValueRef ty, int rows)
+static void rows_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y, LLVMValueRef sy, LLVMValueRef ty,
+	int rows)
 {
 	const transforms *t = w->t;
 	int a = t->a, m = t->m, vw = lanes_of(k);
-	LLVMValueRef src0 = cg_imul(k, ty, cg_i64(k, w->tw));
+	LLVMValueRef src0 = cg_imul(k, sy, cg_i64(k, w->tw));
 	LLVMValueRef dst0 = cg_imul(k, ty, cg_i64(k, m * w->wo));
 	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
 		LLVMValueRef in[36], out[16];
@@ -444,40 +479,6 @@ static void rows_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y,
 				cg_vstore(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0 + c * vw)),
 					interleave(k, out + i * m, m, vw, c), (int)(w->wo - m * q0 - c * vw));
 	}
-}
-
-/* Output plane y of the image whose columns start at mrow: whole tile
- * rows, then the bottom edge's partial one. */
-static void plane_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y)
-{
-	int m = w->t->m;
-	int64_t full_y = w->ho / m;
-	int rest_y = (int)(w->ho - full_y * m);
-	if (full_y > 0) {
-		cg_loop ly;
-		LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, full_y));
-		rows_out(k, w, mrow, y, ty, m);
-		cg_keep_loop(&ly);
-		cg_end_for(k, &ly, NULL);
-	}
-	if (rest_y > 0)
-		rows_out(k, w, mrow, y, cg_i64(k, full_y), rest_y);
-}
-
-/* Y = A^T M A for every output plane of the index's `count` images, out
- * at its first image. */
-static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef out, LLVMValueRef count)
-{
-	cg_loop lo, li;
-	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
-	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
-	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, w->cout)), o);
-	LLVMValueRef col = cg_iadd(k, cg_imul(k, o, cg_i64(k, w->cols)), cg_imul(k, i, cg_i64(k, w->tiles)));
-	plane_out(k, w, cg_gep(k, NULL, mm, col), cg_gep(k, NULL, out, cg_imul(k, plane, cg_i64(k, w->ho * w->wo))));
-	cg_keep_loop(&li);
-	cg_end_for(k, &li, NULL);
-	cg_keep_loop(&lo);
-	cg_end_for(k, &lo, NULL);
 }
 
 /* The thread's buffers (cg_conv_winograd_workspace's order). */
@@ -545,6 +546,75 @@ static void all_products(cg_kb *k, const ir_conv_geom *g, const wino *w, const b
 	cg_if_end(k, &part);
 }
 
+/* ---- conv2d and conv2d_dx: the stages fused, a chunk at a time ------------ */
+
+/* The chunk of n tile rows from ty0 of one image, its cin padded planes
+ * in the pad and its cout output planes at y: V for the chunk's tiles of
+ * every input plane, the a² products, and Y, before the next chunk, so V
+ * and M are re-read while in L1.  V[e][c] and M[e][o] hold the chunk's
+ * tile rows one after another, cc columns each plane.  The last tile row
+ * of a partial chunk is the image's partial one when `partial`. */
+static void chunk(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef y, LLVMValueRef ty0, int64_t n, bool partial)
+{
+	const transforms *t = w->t;
+	int a = t->a, m = t->m;
+	cg_loop lc, lr, le, lo, ly;
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, w->cin));
+	LLVMValueRef pl = cg_gep(k, NULL, b->p, cg_imul(k, c, cg_i64(k, w->hp * w->wq)));
+	LLVMValueRef dst = cg_gep(k, NULL, b->v, cg_imul(k, c, cg_i64(k, w->cc)));
+	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, n));
+	transform_row(k, w, a, plain(&t->bt[0][0], a, 6), pl, cg_imul(k, cg_iadd(k, ty0, r), cg_i64(k, m * w->wq)), dst,
+		w->vs, cg_imul(k, r, cg_i64(k, w->tw)));
+	cg_keep_loop(&lr);
+	cg_end_for(k, &lr, NULL);
+	cg_keep_loop(&lc);
+	cg_end_for(k, &lc, NULL);
+
+	LLVMValueRef e = cg_for(k, &le, cg_i64(k, 0), cg_i64(k, a * a));
+	cg_ab prod = {.m = w->cout, .r = w->cin, .p = n * w->tw,
+		.a = cg_gep(k, NULL, b->u, cg_imul(k, e, cg_i64(k, w->cout * w->cin))), .a_rs = w->cin, .a_cs = 1,
+		.b = cg_gep(k, NULL, b->v, cg_imul(k, e, cg_i64(k, w->vs))), .ldb = w->cc,
+		.c = cg_gep(k, NULL, b->mm, cg_imul(k, e, cg_i64(k, w->ms))), .ldc = w->cc};
+	cg_gemm_ab(k, &prod);
+	cg_keep_loop(&le);
+	cg_end_for(k, &le, NULL);
+
+	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
+	LLVMValueRef mrow = cg_gep(k, NULL, b->mm, cg_imul(k, o, cg_i64(k, w->cc)));
+	LLVMValueRef yo = cg_gep(k, NULL, y, cg_imul(k, o, cg_i64(k, w->ho * w->wo)));
+	int64_t full = partial ? n - 1 : n;
+	if (full > 0) {
+		LLVMValueRef q = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, full));
+		rows_out(k, w, mrow, yo, q, cg_iadd(k, ty0, q), m);
+		cg_keep_loop(&ly);
+		cg_end_for(k, &ly, NULL);
+	}
+	if (partial)
+		rows_out(k, w, mrow, yo, cg_i64(k, n - 1), cg_iadd(k, ty0, cg_i64(k, n - 1)),
+			(int)(w->ho - w->ho / m * m));
+	cg_keep_loop(&lo);
+	cg_end_for(k, &lo, NULL);
+}
+
+/* One image: its planes padded at once, then the whole chunks of rows tile
+ * rows, then the rest (with the partial tile row, if any). */
+static void image_fused(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef in, LLVMValueRef y)
+{
+	int m = w->t->m;
+	bool partial = w->ho % m != 0;
+	int64_t full = (w->th - (partial ? 1 : 0)) / w->rows, rest = w->th - full * w->rows;
+	cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wq, in, b->p);
+	if (full > 0) {
+		cg_loop lq;
+		LLVMValueRef q = cg_for(k, &lq, cg_i64(k, 0), cg_i64(k, full));
+		chunk(k, w, b, y, cg_imul(k, q, cg_i64(k, w->rows)), w->rows, false);
+		cg_keep_loop(&lq);
+		cg_end_for(k, &lq, NULL);
+	}
+	if (rest > 0)
+		chunk(k, w, b, y, cg_i64(k, full * w->rows), rest, partial);
+}
+
 int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt)
 {
 	wino w = wino_of(g, dt);
@@ -604,9 +674,12 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, t, cg_i64(k, w.imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w.imgs));
-	transform_input(k, &w, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))), b.p, b.v, count);
-	all_products(k, g, &w, &b, count);
-	transform_output(k, &w, b.mm, cg_gep(k, NULL, out, cg_imul(k, first, cg_i64(k, w.cout * w.ho * w.wo))), count);
+	cg_loop li;
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count), img = cg_iadd(k, first, i);
+	image_fused(k, &w, &b, cg_gep(k, NULL, in, cg_imul(k, img, cg_i64(k, w.cin * w.h * w.w))),
+		cg_gep(k, NULL, out, cg_imul(k, img, cg_i64(k, w.cout * w.ho * w.wo))));
+	cg_keep_loop(&li);
+	cg_end_for(k, &li, NULL);
 	cg_conv_epilogue_tile(k, n, first, count);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
