@@ -29,6 +29,13 @@
  * the products are wide enough); the filter transform is redone by each thread
  * per call (C·O·a² values: under 1% of the image loop at RevNet widths).
  *
+ * conv2d and conv2d_dx run the three stages per chunk of tiles (chunk()):
+ * some tile rows of one image, or a few whole images, with V and M within
+ * 256 KiB; V for the chunk, its a² products, Y, then the next chunk.  Each
+ * column's sums run over the input planes in order whatever the chunks, so
+ * the results are those of the unchunked stages, bit for bit.  conv2d_dw
+ * runs its stages over the whole index (emit_dw).
+ *
  * Rounding: the transforms' constants (F(4x4)'s 1/24, 5, 8) amplify f32's
  * rounding of the patch; docs/codegen.md gives the errors measured on the
  * presets' layers, tests/unit/test_cg_winograd.c bounds them. */
@@ -167,7 +174,8 @@ typedef struct {
 	int64_t vs, ms;         /* strides of V's and M's a² matrices */
 	int64_t hp, wq;         /* a padded plane: whole tiles plus the window */
 	bool fused;             /* conv2d, conv2d_dx: the stages done per chunk */
-	int64_t rows, cc;       /* fused: tile rows per chunk, and V's and M's columns */
+	int64_t rows, group;    /* fused: a chunk's tile rows of each image, and images */
+	int64_t cc, ldv;        /* fused: M's columns per plane, and V's (with slack) */
 } wino;
 
 /* Vectors are at most 16 floats (AVX-512): the slack that whole-vector
@@ -217,22 +225,30 @@ static int64_t dw_images(const ir_conv_geom *g, const wino *w)
 	return (g->n + idx - 1) / idx;
 }
 
-/* The fused lowering's tile rows per chunk: as many as keep the chunk's V
- * and M (a² matrices each of cin and cout planes of the chunk's tiles)
- * within CHUNK bytes, at least one, at most the plane's.  In bytes, not
+/* conv2d's and conv2d_dx's chunks (see chunk()): V and M of a chunk (a²
+ * matrices each of cin and cout planes of its tiles) within CHUNK bytes,
+ * half of L2, as the whole index's were before the stages were fused.
+ * Smaller chunks, within L1, measured slower: the products, at the FMA
+ * peak, lose more to narrow column blocks than the loads gain (a 28x28
+ * plane at 8 channels: 32 KiB chunks took 1.27 times the time, 64 KiB 1.07).
+ * A chunk holds some tile rows of one image, as many as fit (the plane's
+ * rows split evenly), or whole images when one fits.  In bytes, not
  * vectors, so that the workspace does not depend on the CPU. */
-#include <stdlib.h>
-static int64_t chunk_budget(void)
-{
-	const char *e = getenv("REVC_WINO_CHUNK");
-	return (e ? atoll(e) : 32) << 10;
-}
+#define CHUNK ((int64_t)256 << 10)
 
 static int64_t chunk_rows(const wino *w)
 {
 	int64_t row = (int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tw * 4;
-	int64_t r = chunk_budget() / row;
-	return r < 1 ? 1 : r > w->th ? w->th : r;
+	int64_t r = CHUNK / row;
+	r = r < 1 ? 1 : r > w->th ? w->th : r;
+	int64_t n = (w->th + r - 1) / r;
+	return (w->th + n - 1) / n;
+}
+
+static int64_t chunk_images(const wino *w)
+{
+	int64_t j = CHUNK / ((int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tiles * 4);
+	return j < 1 ? 1 : j > w->imgs ? w->imgs : j;
 }
 
 static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
@@ -258,8 +274,10 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	w.fused = g->op != IR_OP_CONV2D_DW;
 	if (w.fused) {
 		w.rows = chunk_rows(&w);
-		w.cc = w.rows * w.tw;
-		w.vs = skew(w.cin * w.cc + WIDEST);
+		w.group = w.rows < w.th ? 1 : chunk_images(&w);
+		w.cc = w.group * w.rows * w.tw;
+		w.ldv = w.cc + WIDEST;
+		w.vs = skew(w.cin * w.ldv);
 		w.ms = skew(w.cout * w.cc + WIDEST);
 		return w;
 	}
@@ -269,8 +287,9 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 }
 
 /* Per thread: for conv2d_dw the thread's sum S of the indices' P in f64
- * (acc_elems reals, 0 otherwise); U (conv2d_dw: one index's P), one padded
- * plane (of x, or of dY in whole tiles), V, and M (conv2d_dw: Z). */
+ * (acc_elems reals, 0 otherwise); U (conv2d_dw: one index's P); the
+ * padded planes of one image (conv2d_dw: one plane, of x or of dY in whole
+ * tiles); V, and M (conv2d_dw: Z), a chunk's (conv2d_dw: an index's). */
 static int64_t u_elems(const wino *w)
 {
 	return (int64_t)w->t->a * w->t->a * w->cout * w->cin;
@@ -504,9 +523,9 @@ static void zero_slack(cg_kb *k, const wino *w, const bufs *b)
 	cg_zero(k, b->p, cg_i64(k, pad_elems(w)));
 }
 
-/* For the first `imgs` images' columns, one product per tile element:
- * M[e] = U[e] · V[e], or for conv2d_dw P[e] += Z[e] · V[e]^T. */
-static void products(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b, int64_t imgs)
+/* conv2d_dw's products for the first `imgs` images' columns, one per tile
+ * element: P[e] += Z[e] · V[e]^T. */
+static void products(cg_kb *k, const wino *w, const bufs *b, int64_t imgs)
 {
 	int a = w->t->a;
 	cg_loop le;
@@ -514,15 +533,9 @@ static void products(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs 
 	LLVMValueRef u = cg_gep(k, NULL, b->u, cg_imul(k, e, cg_i64(k, w->cout * w->cin)));
 	LLVMValueRef v = cg_gep(k, NULL, b->v, cg_imul(k, e, cg_i64(k, w->vs)));
 	LLVMValueRef mm = cg_gep(k, NULL, b->mm, cg_imul(k, e, cg_i64(k, w->ms)));
-	if (g->op == IR_OP_CONV2D_DW) {
-		cg_abt prod = {.m = w->cout, .n = w->cin, .q = imgs * w->tiles, .a = mm, .lda = w->cols, .b = v,
-			.ldb = w->cols, .c = u, .ldc = w->cin};
-		cg_gemm_abt(k, &prod, cg_i64(k, 1));
-	} else {
-		cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * w->tiles, .a = u, .a_rs = w->cin, .a_cs = 1,
-			.b = v, .ldb = w->cols, .c = mm, .ldc = w->cols};
-		cg_gemm_ab(k, &prod);
-	}
+	cg_abt prod = {.m = w->cout, .n = w->cin, .q = imgs * w->tiles, .a = mm, .lda = w->cols, .b = v,
+		.ldb = w->cols, .c = u, .ldc = w->cin};
+	cg_gemm_abt(k, &prod, cg_i64(k, 1));
 	cg_keep_loop(&le);
 	cg_end_for(k, &le, NULL);
 }
@@ -533,35 +546,44 @@ static void all_products(cg_kb *k, const ir_conv_geom *g, const wino *w, const b
 {
 	int64_t rest = g->n % w->imgs;
 	if (rest == 0) {
-		products(k, g, w, b, w->imgs);
+		products(k, w, b, w->imgs);
 		return;
 	}
 	cg_if full, part;
 	LLVMValueRef whole = LLVMBuildICmp(k->b, LLVMIntEQ, count, cg_i64(k, w->imgs), "");
 	cg_if_begin(k, &full, whole);
-	products(k, g, w, b, w->imgs);
+	products(k, w, b, w->imgs);
 	cg_if_end(k, &full);
 	cg_if_begin(k, &part, LLVMBuildNot(k->b, whole, ""));
-	products(k, g, w, b, rest);
+	products(k, w, b, rest);
 	cg_if_end(k, &part);
 }
 
 /* ---- conv2d and conv2d_dx: the stages fused, a chunk at a time ------------ */
 
-/* The chunk of n tile rows from ty0 of one image, its cin padded planes
- * in the pad and its cout output planes at y: V for the chunk's tiles of
- * every input plane, the a² products, and Y, before the next chunk, so V
- * and M are re-read while in L1.  V[e][c] and M[e][o] hold the chunk's
- * tile rows one after another, cc columns each plane.  The last tile row
- * of a partial chunk is the image's partial one when `partial`. */
-static void chunk(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef y, LLVMValueRef ty0, int64_t n, bool partial)
+/* A chunk: tile rows [ty0, ty0 + n) of `imgs` images (several only when
+ * n is the whole plane), from in and into y at the first image.  V for the
+ * chunk's tiles of every input plane, the a² products, and Y, before the
+ * next chunk, so that V and M are re-read soon after they are written.
+ * V[e][c] (ldv apart) and M[e][o] (cc apart) hold the images' tiles one
+ * after another, each image's rows one after another.  With pad, each
+ * image's planes are padded here; else the caller padded the one image.
+ * The last tile row is the image's partial one when `partial`. */
+static void chunk(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef in, LLVMValueRef y, int64_t imgs,
+	LLVMValueRef ty0, int64_t n, bool partial, bool pad)
 {
 	const transforms *t = w->t;
 	int a = t->a, m = t->m;
-	cg_loop lc, lr, le, lo, ly;
+	int64_t span = n * w->tw; /* an image's columns */
+	cg_loop lj, lc, lr, le, lo, ly;
+	LLVMValueRef j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, imgs));
+	if (pad)
+		cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wq,
+			cg_gep(k, NULL, in, cg_imul(k, j, cg_i64(k, w->cin * w->h * w->w))), b->p);
 	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, w->cin));
 	LLVMValueRef pl = cg_gep(k, NULL, b->p, cg_imul(k, c, cg_i64(k, w->hp * w->wq)));
-	LLVMValueRef dst = cg_gep(k, NULL, b->v, cg_imul(k, c, cg_i64(k, w->cc)));
+	LLVMValueRef dst = cg_gep(k, NULL, b->v,
+		cg_iadd(k, cg_imul(k, c, cg_i64(k, w->ldv)), cg_imul(k, j, cg_i64(k, span))));
 	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, n));
 	transform_row(k, w, a, plain(&t->bt[0][0], a, 6), pl, cg_imul(k, cg_iadd(k, ty0, r), cg_i64(k, m * w->wq)), dst,
 		w->vs, cg_imul(k, r, cg_i64(k, w->tw)));
@@ -569,19 +591,24 @@ static void chunk(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef y, LLVMVa
 	cg_end_for(k, &lr, NULL);
 	cg_keep_loop(&lc);
 	cg_end_for(k, &lc, NULL);
+	cg_keep_loop(&lj);
+	cg_end_for(k, &lj, NULL);
 
 	LLVMValueRef e = cg_for(k, &le, cg_i64(k, 0), cg_i64(k, a * a));
-	cg_ab prod = {.m = w->cout, .r = w->cin, .p = n * w->tw,
+	cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * span,
 		.a = cg_gep(k, NULL, b->u, cg_imul(k, e, cg_i64(k, w->cout * w->cin))), .a_rs = w->cin, .a_cs = 1,
-		.b = cg_gep(k, NULL, b->v, cg_imul(k, e, cg_i64(k, w->vs))), .ldb = w->cc,
+		.b = cg_gep(k, NULL, b->v, cg_imul(k, e, cg_i64(k, w->vs))), .ldb = w->ldv,
 		.c = cg_gep(k, NULL, b->mm, cg_imul(k, e, cg_i64(k, w->ms))), .ldc = w->cc};
 	cg_gemm_ab(k, &prod);
 	cg_keep_loop(&le);
 	cg_end_for(k, &le, NULL);
 
+	j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, imgs));
 	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
-	LLVMValueRef mrow = cg_gep(k, NULL, b->mm, cg_imul(k, o, cg_i64(k, w->cc)));
-	LLVMValueRef yo = cg_gep(k, NULL, y, cg_imul(k, o, cg_i64(k, w->ho * w->wo)));
+	LLVMValueRef mrow = cg_gep(k, NULL, b->mm,
+		cg_iadd(k, cg_imul(k, o, cg_i64(k, w->cc)), cg_imul(k, j, cg_i64(k, span))));
+	LLVMValueRef yo = cg_gep(k, NULL, y,
+		cg_iadd(k, cg_imul(k, j, cg_i64(k, w->cout * w->ho * w->wo)), cg_imul(k, o, cg_i64(k, w->ho * w->wo))));
 	int64_t full = partial ? n - 1 : n;
 	if (full > 0) {
 		LLVMValueRef q = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, full));
@@ -594,25 +621,70 @@ static void chunk(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef y, LLVMVa
 			(int)(w->ho - w->ho / m * m));
 	cg_keep_loop(&lo);
 	cg_end_for(k, &lo, NULL);
+	cg_keep_loop(&lj);
+	cg_end_for(k, &lj, NULL);
 }
 
-/* One image: its planes padded at once, then the whole chunks of rows tile
- * rows, then the rest (with the partial tile row, if any). */
-static void image_fused(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef in, LLVMValueRef y)
+/* `count` images (a constant) from in, into y.  Images larger than a
+ * chunk: one at a time, its planes padded once, then its whole chunks of
+ * w->rows tile rows, then the rest (with the partial tile row, if any).
+ * Smaller ones: chunks of w->group images, then the rest. */
+static void images_fused(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef in, LLVMValueRef y, int64_t count)
 {
 	int m = w->t->m;
 	bool partial = w->ho % m != 0;
-	int64_t full = (w->th - (partial ? 1 : 0)) / w->rows, rest = w->th - full * w->rows;
-	cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wq, in, b->p);
+	int64_t isz = w->cin * w->h * w->w, osz = w->cout * w->ho * w->wo;
+	cg_loop li, lq;
+	if (w->rows < w->th) {
+		int64_t full = (w->th - (partial ? 1 : 0)) / w->rows, rest = w->th - full * w->rows;
+		LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), cg_i64(k, count));
+		LLVMValueRef x = cg_gep(k, NULL, in, cg_imul(k, i, cg_i64(k, isz)));
+		LLVMValueRef yi = cg_gep(k, NULL, y, cg_imul(k, i, cg_i64(k, osz)));
+		cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wq, x, b->p);
+		if (full > 0) {
+			LLVMValueRef q = cg_for(k, &lq, cg_i64(k, 0), cg_i64(k, full));
+			chunk(k, w, b, x, yi, 1, cg_imul(k, q, cg_i64(k, w->rows)), w->rows, false, false);
+			cg_keep_loop(&lq);
+			cg_end_for(k, &lq, NULL);
+		}
+		if (rest > 0)
+			chunk(k, w, b, x, yi, 1, cg_i64(k, full * w->rows), rest, partial, false);
+		cg_keep_loop(&li);
+		cg_end_for(k, &li, NULL);
+		return;
+	}
+	int64_t full = count / w->group, rest = count - full * w->group;
 	if (full > 0) {
-		cg_loop lq;
 		LLVMValueRef q = cg_for(k, &lq, cg_i64(k, 0), cg_i64(k, full));
-		chunk(k, w, b, y, cg_imul(k, q, cg_i64(k, w->rows)), w->rows, false);
+		LLVMValueRef first = cg_imul(k, q, cg_i64(k, w->group));
+		chunk(k, w, b, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, isz))),
+			cg_gep(k, NULL, y, cg_imul(k, first, cg_i64(k, osz))), w->group, cg_i64(k, 0), w->th, partial, true);
 		cg_keep_loop(&lq);
 		cg_end_for(k, &lq, NULL);
 	}
 	if (rest > 0)
-		chunk(k, w, b, y, cg_i64(k, full * w->rows), rest, partial);
+		chunk(k, w, b, cg_gep(k, NULL, in, cg_i64(k, full * w->group * isz)),
+			cg_gep(k, NULL, y, cg_i64(k, full * w->group * osz)), rest, cg_i64(k, 0), w->th, partial, true);
+}
+
+/* The index's `count` images; the last index may have fewer (a constant
+ * number). */
+static void index_fused(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b, LLVMValueRef in,
+	LLVMValueRef y, LLVMValueRef count)
+{
+	int64_t rest = g->n % w->imgs;
+	if (rest == 0) {
+		images_fused(k, w, b, in, y, w->imgs);
+		return;
+	}
+	cg_if full, part;
+	LLVMValueRef whole = LLVMBuildICmp(k->b, LLVMIntEQ, count, cg_i64(k, w->imgs), "");
+	cg_if_begin(k, &full, whole);
+	images_fused(k, w, b, in, y, w->imgs);
+	cg_if_end(k, &full);
+	cg_if_begin(k, &part, LLVMBuildNot(k->b, whole, ""));
+	images_fused(k, w, b, in, y, rest);
+	cg_if_end(k, &part);
 }
 
 int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt)
@@ -674,12 +746,8 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, t, cg_i64(k, w.imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w.imgs));
-	cg_loop li;
-	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count), img = cg_iadd(k, first, i);
-	image_fused(k, &w, &b, cg_gep(k, NULL, in, cg_imul(k, img, cg_i64(k, w.cin * w.h * w.w))),
-		cg_gep(k, NULL, out, cg_imul(k, img, cg_i64(k, w.cout * w.ho * w.wo))));
-	cg_keep_loop(&li);
-	cg_end_for(k, &li, NULL);
+	index_fused(k, g, &w, &b, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))),
+		cg_gep(k, NULL, out, cg_imul(k, first, cg_i64(k, w.cout * w.ho * w.wo))), count);
 	cg_conv_epilogue_tile(k, n, first, count);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);
