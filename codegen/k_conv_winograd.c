@@ -384,21 +384,26 @@ static LLVMValueRef pick(cg_kb *k, const LLVMValueRef *src, int nsrc, const int 
  * tiles: element j of tile l is at m·l + j, picked from native-width loads
  * at m·(j / m) (one shift serves m columns).  The loads run past the row,
  * and past the plane into the pad's slack. */
-static void patches(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef row0, int64_t q0, LLVMValueRef *d)
+static void patch_row(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef row, int64_t q0, LLVMValueRef *d)
 {
 	int m = w->t->m, vw = lanes_of(k);
-	for (int i = 0; i < n; i++)
-		for (int s = 0; s < n; s += m) {
-			LLVMValueRef at = cg_iadd(k, row0, cg_i64(k, i * w->wq + m * q0 + s)), ld[4];
-			for (int c = 0; c < m; c++)
-				ld[c] = cg_vload(k, vw, pl, cg_iadd(k, at, cg_i64(k, c * vw)), vw);
-			for (int j = s; j < n && j < s + m; j++) {
-				int idx[WIDEST];
-				for (int l = 0; l < vw; l++)
-					idx[l] = m * l + j - s;
-				d[i * n + j] = pick(k, ld, m, idx, vw);
-			}
+	for (int s = 0; s < n; s += m) {
+		LLVMValueRef at = cg_iadd(k, row, cg_i64(k, m * q0 + s)), ld[4];
+		for (int c = 0; c < m; c++)
+			ld[c] = cg_vload(k, vw, pl, cg_iadd(k, at, cg_i64(k, c * vw)), vw);
+		for (int j = s; j < n && j < s + m; j++) {
+			int idx[WIDEST];
+			for (int l = 0; l < vw; l++)
+				idx[l] = m * l + j - s;
+			d[j] = pick(k, ld, m, idx, vw);
 		}
+	}
+}
+
+static void patches(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef row0, int64_t q0, LLVMValueRef *d)
+{
+	for (int i = 0; i < n; i++)
+		patch_row(k, w, n, pl, cg_iadd(k, row0, cg_i64(k, i * w->wq)), q0, d + i * n);
 }
 
 /* dst[e·ds + col0 + ty·tw + q] = (L d L^T)[e] for the n x n patch d of
@@ -561,6 +566,69 @@ static void all_products(cg_kb *k, const ir_conv_geom *g, const wino *w, const b
 
 /* ---- conv2d and conv2d_dx: the stages fused, a chunk at a time ------------ */
 
+/* Tile row ty's patches share their first two rows with the last two of
+ * tile row ty - 1's (a = m + 2): so when the row sums (d·B, per patch
+ * row, of every vector of the tile row) of those two rows fit in the
+ * loop's carried values, they are kept from one tile row to the next, and
+ * each tile row loads, picks and sums m patch rows, not a.  The same sums
+ * of the same elements as sandwich(), so the same V. */
+static bool rows_carried(const cg_kb *k, const wino *w)
+{
+	int64_t vw = lanes_of(k), nq = (w->tw + vw - 1) / vw;
+	return nq * 2 * w->t->a <= CG_MAX_CARRY;
+}
+
+/* The row sums of patch row `row` (an offset in pl) of the tiles [q0, q0 + vw). */
+static void row_sums(cg_kb *k, const wino *w, LLVMValueRef pl, LLVMValueRef row, int64_t q0, LLVMValueRef *h)
+{
+	const transforms *t = w->t;
+	LLVMValueRef d[6];
+	patch_row(k, w, t->a, pl, row, q0, d);
+	for (int j = 0; j < t->a; j++)
+		h[j] = combine(k, &t->bt[j][0], 1, d, t->a);
+}
+
+/* V for tile rows [ty0, ty0 + n) of padded plane pl, into dst (row r at
+ * r·tw), the row sums of two patch rows carried from each tile row to the
+ * next. */
+static void transform_rows_carried(cg_kb *k, const wino *w, LLVMValueRef pl, LLVMValueRef ty0, int64_t n,
+	LLVMValueRef dst)
+{
+	const transforms *t = w->t;
+	int a = t->a, m = t->m, vw = lanes_of(k), nq = (int)((w->tw + vw - 1) / vw);
+	LLVMValueRef init[CG_MAX_CARRY], h[CG_MAX_CARRY], next[CG_MAX_CARRY];
+	LLVMValueRef base = cg_imul(k, ty0, cg_i64(k, m * w->wq));
+	for (int q = 0; q < nq; q++)
+		for (int i = 0; i < 2; i++)
+			row_sums(k, w, pl, cg_iadd(k, base, cg_i64(k, i * w->wq)), (int64_t)q * vw, init + (q * 2 + i) * a);
+	cg_loop lr;
+	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, n));
+	for (int x = 0; x < nq * 2 * a; x++)
+		h[x] = cg_carry(k, &lr, init[x]);
+	LLVMValueRef row0 = cg_imul(k, cg_iadd(k, ty0, r), cg_i64(k, m * w->wq));
+	LLVMValueRef dst0 = cg_imul(k, r, cg_i64(k, w->tw));
+	for (int q = 0; q < nq; q++) {
+		LLVMValueRef rs[36], col[6], out[36];
+		for (int x = 0; x < 2 * a; x++)
+			rs[x] = h[q * 2 * a + x];
+		for (int i = 2; i < a; i++)
+			row_sums(k, w, pl, cg_iadd(k, row0, cg_i64(k, i * w->wq)), (int64_t)q * vw, rs + i * a);
+		for (int i = 0; i < a; i++)
+			for (int j = 0; j < a; j++) {
+				for (int p = 0; p < a; p++)
+					col[p] = rs[p * a + j];
+				out[i * a + j] = combine(k, &t->bt[i][0], 1, col, a);
+			}
+		for (int e = 0; e < a * a; e++)
+			cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * w->vs + (int64_t)q * vw)), out[e], vw);
+		for (int x = 0; x < 2 * a; x++)
+			next[q * 2 * a + x] = rs[(a - 2) * a + x];
+	}
+	cg_keep_loop(&lr);
+	cg_end_for(k, &lr, next);
+}
+
+
 /* A chunk: tile rows [ty0, ty0 + n) of `imgs` images (several only when
  * n is the whole plane), from in and into y at the first image.  V for the
  * chunk's tiles of every input plane, the a² products, and Y, before the
@@ -584,11 +652,15 @@ static void chunk(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef in, LLVMV
 	LLVMValueRef pl = cg_gep(k, NULL, b->p, cg_imul(k, c, cg_i64(k, w->hp * w->wq)));
 	LLVMValueRef dst = cg_gep(k, NULL, b->v,
 		cg_iadd(k, cg_imul(k, c, cg_i64(k, w->ldv)), cg_imul(k, j, cg_i64(k, span))));
-	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, n));
-	transform_row(k, w, a, plain(&t->bt[0][0], a, 6), pl, cg_imul(k, cg_iadd(k, ty0, r), cg_i64(k, m * w->wq)), dst,
-		w->vs, cg_imul(k, r, cg_i64(k, w->tw)));
-	cg_keep_loop(&lr);
-	cg_end_for(k, &lr, NULL);
+	if (rows_carried(k, w))
+		transform_rows_carried(k, w, pl, ty0, n, dst);
+	else {
+		LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, n));
+		transform_row(k, w, a, plain(&t->bt[0][0], a, 6), pl, cg_imul(k, cg_iadd(k, ty0, r), cg_i64(k, m * w->wq)),
+			dst, w->vs, cg_imul(k, r, cg_i64(k, w->tw)));
+		cg_keep_loop(&lr);
+		cg_end_for(k, &lr, NULL);
+	}
 	cg_keep_loop(&lc);
 	cg_end_for(k, &lc, NULL);
 	cg_keep_loop(&lj);
