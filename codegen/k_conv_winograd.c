@@ -634,8 +634,11 @@ static void transform_rows_carried(cg_kb *k, const wino *w, LLVMValueRef pl, LLV
  * chunk's tiles of every input plane, the a² products, and Y, before the
  * next chunk, so that V and M are re-read soon after they are written.
  * V[e][c] (ldv apart) and M[e][o] (cc apart) hold the images' tiles one
- * after another, each image's rows one after another.  With pad, each
- * image's planes are padded here; else the caller padded the one image.
+ * after another, each image's rows one after another; ldv has a vector's
+ * slack past the cc columns, for the transforms' whole-vector stores that
+ * run past the last image's last tile row (the next plane's columns were
+ * written before, with the images outermost).  With pad, each image's
+ * planes are padded here; else the caller padded the one image.
  * The last tile row is the image's partial one when `partial`. */
 static void chunk(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef in, LLVMValueRef y, int64_t imgs,
 	LLVMValueRef ty0, int64_t n, bool partial, bool pad)
