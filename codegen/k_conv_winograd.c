@@ -29,6 +29,13 @@
  * the products are wide enough); the filter transform is redone by each thread
  * per call (C·O·a² values: under 1% of the image loop at RevNet widths).
  *
+ * conv2d and conv2d_dx run the three stages per chunk of tiles (chunk()):
+ * some tile rows of one image, or a few whole images, with V and M within
+ * 256 KiB; V for the chunk, its a² products, Y, then the next chunk.  Each
+ * column's sums run over the input planes in order whatever the chunks, so
+ * the results are those of the unchunked stages, bit for bit.  conv2d_dw
+ * runs its stages over the whole index (emit_dw).
+ *
  * Rounding: the transforms' constants (F(4x4)'s 1/24, 5, 8) amplify f32's
  * rounding of the patch; docs/codegen.md gives the errors measured on the
  * presets' layers, tests/unit/test_cg_winograd.c bounds them. */
@@ -166,6 +173,9 @@ typedef struct {
 	int64_t imgs, cols;     /* images per parallel index; their tiles */
 	int64_t vs, ms;         /* strides of V's and M's a² matrices */
 	int64_t hp, wq;         /* a padded plane: whole tiles plus the window */
+	bool fused;             /* conv2d, conv2d_dx: the stages done per chunk */
+	int64_t rows, group;    /* fused: a chunk's tile rows of each image, and images */
+	int64_t cc, ldv;        /* fused: M's columns per plane, and V's (with slack) */
 } wino;
 
 /* Vectors are at most 16 floats (AVX-512): the slack that whole-vector
@@ -215,6 +225,32 @@ static int64_t dw_images(const ir_conv_geom *g, const wino *w)
 	return (g->n + idx - 1) / idx;
 }
 
+/* conv2d's and conv2d_dx's chunks (see chunk()): V and M of a chunk (a²
+ * matrices each of cin and cout planes of its tiles) within CHUNK bytes,
+ * half of L2, as the whole index's were before the stages were fused.
+ * Smaller chunks, within L1, measured slower: the products, at the FMA
+ * peak, lose more to narrow column blocks than the loads gain (a 28x28
+ * plane at 8 channels: 32 KiB chunks took 1.27 times the time, 64 KiB 1.07).
+ * A chunk holds some tile rows of one image, as many as fit (the plane's
+ * rows split evenly), or whole images when one fits.  In bytes, not
+ * vectors, so that the workspace does not depend on the CPU. */
+#define CHUNK ((int64_t)256 << 10)
+
+static int64_t chunk_rows(const wino *w)
+{
+	int64_t row = (int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tw * 4;
+	int64_t r = CHUNK / row;
+	r = r < 1 ? 1 : r > w->th ? w->th : r;
+	int64_t n = (w->th + r - 1) / r;
+	return (w->th + n - 1) / n;
+}
+
+static int64_t chunk_images(const wino *w)
+{
+	int64_t j = CHUNK / ((int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tiles * 4);
+	return j < 1 ? 1 : j > w->imgs ? w->imgs : j;
+}
+
 static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 {
 	wino w = {.t = transforms_for(tile_m(g, dt))};
@@ -235,14 +271,25 @@ static wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	w.wq = w.tw * m + 2;
 	w.imgs = g->op == IR_OP_CONV2D_DW ? dw_images(g, &w) : images(g, &w);
 	w.cols = w.imgs * w.tiles;
+	w.fused = g->op != IR_OP_CONV2D_DW;
+	if (w.fused) {
+		w.rows = chunk_rows(&w);
+		w.group = w.rows < w.th ? 1 : chunk_images(&w);
+		w.cc = w.group * w.rows * w.tw;
+		w.ldv = w.cc + WIDEST;
+		w.vs = skew(w.cin * w.ldv);
+		w.ms = skew(w.cout * w.cc + WIDEST);
+		return w;
+	}
 	w.vs = skew(w.cin * w.cols + WIDEST);
 	w.ms = skew(w.cout * w.cols + WIDEST);
 	return w;
 }
 
 /* Per thread: for conv2d_dw the thread's sum S of the indices' P in f64
- * (acc_elems reals, 0 otherwise); U (conv2d_dw: one index's P), one padded
- * plane (of x, or of dY in whole tiles), V, and M (conv2d_dw: Z). */
+ * (acc_elems reals, 0 otherwise); U (conv2d_dw: one index's P); the
+ * padded planes of one image (conv2d_dw: one plane, of x or of dY in whole
+ * tiles); V, and M (conv2d_dw: Z), a chunk's (conv2d_dw: an index's). */
 static int64_t u_elems(const wino *w)
 {
 	return (int64_t)w->t->a * w->t->a * w->cout * w->cin;
@@ -255,7 +302,7 @@ static int64_t acc_elems(const ir_conv_geom *g, const wino *w)
 
 static int64_t pad_elems(const wino *w)
 {
-	return w->hp * w->wq + 2 * (int64_t)w->t->m * WIDEST;
+	return (w->fused ? w->cin : 1) * w->hp * w->wq + 2 * (int64_t)w->t->m * WIDEST;
 }
 
 static int64_t v_elems(const wino *w)
@@ -337,21 +384,26 @@ static LLVMValueRef pick(cg_kb *k, const LLVMValueRef *src, int nsrc, const int 
  * tiles: element j of tile l is at m·l + j, picked from native-width loads
  * at m·(j / m) (one shift serves m columns).  The loads run past the row,
  * and past the plane into the pad's slack. */
-static void patches(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef row0, int64_t q0, LLVMValueRef *d)
+static void patch_row(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef row, int64_t q0, LLVMValueRef *d)
 {
 	int m = w->t->m, vw = lanes_of(k);
-	for (int i = 0; i < n; i++)
-		for (int s = 0; s < n; s += m) {
-			LLVMValueRef at = cg_iadd(k, row0, cg_i64(k, i * w->wq + m * q0 + s)), ld[4];
-			for (int c = 0; c < m; c++)
-				ld[c] = cg_vload(k, vw, pl, cg_iadd(k, at, cg_i64(k, c * vw)), vw);
-			for (int j = s; j < n && j < s + m; j++) {
-				int idx[WIDEST];
-				for (int l = 0; l < vw; l++)
-					idx[l] = m * l + j - s;
-				d[i * n + j] = pick(k, ld, m, idx, vw);
-			}
+	for (int s = 0; s < n; s += m) {
+		LLVMValueRef at = cg_iadd(k, row, cg_i64(k, m * q0 + s)), ld[4];
+		for (int c = 0; c < m; c++)
+			ld[c] = cg_vload(k, vw, pl, cg_iadd(k, at, cg_i64(k, c * vw)), vw);
+		for (int j = s; j < n && j < s + m; j++) {
+			int idx[WIDEST];
+			for (int l = 0; l < vw; l++)
+				idx[l] = m * l + j - s;
+			d[j] = pick(k, ld, m, idx, vw);
 		}
+	}
+}
+
+static void patches(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRef row0, int64_t q0, LLVMValueRef *d)
+{
+	for (int i = 0; i < n; i++)
+		patch_row(k, w, n, pl, cg_iadd(k, row0, cg_i64(k, i * w->wq)), q0, d + i * n);
 }
 
 /* dst[e·ds + col0 + ty·tw + q] = (L d L^T)[e] for the n x n patch d of
@@ -361,14 +413,10 @@ static void patches(cg_kb *k, const wino *w, int n, LLVMValueRef pl, LLVMValueRe
  * next row's, which are stored after (so planes and images must be done
  * in order), and the last past the plane into the next plane's or the
  * slack of ds. */
-static void transform_plane(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef pl, LLVMValueRef dst, int64_t ds,
-	LLVMValueRef col0)
+static void transform_row(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef pl, LLVMValueRef row0,
+	LLVMValueRef dst, int64_t ds, LLVMValueRef dst0)
 {
-	int a = w->t->a, m = w->t->m, vw = lanes_of(k);
-	cg_loop ly;
-	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
-	LLVMValueRef row0 = cg_imul(k, ty, cg_i64(k, m * w->wq));
-	LLVMValueRef dst0 = cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tw)));
+	int a = w->t->a, vw = lanes_of(k);
 	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
 		LLVMValueRef d[36], out[36];
 		patches(k, w, n, pl, row0, q0, d);
@@ -376,6 +424,16 @@ static void transform_plane(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef
 		for (int e = 0; e < a * a; e++)
 			cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds + q0)), out[e], vw);
 	}
+}
+
+static void transform_plane(cg_kb *k, const wino *w, int n, cmat l, LLVMValueRef pl, LLVMValueRef dst, int64_t ds,
+	LLVMValueRef col0)
+{
+	int m = w->t->m;
+	cg_loop ly;
+	LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, w->th));
+	transform_row(k, w, n, l, pl, cg_imul(k, ty, cg_i64(k, m * w->wq)), dst, ds,
+		cg_iadd(k, col0, cg_imul(k, ty, cg_i64(k, w->tw))));
 	cg_keep_loop(&ly);
 	cg_end_for(k, &ly, NULL);
 }
@@ -428,11 +486,12 @@ static LLVMValueRef interleave(cg_kb *k, const LLVMValueRef *v, int m, int vw, i
  * results' m phases interleaved back and stored masked at wo.  The loads
  * run past the row's tiles into the next row's, the next plane's or the
  * slack of ms. */
-static void rows_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y, LLVMValueRef ty, int rows)
+static void rows_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y, LLVMValueRef sy, LLVMValueRef ty,
+	int rows)
 {
 	const transforms *t = w->t;
 	int a = t->a, m = t->m, vw = lanes_of(k);
-	LLVMValueRef src0 = cg_imul(k, ty, cg_i64(k, w->tw));
+	LLVMValueRef src0 = cg_imul(k, sy, cg_i64(k, w->tw));
 	LLVMValueRef dst0 = cg_imul(k, ty, cg_i64(k, m * w->wo));
 	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
 		LLVMValueRef in[36], out[16];
@@ -444,40 +503,6 @@ static void rows_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y,
 				cg_vstore(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0 + c * vw)),
 					interleave(k, out + i * m, m, vw, c), (int)(w->wo - m * q0 - c * vw));
 	}
-}
-
-/* Output plane y of the image whose columns start at mrow: whole tile
- * rows, then the bottom edge's partial one. */
-static void plane_out(cg_kb *k, const wino *w, LLVMValueRef mrow, LLVMValueRef y)
-{
-	int m = w->t->m;
-	int64_t full_y = w->ho / m;
-	int rest_y = (int)(w->ho - full_y * m);
-	if (full_y > 0) {
-		cg_loop ly;
-		LLVMValueRef ty = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, full_y));
-		rows_out(k, w, mrow, y, ty, m);
-		cg_keep_loop(&ly);
-		cg_end_for(k, &ly, NULL);
-	}
-	if (rest_y > 0)
-		rows_out(k, w, mrow, y, cg_i64(k, full_y), rest_y);
-}
-
-/* Y = A^T M A for every output plane of the index's `count` images, out
- * at its first image. */
-static void transform_output(cg_kb *k, const wino *w, LLVMValueRef mm, LLVMValueRef out, LLVMValueRef count)
-{
-	cg_loop lo, li;
-	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
-	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
-	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, w->cout)), o);
-	LLVMValueRef col = cg_iadd(k, cg_imul(k, o, cg_i64(k, w->cols)), cg_imul(k, i, cg_i64(k, w->tiles)));
-	plane_out(k, w, cg_gep(k, NULL, mm, col), cg_gep(k, NULL, out, cg_imul(k, plane, cg_i64(k, w->ho * w->wo))));
-	cg_keep_loop(&li);
-	cg_end_for(k, &li, NULL);
-	cg_keep_loop(&lo);
-	cg_end_for(k, &lo, NULL);
 }
 
 /* The thread's buffers (cg_conv_winograd_workspace's order). */
@@ -503,9 +528,9 @@ static void zero_slack(cg_kb *k, const wino *w, const bufs *b)
 	cg_zero(k, b->p, cg_i64(k, pad_elems(w)));
 }
 
-/* For the first `imgs` images' columns, one product per tile element:
- * M[e] = U[e] · V[e], or for conv2d_dw P[e] += Z[e] · V[e]^T. */
-static void products(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b, int64_t imgs)
+/* conv2d_dw's products for the first `imgs` images' columns, one per tile
+ * element: P[e] += Z[e] · V[e]^T. */
+static void products(cg_kb *k, const wino *w, const bufs *b, int64_t imgs)
 {
 	int a = w->t->a;
 	cg_loop le;
@@ -513,15 +538,9 @@ static void products(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs 
 	LLVMValueRef u = cg_gep(k, NULL, b->u, cg_imul(k, e, cg_i64(k, w->cout * w->cin)));
 	LLVMValueRef v = cg_gep(k, NULL, b->v, cg_imul(k, e, cg_i64(k, w->vs)));
 	LLVMValueRef mm = cg_gep(k, NULL, b->mm, cg_imul(k, e, cg_i64(k, w->ms)));
-	if (g->op == IR_OP_CONV2D_DW) {
-		cg_abt prod = {.m = w->cout, .n = w->cin, .q = imgs * w->tiles, .a = mm, .lda = w->cols, .b = v,
-			.ldb = w->cols, .c = u, .ldc = w->cin};
-		cg_gemm_abt(k, &prod, cg_i64(k, 1));
-	} else {
-		cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * w->tiles, .a = u, .a_rs = w->cin, .a_cs = 1,
-			.b = v, .ldb = w->cols, .c = mm, .ldc = w->cols};
-		cg_gemm_ab(k, &prod);
-	}
+	cg_abt prod = {.m = w->cout, .n = w->cin, .q = imgs * w->tiles, .a = mm, .lda = w->cols, .b = v,
+		.ldb = w->cols, .c = u, .ldc = w->cin};
+	cg_gemm_abt(k, &prod, cg_i64(k, 1));
 	cg_keep_loop(&le);
 	cg_end_for(k, &le, NULL);
 }
@@ -532,16 +551,214 @@ static void all_products(cg_kb *k, const ir_conv_geom *g, const wino *w, const b
 {
 	int64_t rest = g->n % w->imgs;
 	if (rest == 0) {
-		products(k, g, w, b, w->imgs);
+		products(k, w, b, w->imgs);
 		return;
 	}
 	cg_if full, part;
 	LLVMValueRef whole = LLVMBuildICmp(k->b, LLVMIntEQ, count, cg_i64(k, w->imgs), "");
 	cg_if_begin(k, &full, whole);
-	products(k, g, w, b, w->imgs);
+	products(k, w, b, w->imgs);
 	cg_if_end(k, &full);
 	cg_if_begin(k, &part, LLVMBuildNot(k->b, whole, ""));
-	products(k, g, w, b, rest);
+	products(k, w, b, rest);
+	cg_if_end(k, &part);
+}
+
+/* ---- conv2d and conv2d_dx: the stages fused, a chunk at a time ------------ */
+
+/* Tile row ty's patches share their first two rows with the last two of
+ * tile row ty - 1's (a = m + 2): so when the row sums (d·B, per patch
+ * row, of every vector of the tile row) of those two rows fit in the
+ * loop's carried values, they are kept from one tile row to the next, and
+ * each tile row loads, picks and sums m patch rows, not a.  The same sums
+ * of the same elements as sandwich(), so the same V. */
+static bool rows_carried(const cg_kb *k, const wino *w)
+{
+	int64_t vw = lanes_of(k), nq = (w->tw + vw - 1) / vw;
+	return nq * 2 * w->t->a <= CG_MAX_CARRY;
+}
+
+/* The row sums of patch row `row` (an offset in pl) of the tiles [q0, q0 + vw). */
+static void row_sums(cg_kb *k, const wino *w, LLVMValueRef pl, LLVMValueRef row, int64_t q0, LLVMValueRef *h)
+{
+	const transforms *t = w->t;
+	LLVMValueRef d[6];
+	patch_row(k, w, t->a, pl, row, q0, d);
+	for (int j = 0; j < t->a; j++)
+		h[j] = combine(k, &t->bt[j][0], 1, d, t->a);
+}
+
+/* V for tile rows [ty0, ty0 + n) of padded plane pl, into dst (row r at
+ * r·tw), the row sums of two patch rows carried from each tile row to the
+ * next. */
+static void transform_rows_carried(cg_kb *k, const wino *w, LLVMValueRef pl, LLVMValueRef ty0, int64_t n,
+	LLVMValueRef dst)
+{
+	const transforms *t = w->t;
+	int a = t->a, m = t->m, vw = lanes_of(k), nq = (int)((w->tw + vw - 1) / vw);
+	LLVMValueRef init[CG_MAX_CARRY], h[CG_MAX_CARRY], next[CG_MAX_CARRY];
+	LLVMValueRef base = cg_imul(k, ty0, cg_i64(k, m * w->wq));
+	for (int q = 0; q < nq; q++)
+		for (int i = 0; i < 2; i++)
+			row_sums(k, w, pl, cg_iadd(k, base, cg_i64(k, i * w->wq)), (int64_t)q * vw, init + (q * 2 + i) * a);
+	cg_loop lr;
+	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, n));
+	for (int x = 0; x < nq * 2 * a; x++)
+		h[x] = cg_carry(k, &lr, init[x]);
+	LLVMValueRef row0 = cg_imul(k, cg_iadd(k, ty0, r), cg_i64(k, m * w->wq));
+	LLVMValueRef dst0 = cg_imul(k, r, cg_i64(k, w->tw));
+	for (int q = 0; q < nq; q++) {
+		LLVMValueRef rs[36], col[6], out[36];
+		for (int x = 0; x < 2 * a; x++)
+			rs[x] = h[q * 2 * a + x];
+		for (int i = 2; i < a; i++)
+			row_sums(k, w, pl, cg_iadd(k, row0, cg_i64(k, i * w->wq)), (int64_t)q * vw, rs + i * a);
+		for (int i = 0; i < a; i++)
+			for (int j = 0; j < a; j++) {
+				for (int p = 0; p < a; p++)
+					col[p] = rs[p * a + j];
+				out[i * a + j] = combine(k, &t->bt[i][0], 1, col, a);
+			}
+		for (int e = 0; e < a * a; e++)
+			cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * w->vs + (int64_t)q * vw)), out[e], vw);
+		for (int x = 0; x < 2 * a; x++)
+			next[q * 2 * a + x] = rs[(a - 2) * a + x];
+	}
+	cg_keep_loop(&lr);
+	cg_end_for(k, &lr, next);
+}
+
+
+/* A chunk: tile rows [ty0, ty0 + n) of `imgs` images (several only when
+ * n is the whole plane), from in and into y at the first image.  V for the
+ * chunk's tiles of every input plane, the a² products, and Y, before the
+ * next chunk, so that V and M are re-read soon after they are written.
+ * V[e][c] (ldv apart) and M[e][o] (cc apart) hold the images' tiles one
+ * after another, each image's rows one after another; ldv has a vector's
+ * slack past the cc columns, for the transforms' whole-vector stores that
+ * run past the last image's last tile row (the next plane's columns were
+ * written before, with the images outermost).  With pad, each image's
+ * planes are padded here; else the caller padded the one image.
+ * The last tile row is the image's partial one when `partial`. */
+static void chunk(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef in, LLVMValueRef y, int64_t imgs,
+	LLVMValueRef ty0, int64_t n, bool partial, bool pad)
+{
+	const transforms *t = w->t;
+	int a = t->a, m = t->m;
+	int64_t span = n * w->tw; /* an image's columns */
+	cg_loop lj, lc, lr, le, lo, ly;
+	LLVMValueRef j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, imgs));
+	if (pad)
+		cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wq,
+			cg_gep(k, NULL, in, cg_imul(k, j, cg_i64(k, w->cin * w->h * w->w))), b->p);
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, w->cin));
+	LLVMValueRef pl = cg_gep(k, NULL, b->p, cg_imul(k, c, cg_i64(k, w->hp * w->wq)));
+	LLVMValueRef dst = cg_gep(k, NULL, b->v,
+		cg_iadd(k, cg_imul(k, c, cg_i64(k, w->ldv)), cg_imul(k, j, cg_i64(k, span))));
+	if (rows_carried(k, w))
+		transform_rows_carried(k, w, pl, ty0, n, dst);
+	else {
+		LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, n));
+		transform_row(k, w, a, plain(&t->bt[0][0], a, 6), pl, cg_imul(k, cg_iadd(k, ty0, r), cg_i64(k, m * w->wq)),
+			dst, w->vs, cg_imul(k, r, cg_i64(k, w->tw)));
+		cg_keep_loop(&lr);
+		cg_end_for(k, &lr, NULL);
+	}
+	cg_keep_loop(&lc);
+	cg_end_for(k, &lc, NULL);
+	cg_keep_loop(&lj);
+	cg_end_for(k, &lj, NULL);
+
+	LLVMValueRef e = cg_for(k, &le, cg_i64(k, 0), cg_i64(k, a * a));
+	cg_ab prod = {.m = w->cout, .r = w->cin, .p = imgs * span,
+		.a = cg_gep(k, NULL, b->u, cg_imul(k, e, cg_i64(k, w->cout * w->cin))), .a_rs = w->cin, .a_cs = 1,
+		.b = cg_gep(k, NULL, b->v, cg_imul(k, e, cg_i64(k, w->vs))), .ldb = w->ldv,
+		.c = cg_gep(k, NULL, b->mm, cg_imul(k, e, cg_i64(k, w->ms))), .ldc = w->cc};
+	cg_gemm_ab(k, &prod);
+	cg_keep_loop(&le);
+	cg_end_for(k, &le, NULL);
+
+	j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, imgs));
+	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w->cout));
+	LLVMValueRef mrow = cg_gep(k, NULL, b->mm,
+		cg_iadd(k, cg_imul(k, o, cg_i64(k, w->cc)), cg_imul(k, j, cg_i64(k, span))));
+	LLVMValueRef yo = cg_gep(k, NULL, y,
+		cg_iadd(k, cg_imul(k, j, cg_i64(k, w->cout * w->ho * w->wo)), cg_imul(k, o, cg_i64(k, w->ho * w->wo))));
+	int64_t full = partial ? n - 1 : n;
+	if (full > 0) {
+		LLVMValueRef q = cg_for(k, &ly, cg_i64(k, 0), cg_i64(k, full));
+		rows_out(k, w, mrow, yo, q, cg_iadd(k, ty0, q), m);
+		cg_keep_loop(&ly);
+		cg_end_for(k, &ly, NULL);
+	}
+	if (partial)
+		rows_out(k, w, mrow, yo, cg_i64(k, n - 1), cg_iadd(k, ty0, cg_i64(k, n - 1)),
+			(int)(w->ho - w->ho / m * m));
+	cg_keep_loop(&lo);
+	cg_end_for(k, &lo, NULL);
+	cg_keep_loop(&lj);
+	cg_end_for(k, &lj, NULL);
+}
+
+/* `count` images (a constant) from in, into y.  Images larger than a
+ * chunk: one at a time, its planes padded once, then its whole chunks of
+ * w->rows tile rows, then the rest (with the partial tile row, if any).
+ * Smaller ones: chunks of w->group images, then the rest. */
+static void images_fused(cg_kb *k, const wino *w, const bufs *b, LLVMValueRef in, LLVMValueRef y, int64_t count)
+{
+	int m = w->t->m;
+	bool partial = w->ho % m != 0;
+	int64_t isz = w->cin * w->h * w->w, osz = w->cout * w->ho * w->wo;
+	cg_loop li, lq;
+	if (w->rows < w->th) {
+		int64_t full = (w->th - (partial ? 1 : 0)) / w->rows, rest = w->th - full * w->rows;
+		LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), cg_i64(k, count));
+		LLVMValueRef x = cg_gep(k, NULL, in, cg_imul(k, i, cg_i64(k, isz)));
+		LLVMValueRef yi = cg_gep(k, NULL, y, cg_imul(k, i, cg_i64(k, osz)));
+		cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wq, x, b->p);
+		if (full > 0) {
+			LLVMValueRef q = cg_for(k, &lq, cg_i64(k, 0), cg_i64(k, full));
+			chunk(k, w, b, x, yi, 1, cg_imul(k, q, cg_i64(k, w->rows)), w->rows, false, false);
+			cg_keep_loop(&lq);
+			cg_end_for(k, &lq, NULL);
+		}
+		if (rest > 0)
+			chunk(k, w, b, x, yi, 1, cg_i64(k, full * w->rows), rest, partial, false);
+		cg_keep_loop(&li);
+		cg_end_for(k, &li, NULL);
+		return;
+	}
+	int64_t full = count / w->group, rest = count - full * w->group;
+	if (full > 0) {
+		LLVMValueRef q = cg_for(k, &lq, cg_i64(k, 0), cg_i64(k, full));
+		LLVMValueRef first = cg_imul(k, q, cg_i64(k, w->group));
+		chunk(k, w, b, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, isz))),
+			cg_gep(k, NULL, y, cg_imul(k, first, cg_i64(k, osz))), w->group, cg_i64(k, 0), w->th, partial, true);
+		cg_keep_loop(&lq);
+		cg_end_for(k, &lq, NULL);
+	}
+	if (rest > 0)
+		chunk(k, w, b, cg_gep(k, NULL, in, cg_i64(k, full * w->group * isz)),
+			cg_gep(k, NULL, y, cg_i64(k, full * w->group * osz)), rest, cg_i64(k, 0), w->th, partial, true);
+}
+
+/* The index's `count` images; the last index may have fewer (a constant
+ * number). */
+static void index_fused(cg_kb *k, const ir_conv_geom *g, const wino *w, const bufs *b, LLVMValueRef in,
+	LLVMValueRef y, LLVMValueRef count)
+{
+	int64_t rest = g->n % w->imgs;
+	if (rest == 0) {
+		images_fused(k, w, b, in, y, w->imgs);
+		return;
+	}
+	cg_if full, part;
+	LLVMValueRef whole = LLVMBuildICmp(k->b, LLVMIntEQ, count, cg_i64(k, w->imgs), "");
+	cg_if_begin(k, &full, whole);
+	images_fused(k, w, b, in, y, w->imgs);
+	cg_if_end(k, &full);
+	cg_if_begin(k, &part, LLVMBuildNot(k->b, whole, ""));
+	images_fused(k, w, b, in, y, rest);
 	cg_if_end(k, &part);
 }
 
@@ -604,9 +821,8 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
 	LLVMValueRef first = cg_imul(k, t, cg_i64(k, w.imgs));
 	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w.imgs));
-	transform_input(k, &w, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))), b.p, b.v, count);
-	all_products(k, g, &w, &b, count);
-	transform_output(k, &w, b.mm, cg_gep(k, NULL, out, cg_imul(k, first, cg_i64(k, w.cout * w.ho * w.wo))), count);
+	index_fused(k, g, &w, &b, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))),
+		cg_gep(k, NULL, out, cg_imul(k, first, cg_i64(k, w.cout * w.ho * w.wo))), count);
 	cg_conv_epilogue_tile(k, n, first, count);
 	cg_keep_loop(&lt);
 	cg_end_for(k, &lt, NULL);

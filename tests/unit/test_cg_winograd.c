@@ -9,7 +9,9 @@
  * against the interpreter (cgt_compare), on those layers and on small
  * cases that reach every path (several images per index with a short last
  * one, partial tiles at the right and bottom edges, uneven and no padding,
- * tile rows longer than a vector, so that the strips take several).
+ * tile rows longer than a vector, so that the strips take several; chunks
+ * of some tile rows of an image, the last with the partial tile row; tile
+ * rows too wide for the input transform to carry row sums).
  *
  * Measured worst against f64 (CG_VERBOSE=1 prints them; 2-core AMD EPYC
  * Zen 4, the same natively with AVX-512 and with REVC_CPU=x86-64-v3):
@@ -51,6 +53,8 @@ static const cgt_conv paths[] = {
 	{2, 3, 6, 6, 4, 3, 1, {0, 0, 0, 0}},   /* no padding: dx padded by 2 */
 	{2, 4, 5, 5, 3, 3, 1, {1, 1, 1, 1}},   /* one partial tile of F(4x4) */
 	{2, 3, 9, 37, 5, 3, 1, {1, 1, 1, 1}},  /* tile rows of 19 (F(2x2)) and 10 tiles: more than a vector */
+	{2, 16, 33, 33, 16, 3, 1, {1, 1, 1, 1}}, /* chunks of tile rows ending mid-image, the last partial */
+	{2, 3, 5, 101, 4, 3, 1, {1, 0, 1, 1}},  /* tile rows of 51 tiles: too many vectors to carry row sums */
 };
 #define NPATHS ((int)(sizeof paths / sizeof paths[0]))
 
