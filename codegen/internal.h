@@ -327,6 +327,11 @@ bool cg_conv_tune_on(void);
  * file (the cost model's for the others, so that a run without a
  * writable cache is reproducible). */
 void cg_conv_tune_begin(const ir_graph *g, const cg_options *o);
+/* Which of the n candidates cand (minimum times ms) the tune keeps: the
+ * cost model's choice `model` unless the fastest is 5% faster than it;
+ * the fastest (the first on a tie) when model is not among them (MARGIN
+ * in k_conv_tune.c). */
+int cg_conv_tune_pick(const double *ms, const cg_conv_lowering *cand, int n, cg_conv_lowering model);
 void cg_conv_tune_end(void);
 /* The same choices for o (NULL: none) until cg_conv_tune_leave(saved),
  * saved holding what was in force. */

@@ -7,7 +7,8 @@
  * line another process wrote); two processes writing at once losing no
  * line; REVC_CONV still forcing, REVC_CONV_TUNE=0 the cost model, and the
  * workspace the same with the tune on and off, the largest of the
- * candidates' and the cost model's choice's.  Times are never asserted:
+ * candidates' and the cost model's choice's; the rule that turns two times
+ * into a choice (the cost model's unless 5% slower).  Times are never asserted:
  * the choices checked come from entries written here.  Each test runs in
  * its own process (Check's fork mode) on its own geometry. */
 #include <stdio.h>
@@ -160,7 +161,7 @@ START_TEST(test_tune_writes)
 	compile(g);
 	char first[256];
 	ck_assert_int_eq(cache_lines(first), 4);
-	ck_assert_str_eq(first, "revc conv-tune 1\n");
+	ck_assert_str_eq(first, "revc conv-tune 2\n");
 	expect_measured(g, "measured: ");
 	ir_graph_free(g);
 	cleanup();
@@ -227,7 +228,7 @@ START_TEST(test_tune_corrupt)
 	compile(g);
 	expect_measured(g, "measured: ");
 	ck_assert_int_eq(cache_lines(first), 7); /* the first compile's three lines (this process's), three new */
-	ck_assert_str_eq(first, "revc conv-tune 1\n");
+	ck_assert_str_eq(first, "revc conv-tune 2\n");
 	ir_graph_free(g);
 	/* Now the header is right but some lines are not: they are skipped. */
 	FILE *f = fopen(path, "a");
@@ -293,7 +294,7 @@ START_TEST(test_tune_read_only)
 	ir_graph *g;
 	char lock[300];
 	static const char *const two[3] = {"direct", NULL, "winograd2"};
-	write_choices("w", "revc conv-tune 1", "n=2 c=16 h=8 w=9 o=8 k=3x3 s=1 pad=1,1,1,1", two);
+	write_choices("w", "revc conv-tune 2", "n=2 c=16 h=8 w=9 o=8 k=3x3 s=1 pad=1,1,1,1", two);
 	snprintf(lock, sizeof lock, "%s/revc/conv-tune.lock", dir);
 	unlink(lock);
 	ck_assert(!mkdir(lock, 0755));
@@ -449,6 +450,31 @@ START_TEST(test_tune_workspace)
 }
 END_TEST
 
+/* The rule that turns two minimum times into a choice: the cost model's
+ * candidate unless the other is more than 5% faster; the fastest where
+ * the cost model chose neither (F(4x4)), the first on a tie. */
+START_TEST(test_tune_pick)
+{
+	const cg_conv_lowering cand[2] = {CG_CONV_DIRECT, CG_CONV_WINOGRAD2};
+	static const struct {
+		double ms[2];
+		cg_conv_lowering model;
+		int want;
+	} cs[] = {
+		{{0.283, 0.290}, CG_CONV_WINOGRAD2, 1}, /* direct 2.4% faster: within the margin */
+		{{0.250, 0.290}, CG_CONV_WINOGRAD2, 0}, /* 14% faster */
+		{{0.950, 1.000}, CG_CONV_WINOGRAD2, 1}, /* exactly 5%: not more */
+		{{0.949, 1.000}, CG_CONV_WINOGRAD2, 0},
+		{{0.290, 0.283}, CG_CONV_DIRECT, 0},
+		{{0.300, 0.200}, CG_CONV_DIRECT, 1},
+		{{0.300, 0.290}, CG_CONV_WINOGRAD4, 1}, /* not a candidate: the fastest */
+		{{0.200, 0.200}, CG_CONV_WINOGRAD4, 0},
+	};
+	for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+		ck_assert_msg(cg_conv_tune_pick(cs[i].ms, cand, 2, cs[i].model) == cs[i].want, "case %zu", i);
+}
+END_TEST
+
 Suite *cg_conv_tune_suite(void)
 {
 	Suite *s = suite_create("codegen conv tune");
@@ -463,6 +489,7 @@ Suite *cg_conv_tune_suite(void)
 	tcase_add_test(tc, test_tune_concurrent);
 	tcase_add_test(tc, test_tune_controls);
 	tcase_add_test(tc, test_tune_workspace);
+	tcase_add_test(tc, test_tune_pick);
 	suite_add_tcase(s, tc);
 	return s;
 }
