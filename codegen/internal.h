@@ -293,6 +293,20 @@ typedef struct {
 
 void cg_gemm_abt(cg_kb *k, const cg_abt *g, LLVMValueRef count);
 
+/* ---- images per parallel index (split.c) ------------------------------------ */
+
+/* The thread count whose chunks cg_split_images balances. */
+#define CG_SPLIT_THREADS 2
+/* The images of the fullest of `threads` chunks when n images go `per` to
+ * a parallel index (the last index taking what is left). */
+int64_t cg_split_most(int64_t n, int64_t per, int threads);
+/* The images per index in [lo, hi] whose fullest chunk over
+ * CG_SPLIT_THREADS threads holds the fewest images; of those the nearest
+ * to want (the larger at equal distance), so want itself when it splits
+ * as evenly as any.  A bound below 1 is taken as 1, and lo above hi as
+ * hi. */
+int64_t cg_split_images(int64_t n, int64_t want, int64_t lo, int64_t hi);
+
 /* ---- convolutions (k_conv.c, k_conv_implicit.c) ----------------------------- */
 
 /* How a convolution is computed (k_conv_choice.c): the register-blocked

@@ -1,0 +1,119 @@
+/* test_cg_split.c: images per parallel index (codegen/split.c), so that
+ * the dispatcher's two chunks hold the same images.
+ *
+ * cg_split_images against a brute-force search over its bounds, on every
+ * batch up to 130; and the extents the convolutions of fashion (batch 50)
+ * and revnet-38 (batch 100) get, which gave one thread 26 images and the
+ * other 24 (or 31 and 19) before the split was chosen. */
+#include <check.h>
+#include <stdlib.h>
+
+#include "codegen_suites.h"
+#include "internal.h" /* codegen's: cg_split_images, the convolutions' extents */
+
+static int64_t dist(int64_t a, int64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+/* The choice is in bounds, has the fewest images in its fullest chunk of
+ * any count in bounds, and no count as good is nearer want (or as near and
+ * larger); a balanced want is kept. */
+START_TEST(test_split_search)
+{
+	for (int64_t n = 1; n <= 130; n++)
+		for (int64_t want = 1; want <= 24; want++)
+			for (int64_t lo = 1; lo <= want; lo += 3)
+				for (int64_t hi = want; hi <= want + 30; hi += 7) {
+					int64_t u = cg_split_images(n, want, lo, hi), m = cg_split_most(n, u, 2);
+					ck_assert_msg(u >= lo && u <= hi, "n %lld want %lld: %lld outside [%lld, %lld]", (long long)n,
+						(long long)want, (long long)u, (long long)lo, (long long)hi);
+					for (int64_t v = lo; v <= hi; v++) {
+						int64_t mv = cg_split_most(n, v, 2);
+						ck_assert_msg(mv >= m, "n %lld want %lld: %lld gives %lld images, %lld gives %lld",
+							(long long)n, (long long)want, (long long)u, (long long)m, (long long)v, (long long)mv);
+						if (mv == m && v != u)
+							ck_assert(dist(v, want) > dist(u, want) || (dist(v, want) == dist(u, want) && v < u));
+					}
+					if (cg_split_most(n, want, 2) == (n + 1) / 2)
+						ck_assert_int_eq(u, want);
+				}
+}
+END_TEST
+
+/* The fullest chunk: 50 images 4 to an index are 13 indices, 6 and 7 of
+ * them, the second holding 26 images; 19 to an index, 19 and 31. */
+START_TEST(test_split_most)
+{
+	ck_assert_int_eq(cg_split_most(50, 4, 2), 26);
+	ck_assert_int_eq(cg_split_most(50, 5, 2), 25);
+	ck_assert_int_eq(cg_split_most(50, 19, 2), 31);
+	ck_assert_int_eq(cg_split_most(50, 1, 2), 25);
+	ck_assert_int_eq(cg_split_most(100, 4, 2), 52);
+	ck_assert_int_eq(cg_split_most(7, 3, 2), 4);
+	ck_assert_int_eq(cg_split_most(50, 50, 2), 50);
+	ck_assert_int_eq(cg_split_most(50, 4, 1), 50);
+}
+END_TEST
+
+/* The presets' convolutions: n images at `per` to an index in `extent`
+ * indices, the two chunks holding the same images. */
+static void even(const char *what, int64_t n, int64_t extent)
+{
+	int64_t per = (n + extent - 1) / extent;
+	ck_assert_msg((n + per - 1) / per == extent, "%s: %lld indices are not of equal images", what, (long long)extent);
+	ck_assert_msg(cg_split_most(n, per, 2) == (n + 1) / 2, "%s: %lld indices of %lld images: a chunk of %lld", what,
+		(long long)extent, (long long)per, (long long)cg_split_most(n, per, 2));
+}
+
+START_TEST(test_split_presets)
+{
+	setenv("REVC_CONV", "winograd2", 1);
+	/* n, c, h, w, o, kh, kw, ho, wo, s, pt, pb, pl, pr, op */
+	static const ir_conv_geom wino[] = {
+		{50, 8, 28, 28, 8, 3, 3, 28, 28, 1, 1, 1, 1, 1, IR_OP_CONV2D},
+		{50, 16, 14, 14, 16, 3, 3, 14, 14, 1, 1, 1, 1, 1, IR_OP_CONV2D},
+		{50, 32, 7, 7, 32, 3, 3, 7, 7, 1, 1, 1, 1, 1, IR_OP_CONV2D},
+		{100, 8, 32, 32, 8, 3, 3, 32, 32, 1, 1, 1, 1, 1, IR_OP_CONV2D},
+		{100, 16, 16, 16, 16, 3, 3, 16, 16, 1, 1, 1, 1, 1, IR_OP_CONV2D},
+		{100, 32, 8, 8, 32, 3, 3, 8, 8, 1, 1, 1, 1, 1, IR_OP_CONV2D},
+	};
+	static const ir_op ops[] = {IR_OP_CONV2D, IR_OP_CONV2D_DX, IR_OP_CONV2D_DW};
+	for (int i = 0; i < (int)(sizeof wino / sizeof wino[0]); i++)
+		for (int k = 0; k < 3; k++) {
+			ir_conv_geom g = wino[i];
+			g.op = ops[k];
+			ck_assert(cg_conv_winograd(&g, IR_F32));
+			even(ir_op_name(g.op), g.n, cg_conv_winograd_extent(&g, IR_F32));
+		}
+	/* fashion's 7x7 and 14x14 layers: 5 images to an index, not 4 and 2 */
+	ck_assert_int_eq(cg_conv_winograd_extent(&wino[2], IR_F32), 10);
+	ck_assert_int_eq(cg_conv_winograd_extent(&wino[1], IR_F32), 10);
+	unsetenv("REVC_CONV");
+	/* conv2d_dw without Winograd (k_conv_implicit.c): fashion's 28x28
+	 * layer, its stem, and its stride-2 gradients */
+	static const ir_conv_geom dw[] = {
+		{50, 8, 28, 28, 8, 3, 3, 28, 28, 1, 1, 1, 1, 1, IR_OP_CONV2D_DW},
+		{50, 1, 28, 28, 16, 3, 3, 28, 28, 1, 1, 1, 1, 1, IR_OP_CONV2D_DW},
+		{50, 16, 14, 14, 32, 3, 3, 7, 7, 2, 0, 1, 0, 1, IR_OP_CONV2D_DW},
+		{50, 8, 28, 28, 16, 3, 3, 14, 14, 2, 0, 1, 0, 1, IR_OP_CONV2D_DW},
+		{100, 8, 32, 32, 8, 3, 3, 32, 32, 1, 1, 1, 1, 1, IR_OP_CONV2D_DW},
+	};
+	for (int i = 0; i < (int)(sizeof dw / sizeof dw[0]); i++) {
+		ck_assert(cg_conv_implicit(&dw[i]));
+		int64_t t = cg_conv_implicit_tile(&dw[i]);
+		even("conv2d_dw", dw[i].n, (dw[i].n + t - 1) / t);
+	}
+}
+END_TEST
+
+Suite *cg_split_suite(void)
+{
+	Suite *s = suite_create("codegen split");
+	TCase *tc = tcase_create("split");
+	tcase_add_test(tc, test_split_search);
+	tcase_add_test(tc, test_split_most);
+	tcase_add_test(tc, test_split_presets);
+	suite_add_tcase(s, tc);
+	return s;
+}
