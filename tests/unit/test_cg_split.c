@@ -78,9 +78,11 @@ START_TEST(test_split_presets)
 		{100, 16, 16, 16, 16, 3, 3, 16, 16, 1, 1, 1, 1, 1, IR_OP_CONV2D},
 		{100, 32, 8, 8, 32, 3, 3, 8, 8, 1, 1, 1, 1, 1, IR_OP_CONV2D},
 	};
-	static const ir_op ops[] = {IR_OP_CONV2D, IR_OP_CONV2D_DX, IR_OP_CONV2D_DW};
+	/* conv2d_dw's Winograd kernel is not here: its images per index stay
+	 * within its workspace (dw_images), 26 against 24 at 7x7 */
+	static const ir_op ops[] = {IR_OP_CONV2D, IR_OP_CONV2D_DX};
 	for (int i = 0; i < (int)(sizeof wino / sizeof wino[0]); i++)
-		for (int k = 0; k < 3; k++) {
+		for (int k = 0; k < 2; k++) {
 			ir_conv_geom g = wino[i];
 			g.op = ops[k];
 			ck_assert(cg_conv_winograd(&g, IR_F32));
