@@ -228,7 +228,8 @@ static int64_t dw_images(const ir_conv_geom *g, const wino *w)
 		t = ((int64_t)256 << 10) / per;
 	if (t < 1)
 		t = 1;
-	return cg_split_images(g->n, t, (3 * t + 3) / 4, t);
+	int64_t half = (g->n + 1) / 2;
+	return cg_split_images(g->n, t, (3 * t + 3) / 4, t < half ? t : half);
 }
 
 /* conv2d's and conv2d_dx's chunks (see chunk()): V and M of a chunk (a²
