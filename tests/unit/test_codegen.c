@@ -477,6 +477,25 @@ START_TEST(test_training_step)
 }
 END_TEST
 
+/* Batch 1 on two threads: each filter gradient's kernel has one parallel
+ * index, so the step runs it on thread 0 alone, and its finish must add
+ * thread 0's partial only (it added the other's unwritten workspace too,
+ * and the loss became NaN at the second step).  Under store and revnet,
+ * every lowering of the 3x3 convolutions. */
+START_TEST(test_batch_one)
+{
+	static const char *const sets[] = {"units=1,1,1", "batch=1"};
+	static const char *const conv[] = {"direct", "winograd2", "winograd4"};
+	ps_strategy st = _i % 2 ? PS_REVNET : PS_STORE;
+	setenv("REVC_CONV", conv[_i / 2], 1);
+	ir_graph *g = preset("fashion", sets, 2, st, IR_F32, 2);
+	double err = cgt_compare(g, 2, 5, 3);
+	ck_assert_msg(err <= 1e-5, "%s, REVC_CONV=%s: %g", ps_strategy_name(st), conv[_i / 2], err);
+	ir_graph_free(g);
+	unsetenv("REVC_CONV");
+}
+END_TEST
+
 /* One NaN in a convolution's weight (the issue's s1.u0.f.conv0.w) makes the
  * loss NaN on both engines, under store and revnet: no kernel hides it (a
  * ReLU that mapped NaN to 0 gave a finite loss).  The engines agree on
@@ -738,6 +757,7 @@ static Suite *codegen_suite(void)
 	tc = tcase_create("steps");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_training_step, 0, 6);
+	tcase_add_loop_test(tc, test_batch_one, 0, 6);
 	tcase_add_test(tc, test_kernel_cache);
 	tcase_add_loop_test(tc, test_nan_weight, 0, 4);
 	suite_add_tcase(s, tc);
