@@ -45,5 +45,6 @@ Suite *cg_gelu_suite(void); /* fuse: GELU's accuracy in f32 */
 Suite *cg_winograd_suite(void);
 Suite *cg_conv_tune_suite(void); /* the measured choice of a lowering, cached */
 Suite *cg_epilogue_suite(void); /* the batch-norm statistics epilogue of convolutions */
+Suite *cg_objcache_suite(void);  /* compiled objects kept on disk */
 
 #endif
