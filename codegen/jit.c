@@ -8,10 +8,10 @@
  *   lacks OpenBLAS when librevc was loaded RTLD_LOCAL (as Python loads an
  *   extension module).  LLVMOrcAbsoluteSymbols takes the interned names;
  *   LLVMOrcJITDylibDefine takes the unit on success only.
- * - Modules are compiled to objects here, or found in the object cache
- *   (objcache.c: a buffer of its own, like an emitted one)
- *   (LLVMTargetMachineEmitToMemoryBuffer does not take the module; cg_module_free disposes of every module and
- *   context); LLVMOrcLLJITAddObjectFile takes the object buffer, even on
+ * - Modules are compiled to objects here (LLVMTargetMachineEmitToMemoryBuffer
+ *   does not take the module; cg_module_free disposes of every module and
+ *   context), or found in the object cache (objcache.c: a buffer of their
+ *   own all the same); LLVMOrcLLJITAddObjectFile takes the object buffer, even on
  *   failure, so a buffer is disposed of here only when it was never added.
  * - Each compile thread makes and disposes of its own target machine: they
  *   are not shared between threads.  Each module has its own context, so
