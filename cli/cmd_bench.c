@@ -14,7 +14,9 @@ static const char about[] =
 	"Builds SPEC's training step, runs one warm-up step and then K timed steps on\n"
 	"random data, and reports the median and minimum step time, images/s, the\n"
 	"achieved GFLOP/s (convolution and dense FLOPs over the median step), the\n"
-	"planned arena and the process RSS, and the compile time.  --gemm also times\n"
+	"planned arena and the process RSS, and the compile time (with how many of\n"
+	"its objects came from $XDG_CACHE_HOME/revc/objects, where compiled objects\n"
+	"are kept; REVC_OBJECT_CACHE=0 turns that off).  --gemm also times\n"
 	"cblas_sgemm alone on the step's GEMM shapes (the machine's ceiling for them)\n"
 	"and gives the step's share of it.  --kernels lists the step's convolutions\n"
 	"with the lowering each got (direct, winograd2, winograd4 or blas: REVC_CONV\n"
@@ -189,11 +191,11 @@ static void print_json(const bench_info *i, const revc_bench_result *r)
 	       "\"median_step_seconds\":%.6f,\"min_step_seconds\":%.6f,\"min_step_cpu_seconds\":%.6f,\"images_per_sec\":%.2f,"
 	       "\"gflop_per_step\":%.3f,\"gflops\":%.2f,\"arena_bytes\":%lld,\"rss_mib\":%.1f,"
 	       "\"rss_increase_mib\":%.1f,"
-	       "\"compile_seconds\":%.4f,\"kernels\":%d,\"kernel_calls\":%d",
+	       "\"compile_seconds\":%.4f,\"objects\":%d,\"objects_cached\":%d,\"kernels\":%d,\"kernel_calls\":%d",
 		revc_model_engine(m), revc_strategy_name(o->o.strategy), (long long)o->o.threads, (long long)batch,
 		(long long)o->b.steps, r->median_seconds, r->min_seconds, r->min_cpu_seconds,
 		(double)batch / r->median_seconds, r->flops / 1e9, r->flops / r->median_seconds / 1e9, (long long)r->arena_bytes, i->rss,
-		i->rss - i->rss_base, r->compile_seconds, r->kernels, r->calls);
+		i->rss - i->rss_base, r->compile_seconds, r->objects, r->objects_cached, r->kernels, r->calls);
 	if (o->b.gemm)
 		printf(",\"gemm_only_seconds\":%.6f,\"gemm_only_gflops\":%.2f,\"share_of_gemm\":%.4f",
 			r->gemm_seconds, r->flops / r->gemm_seconds / 1e9, r->gemm_seconds / r->median_seconds);
@@ -250,8 +252,10 @@ static void print_text(const bench_info *i, const revc_bench_result *r)
 			printf("  conv          %-9s x%-3d %s (%s)\n", r->convs[k].lowering, r->convs[k].count, r->convs[k].what,
 				r->convs[k].why);
 	if (revc_model_cpu(m))
-		printf("  compile       %.3f s (emit %.3f, optimise %.3f, JIT %.3f), %d kernels for %d calls\n",
-			r->compile_seconds, r->seconds_emit, r->seconds_optimize, r->seconds_jit, r->kernels, r->calls);
+		printf("  compile       %.3f s (emit %.3f, optimise %.3f, JIT %.3f; %d of %d objects cached), %d kernels "
+		       "for %d calls\n",
+			r->compile_seconds, r->seconds_emit, r->seconds_optimize, r->seconds_jit, r->objects_cached,
+			r->objects, r->kernels, r->calls);
 	if (r->profiled)
 		print_profile_text(r, r->median_seconds);
 }

@@ -39,6 +39,8 @@ typedef struct {
 	int gemms;        /* BLAS calls per step (convolutions count per image) */
 	double flops;     /* floating-point operations per step (GEMMs dominate) */
 	double seconds_emit, seconds_optimize, seconds_jit;
+	int objects;        /* object files the JIT loaded (the step's and its kernels' parts) */
+	int objects_cached; /* of them, found in the object cache (codegen/objcache.c) */
 } cg_stats;
 
 /* The code generated follows the step ABI of runtime/revc_abi.h. */

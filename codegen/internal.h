@@ -38,6 +38,23 @@ bool cg_dump_module(LLVMModuleRef mod, const char *dir, const char *name, ir_dia
  * invalid module can be read); false with a diagnostic when invalid. */
 bool cg_check_module(LLVMModuleRef mod, const char *dump_dir, const char *name, ir_diags *d);
 
+/* ---- compiled objects kept on disk (objcache.c) ---------------------------- */
+
+#define CG_OBJCACHE_KEY 33 /* 32 hex digits and a NUL */
+/* On unless REVC_OBJECT_CACHE=0. */
+bool cg_objcache_on(void);
+/* False, with a diagnostic, when REVC_OBJECT_CACHE is not 0, 1 or unset. */
+bool cg_objcache_env_ok(ir_diags *d);
+/* The key of mod (not yet optimised) compiled for cpu at code generation
+ * level `level`, optimised or not; false when the module cannot be
+ * written out. */
+bool cg_objcache_key(LLVMModuleRef mod, const char *cpu, int level, bool optimize, char key[CG_OBJCACHE_KEY]);
+/* The object cached under key (the caller's), or NULL when there is none
+ * or its file is damaged. */
+LLVMMemoryBufferRef cg_objcache_load(const char *key);
+/* Keeps obj (still the caller's) under key; failures are silent. */
+void cg_objcache_store(const char *key, LLVMMemoryBufferRef obj);
+
 typedef struct cg_module cg_module;
 /* m's kernels compiled for o->cpu and loaded into a new JIT (jit.c;
  * cg_jit_free it), each then found by its function: NULL with
@@ -347,6 +364,10 @@ void cg_conv_tune_begin(const ir_graph *g, const cg_options *o);
  * in k_conv_tune.c). */
 int cg_conv_tune_pick(const double *ms, const cg_conv_lowering *cand, int n, cg_conv_lowering model);
 void cg_conv_tune_end(void);
+/* revc's cache directory, $XDG_CACHE_HOME/revc (else $HOME/.cache/revc),
+ * or false when neither is an absolute path (the conv tune's file and the
+ * object cache, objcache.c, live there). */
+bool cg_cache_dir(char *buf, size_t len);
 /* The same choices for o (NULL: none) until cg_conv_tune_leave(saved),
  * saved holding what was in force. */
 void cg_conv_tune_enter(const cg_options *o, char *saved, size_t len);

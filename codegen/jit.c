@@ -10,7 +10,8 @@
  *   LLVMOrcJITDylibDefine takes the unit on success only.
  * - Modules are compiled to objects here (LLVMTargetMachineEmitToMemoryBuffer
  *   does not take the module; cg_module_free disposes of every module and
- *   context); LLVMOrcLLJITAddObjectFile takes the object buffer, even on
+ *   context), or found in the object cache (objcache.c: a buffer of their
+ *   own all the same); LLVMOrcLLJITAddObjectFile takes the object buffer, even on
  *   failure, so a buffer is disposed of here only when it was never added.
  * - Each compile thread makes and disposes of its own target machine: they
  *   are not shared between threads.  Each module has its own context, so
@@ -66,6 +67,8 @@ typedef struct {
 	bool optimize;
 	bool step; /* the step's module, never optimised */
 	const char *dump_dir;
+	bool cache;              /* look for the object in the object cache, and keep it there */
+	bool cached;             /* it came from there */
 	LLVMMemoryBufferRef obj; /* the result, or NULL */
 	char *err;               /* else why (malloc'd) */
 } job;
@@ -84,6 +87,12 @@ static void compile(job *j)
 	 * arithmetic on reals): the fast instruction selector is enough for it,
 	 * and takes half the time on its thousands of blocks. */
 	LLVMCodeGenOptLevel level = j->step ? LLVMCodeGenLevelNone : LLVMCodeGenLevelAggressive;
+	char key[CG_OBJCACHE_KEY];
+	bool keyed = j->cache && cg_objcache_key(j->mod, j->cpu, (int)level, j->optimize, key);
+	if (keyed && (j->obj = cg_objcache_load(key))) {
+		j->cached = true;
+		return;
+	}
 	LLVMTargetMachineRef tm = cg_target_machine(j->cpu, level, LLVMRelocDefault, &err);
 	if (!tm) {
 		if (asprintf(&j->err, "no target machine for CPU %s: %s", j->cpu ? j->cpu : "native", err ? err : "?") < 0)
@@ -121,7 +130,8 @@ static void compile(job *j)
 		j->err = strdup(err ? err : "cannot emit an object");
 		LLVMDisposeMessage(err);
 		j->obj = NULL;
-	}
+	} else if (keyed)
+		cg_objcache_store(key, j->obj);
 	LLVMDisposeTargetMachine(tm);
 }
 
@@ -293,17 +303,22 @@ bool cg_jit_cpu_ok(const char *cpu, ir_diags *d)
 }
 
 /* Compiles m (the step's module and its parts) for o->cpu on `threads`
- * threads and loads the objects into a new LLJIT in j (on failure, false
+ * threads, the objects from the object cache when `cache` (and not
+ * dumping), and loads them into a new LLJIT in j (on failure, false
  * with diagnostics; cg_module_free(m) is the caller's either way). */
-static bool load(cg_jit *j, cg_module *m, const cg_options *o, int threads, cg_stats *stats, ir_diags *d)
+static bool load(cg_jit *j, cg_module *m, const cg_options *o, int threads, bool cache, cg_stats *stats,
+	ir_diags *d)
 {
 	const char *name = m->prefix;
 	job jobs[CG_MAX_PARTS + 1] = {0};
 	int nj = 0;
-	jobs[nj++] = (job){.mod = m->mod, .cpu = o->cpu, .optimize = false, .step = m->nparts > 0, .dump_dir = o->dump_llvm};
+	cache = cache && !o->dump_llvm && cg_objcache_on();
+	jobs[nj++] = (job){.mod = m->mod, .cpu = o->cpu, .optimize = false, .step = m->nparts > 0, .dump_dir = o->dump_llvm,
+		.cache = cache};
 	snprintf(jobs[0].name, sizeof jobs[0].name, "%s", name);
 	for (int i = 0; i < m->nparts; i++) {
-		jobs[nj] = (job){.mod = m->part[i]->mod, .cpu = o->cpu, .optimize = o->optimize, .dump_dir = o->dump_llvm};
+		jobs[nj] = (job){.mod = m->part[i]->mod, .cpu = o->cpu, .optimize = o->optimize, .dump_dir = o->dump_llvm,
+			.cache = cache};
 		snprintf(jobs[nj].name, sizeof jobs[nj].name, "%s.part%d", name, i);
 		nj++;
 	}
@@ -312,8 +327,12 @@ static bool load(cg_jit *j, cg_module *m, const cg_options *o, int threads, cg_s
 			return false;
 	double t1 = now();
 	compile_all(jobs, nj, threads);
-	if (stats)
+	if (stats) {
 		stats->seconds_optimize += now() - t1;
+		stats->objects += nj;
+		for (int i = 0; i < nj; i++)
+			stats->objects_cached += jobs[i].cached;
+	}
 	bool ok = true;
 	for (int i = 0; i < nj; i++)
 		if (!jobs[i].obj && ok) {
@@ -389,7 +408,9 @@ static LLVMOrcExecutorAddress lookup(cg_jit *j, const char *sym, ir_diags *d)
 cg_jit *cg_jit_kernels(cg_module *m, const cg_options *o, ir_diags *d)
 {
 	cg_jit *j = new_jit();
-	if (!load(j, m, o, m->nparts > 0 ? m->nparts : 1, NULL, d)) {
+	/* The conv tune's candidates (k_conv_tune.c) are compiled once per
+	 * shape, their times then kept in its own cache: not worth keeping. */
+	if (!load(j, m, o, m->nparts > 0 ? m->nparts : 1, false, NULL, d)) {
 		cg_jit_free(j);
 		return NULL;
 	}
@@ -404,7 +425,7 @@ revc_abi_kernel *cg_jit_kernel(cg_jit *j, LLVMValueRef fn, ir_diags *d)
 cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, ir_diags *d)
 {
 	cg_init_native();
-	if (!cg_jit_cpu_ok(o->cpu, d) || !cg_conv_env_ok(d))
+	if (!cg_jit_cpu_ok(o->cpu, d) || !cg_conv_env_ok(d) || !cg_objcache_env_ok(d))
 		return NULL;
 	const char *name = o->name ? o->name : "revc";
 	double t1 = now();
@@ -424,7 +445,7 @@ cg_jit *cg_jit_compile(const ir_graph *g, const cg_options *o, cg_stats *stats, 
 	if (stats)
 		stats->seconds_emit += now() - t1;
 	cg_jit *j = new_jit();
-	ok = ok && load(j, &m, o, threads, stats, d);
+	ok = ok && load(j, &m, o, threads, true, stats, d);
 	double t2 = now();
 	char sym[128];
 	snprintf(sym, sizeof sym, "%s_step", name);

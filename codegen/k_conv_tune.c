@@ -208,8 +208,7 @@ bool cg_conv_tuned(const ir_conv_geom *g, cg_conv_lowering *l, const char **why)
 
 /* ---- the file ------------------------------------------------------------ */
 
-/* The cache file's directory, or false when there is no home for it. */
-static bool cache_dir(char *buf, size_t len)
+bool cg_cache_dir(char *buf, size_t len)
 {
 	const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
 	int n;
@@ -544,7 +543,7 @@ void cg_conv_tune_begin(const ir_graph *g, const cg_options *o)
 {
 	scope[0] = 0;
 	char sc[sizeof scope], dir[4096];
-	if (!cg_conv_tune_on() || !cache_dir(dir, sizeof dir))
+	if (!cg_conv_tune_on() || !cg_cache_dir(dir, sizeof dir))
 		return; /* nowhere to keep a choice: the cost model, nothing timed */
 	scope_of(o, sc, sizeof sc);
 	pthread_mutex_lock(&mu);

@@ -294,5 +294,6 @@ bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *
 	const cg_stats *st = &m->engine.stats;
 	r->kernels = st->kernels, r->calls = st->calls;
 	r->seconds_emit = st->seconds_emit, r->seconds_optimize = st->seconds_optimize, r->seconds_jit = st->seconds_jit;
+	r->objects = st->objects, r->objects_cached = st->objects_cached;
 	return true;
 }

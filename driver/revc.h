@@ -735,6 +735,9 @@ typedef struct {
 	 * compile's time went (zeros for the interpreter). */
 	int kernels, calls;
 	double seconds_emit, seconds_optimize, seconds_jit;
+	/* Object files the JIT loaded, and how many of them came from the
+	 * object cache (docs/codegen.md). */
+	int objects, objects_cached;
 	/* The convolutions' lowerings (native code; for the interpreter, what
 	 * the JIT would choose): each distinct (op, shapes, lowering) once,
 	 * with how many nodes of the step have it, and the FLOPs the products

@@ -46,5 +46,6 @@ Suite *cg_winograd_suite(void);
 Suite *cg_conv_tune_suite(void); /* the measured choice of a lowering, cached */
 Suite *cg_epilogue_suite(void); /* the batch-norm statistics epilogue of convolutions */
 Suite *cg_split_suite(void); /* images per parallel index, even over two threads */
+Suite *cg_objcache_suite(void); /* compiled objects kept on disk */
 
 #endif

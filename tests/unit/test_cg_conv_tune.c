@@ -25,12 +25,14 @@
 
 static char dir[256];
 
-/* A fresh cache home (XDG_CACHE_HOME) with the tune on (the default). */
+/* A fresh cache home (XDG_CACHE_HOME) with the tune on (the default),
+ * the object cache off (its directory would outlive cleanup). */
 static void fresh_home(const char *name)
 {
 	snprintf(dir, sizeof dir, "/tmp/revc-tune-%d-%s", (int)getpid(), name);
 	mkdir(dir, 0755);
 	setenv("XDG_CACHE_HOME", dir, 1);
+	setenv("REVC_OBJECT_CACHE", "0", 1);
 	unsetenv("REVC_CONV_TUNE");
 	unsetenv("REVC_CONV");
 	unsetenv("REVC_CONV_BLAS");
