@@ -19,17 +19,28 @@
  * not used; the compile that follows overwrites it.  A write goes to a
  * temporary name in the same directory, renamed over KEY.o, so a reader
  * never sees half a file.  Failures to read or write are silent: the
- * compile goes on without the cache.  Nothing is ever removed: the
- * directory may be deleted at any time.
+ * compile goes on without the cache.  The directory may be deleted at
+ * any time.
+ *
+ * Its size is bounded: a store that takes the objects past the limit
+ * (MAX_MIB, or REVC_OBJECT_CACHE_MAX in MiB) removes the least recently
+ * used ones (by modification time, which a hit renews) until they are
+ * under 3/4 of it, never the one just stored; a temporary file older than
+ * an hour (a writer killed before its rename) goes too.  Two processes
+ * trimming at once only unlink a file twice, and a reader that has the
+ * file open keeps reading it: at worst a lookup misses and compiles.
  *
  * REVC_OBJECT_CACHE=0 turns the cache off (unset or 1: on; anything else
- * is an error, cg_objcache_env_ok). */
+ * is an error, cg_objcache_env_ok); REVC_OBJECT_CACHE_MAX must be a whole
+ * number of MiB, 1 or more. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <llvm-c/BitWriter.h>
@@ -37,6 +48,8 @@
 #include "internal.h"
 #include "revc_config.h" /* REVC_VERSION */
 
+#define MAX_MIB 512         /* the directory's default limit */
+#define STALE_SECONDS 3600  /* a temporary file this old was abandoned */
 #define MAGIC "revcobj1"
 #define HEADER_BYTES 32
 /* What compile() and cg_optimize do that the module does not say. */
@@ -74,11 +87,29 @@ bool cg_objcache_on(void)
 	return !(e && !strcmp(e, "0"));
 }
 
+/* REVC_OBJECT_CACHE_MAX in MiB, or 0 when it is not a whole number of 1
+ * or more; MAX_MIB when unset or empty. */
+static long long max_mib(void)
+{
+	const char *e = getenv("REVC_OBJECT_CACHE_MAX");
+	if (!e || !*e)
+		return MAX_MIB;
+	char *end;
+	errno = 0;
+	long long v = strtoll(e, &end, 10);
+	return *end || errno || v < 1 || v > ((long long)1 << 40) ? 0 : v;
+}
+
 bool cg_objcache_env_ok(ir_diags *d)
 {
 	const char *e = getenv("REVC_OBJECT_CACHE");
 	if (e && *e && strcmp(e, "0") && strcmp(e, "1")) {
 		ir_diag_add(d, (ir_pos){0}, "REVC_OBJECT_CACHE must be 0 or 1 (or unset), not '%.60s'", e);
+		return false;
+	}
+	if (!max_mib()) {
+		ir_diag_add(d, (ir_pos){0}, "REVC_OBJECT_CACHE_MAX must be a whole number of MiB, 1 or more, not '%.60s'",
+			getenv("REVC_OBJECT_CACHE_MAX"));
 		return false;
 	}
 	return true;
@@ -188,6 +219,7 @@ LLVMMemoryBufferRef cg_objcache_load(const char *key)
 	if (memcmp(want, data, HEADER_BYTES))
 		goto out;
 	buf = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)data + HEADER_BYTES, n, key);
+	futimens(fd, NULL); /* recently used: the last a trim removes (a read-only cache keeps its times) */
 out:
 	free(data);
 	close(fd);
@@ -206,6 +238,82 @@ static bool write_all(int fd, const void *p, size_t n)
 		s += w, n -= (size_t)w;
 	}
 	return true;
+}
+
+/* ---- the size limit ------------------------------------------------------ */
+
+typedef struct {
+	char name[CG_OBJCACHE_KEY + 2]; /* KEY.o */
+	struct timespec used;
+	int64_t bytes;
+} entry;
+
+static int older(const void *a, const void *b)
+{
+	const struct timespec *x = &((const entry *)a)->used, *y = &((const entry *)b)->used;
+	if (x->tv_sec != y->tv_sec)
+		return x->tv_sec < y->tv_sec ? -1 : 1;
+	return x->tv_nsec < y->tv_nsec ? -1 : x->tv_nsec > y->tv_nsec;
+}
+
+/* Is name an object's (32 hex digits and ".o"), or a temporary one's
+ * (that and ".XXXXXX")? */
+static bool object_name(const char *name, bool *temporary)
+{
+	size_t n = strspn(name, "0123456789abcdef");
+	if (n != CG_OBJCACHE_KEY - 1 || strncmp(name + n, ".o", 2))
+		return false;
+	*temporary = name[n + 2] == '.';
+	return name[n + 2] == 0 || *temporary;
+}
+
+/* The objects of dir under 3/4 of the limit once they are past it, the
+ * least recently used removed first but never `keep` (a file name); stale
+ * temporary files removed. */
+static void trim(const char *dir, const char *keep)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	entry *e = NULL;
+	int n = 0, cap = 0;
+	int64_t total = 0;
+	time_t now = time(NULL);
+	char path[4400];
+	for (struct dirent *de; (de = readdir(d));) {
+		bool temporary;
+		struct stat st;
+		if (!object_name(de->d_name, &temporary) ||
+			snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path || stat(path, &st))
+			continue;
+		if (temporary) {
+			if (now - st.st_mtime > STALE_SECONDS)
+				unlink(path);
+			continue;
+		}
+		total += st.st_size;
+		if (!strcmp(de->d_name, keep))
+			continue;
+		if (n == cap) {
+			entry *grown = realloc(e, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *e);
+			if (!grown)
+				break;
+			e = grown;
+		}
+		memcpy(e[n].name, de->d_name, sizeof e[n].name - 1); /* object_name: exactly that long */
+		e[n].name[sizeof e[n].name - 1] = 0;
+		e[n].used = st.st_mtim;
+		e[n++].bytes = st.st_size;
+	}
+	closedir(d);
+	int64_t max = (int64_t)max_mib() << 20;
+	if (total > max) {
+		qsort(e, (size_t)n, sizeof *e, older);
+		for (int i = 0; i < n && total > max / 4 * 3; i++)
+			if (snprintf(path, sizeof path, "%s/%s", dir, e[i].name) < (int)sizeof path && !unlink(path))
+				total -= e[i].bytes;
+	}
+	free(e);
 }
 
 void cg_objcache_store(const char *key, LLVMMemoryBufferRef obj)
@@ -232,6 +340,9 @@ void cg_objcache_store(const char *key, LLVMMemoryBufferRef obj)
 	header(hd, p, n);
 	bool ok = write_all(fd, hd, sizeof hd) && write_all(fd, p, n);
 	ok = !close(fd) && ok;
-	if (!ok || rename(tmp, path))
+	if (!ok || rename(tmp, path)) {
 		unlink(tmp);
+		return;
+	}
+	trim(dir, strrchr(path, '/') + 1);
 }

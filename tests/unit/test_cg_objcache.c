@@ -3,14 +3,17 @@
  * the cold one's bits; damaged files (truncated, garbage, a wrong hash)
  * are not used but replaced; an unwritable cache still compiles;
  * REVC_OBJECT_CACHE=0 writes nothing and another value is an error; another
- * CPU or another graph is another key.  Each test runs in its own process
+ * CPU or another graph is another key; past REVC_OBJECT_CACHE_MAX the
+ * least recently used objects go.  Each test runs in its own process
  * (Check's fork mode) with its own cache home; the conv tune is off, so
  * that nothing is timed. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cg.h"
@@ -292,6 +295,94 @@ START_TEST(test_objcache_keys)
 }
 END_TEST
 
+/* file `name` in the objects' directory: its path in buf; made of `bytes`
+ * bytes (when bytes >= 0) last used `age` seconds ago. */
+static const char *object_file(char *buf, size_t len, const char *name, long bytes, long age)
+{
+	char od[300];
+	objects_dir(od, sizeof od);
+	snprintf(buf, len, "%s/%s", od, name);
+	if (bytes >= 0) {
+		FILE *f = fopen(buf, "wb");
+		ck_assert(f);
+		for (long i = 0; i < bytes; i++)
+			fputc(0, f);
+		ck_assert(!fclose(f));
+	}
+	struct timespec t[2];
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[0].tv_sec -= age;
+	t[1] = t[0];
+	ck_assert(!utimensat(AT_FDCWD, buf, t, 0));
+	return buf;
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return !stat(path, &st);
+}
+
+/* Past REVC_OBJECT_CACHE_MAX (3 MiB here), a store removes the least
+ * recently used objects until under 3/4 of it, and temporary files over
+ * an hour old; it keeps the newer, the fresh temporary file, and what it
+ * stored; a hit renews a file's time.  A bad limit is an error. */
+START_TEST(test_objcache_trim)
+{
+	fresh_home("trim");
+	char od[300], path[700], fake[5][700], stale[700], fresh[700];
+	snprintf(path, sizeof path, "%s/revc", dir);
+	objects_dir(od, sizeof od);
+	ck_assert(!mkdir(path, 0755) && !mkdir(od, 0755));
+	for (int i = 0; i < 5; i++) { /* 1 MiB each, fake[i] used i + 1 hours ago */
+		char name[64];
+		snprintf(name, sizeof name, "%032x.o", i + 1);
+		object_file(fake[i], sizeof fake[i], name, 1 << 20, 3600L * (i + 1));
+	}
+	object_file(stale, sizeof stale, "00000000000000000000000000000009.o.Ab12Cd", 10, 7200);
+	object_file(fresh, sizeof fresh, "0000000000000000000000000000000a.o.Ef34Gh", 10, 60);
+	setenv("REVC_OBJECT_CACHE_MAX", "3", 1);
+	ir_graph *g = cgt_conv_graph(&conv, IR_F32, 2);
+	cg_stats st;
+	size_t len;
+	run(g, test_cpu(), &st, cold, CAP, &len);
+	ck_assert_int_eq(st.objects_cached, 0);
+	/* 5 MiB and more: the three oldest go, 2 MiB and the new objects stay */
+	ck_assert(exists(fake[0]) && exists(fake[1]));
+	ck_assert(!exists(fake[2]) && !exists(fake[3]) && !exists(fake[4]));
+	ck_assert(!exists(stale) && exists(fresh));
+	ck_assert_int_eq(cached_files(NULL, 0), 2 + 1 + st.objects);
+	/* the new objects made older than every fake: a hit renews them */
+	char paths[16][600];
+	int n = cached_files(paths, 16);
+	for (int i = 0; i < n; i++)
+		if (strcmp(paths[i], fake[0]) && strcmp(paths[i], fake[1]) && strcmp(paths[i], fresh))
+			object_file(paths[i], sizeof paths[i], strrchr(paths[i], '/') + 1, -1, 36000);
+	warm_compile(g, len, st.objects, st.objects);
+	struct stat a, b;
+	for (int i = 0; i < n; i++)
+		if (strcmp(paths[i], fake[0]) && strcmp(paths[i], fake[1]) && strcmp(paths[i], fresh)) {
+			ck_assert(!stat(paths[i], &a) && !stat(fake[0], &b));
+			ck_assert_msg(a.st_mtime >= b.st_mtime, "%s was not renewed", paths[i]);
+		}
+	static const char *const bad[] = {"0", "-1", "3M", "x"};
+	cg_options o = {.threads = 2, .optimize = true, .cpu = test_cpu()};
+	for (int i = 0; i < 4; i++) {
+		setenv("REVC_OBJECT_CACHE_MAX", bad[i], 1);
+		ir_diags d;
+		ir_diags_init(&d);
+		ck_assert(!cg_jit_compile(g, &o, NULL, &d));
+		ck_assert_msg(d.n && strstr(d.items[0].msg, "REVC_OBJECT_CACHE_MAX must be a whole number"),
+			"REVC_OBJECT_CACHE_MAX=%s: %s", bad[i], d.n ? d.items[0].msg : "");
+		ir_diags_free(&d);
+	}
+	unsetenv("REVC_OBJECT_CACHE_MAX");
+	unlink(fresh);
+	ir_graph_free(g);
+	cleanup();
+}
+END_TEST
+
 Suite *cg_objcache_suite(void)
 {
 	Suite *s = suite_create("objcache");
@@ -302,6 +393,7 @@ Suite *cg_objcache_suite(void)
 	tcase_add_test(tc, test_objcache_unwritable);
 	tcase_add_test(tc, test_objcache_off);
 	tcase_add_test(tc, test_objcache_keys);
+	tcase_add_test(tc, test_objcache_trim);
 	suite_add_tcase(s, tc);
 	return s;
 }
