@@ -573,16 +573,12 @@ static void emit_conv2d_dw(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &l, NULL);
 }
 
-/* dW = the sum of the threads' partials, in thread order.  A kernel of
- * extent 1 ran on thread 0 alone (the step calls it directly), so only
- * thread 0's partial was written: at batch 1 on two threads, adding the
- * other's unwritten workspace made the loss NaN at the second step. */
+/* dW = the sum of the threads' partials, in thread order (threads: those
+ * that ran, codegen/step.c). */
 static void finish_conv2d_dw(cg_kb *k, const ir_node *n, int threads)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
 	int64_t K = g.c * g.kh * g.kw, per = per_thread(&g, n);
-	if (conv_extent(n) <= 1)
-		threads = 1;
 	if (cg_conv_winograd(&g, n->type.dtype)) {
 		cg_conv_winograd_finish(k, n, &g, threads, per);
 		return;

@@ -257,7 +257,7 @@ static int older(const void *a, const void *b)
 }
 
 /* Is name an object's (32 hex digits and ".o"), or a temporary one's
- * (that and ".XXXXXX")? */
+ * (that, a dot and mkstemp's six characters)? */
 static bool object_name(const char *name, bool *temporary)
 {
 	size_t n = strspn(name, "0123456789abcdef");

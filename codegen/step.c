@@ -173,18 +173,24 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, cons
 	}
 	void (*finish)(cg_kb *, const ir_node *, int) = epi && epi->stats ? cg_conv_stats_finish : impl->finish;
 	bool small = !finish && !(impl->workspace && impl->workspace(n) > 0) && node_bytes(n) <= SMALL_BYTES;
-	call_kernel(s, fn, impl->extent(n), impl->serial || small);
+	int64_t extent = impl->extent(n);
+	call_kernel(s, fn, extent, impl->serial || small);
 	if (!finish)
 		return;
+	/* The threads whose partials the finish adds: an extent of 1 ran on
+	 * thread 0 alone (call_kernel), the others' workspace unwritten (at
+	 * batch 1 on two threads, conv2d_dw's finish once added it, and
+	 * training went NaN). */
+	int ran = extent <= 1 ? 1 : s->m->threads;
 	char fkey[1100];
-	snprintf(fkey, sizeof fkey, "%s finish/%d", key, s->m->threads);
+	snprintf(fkey, sizeof fkey, "%s finish/%d", key, ran);
 	LLVMValueRef fin = cg_kernel(s->m, fkey, &fresh, &home);
 	if (fresh) {
 		LLVMBasicBlockRef at = LLVMGetInsertBlock(s->b);
 		cg_kb k;
 		cg_kb_begin(&k, home.m, home.fn, n->type.dtype);
 		k.epi = epi;
-		finish(&k, n, s->m->threads);
+		finish(&k, n, ran);
 		cg_kb_end(&k);
 		LLVMPositionBuilderAtEnd(s->b, at);
 	}
