@@ -16,8 +16,9 @@ static const char about[] =
 	"spec's dataset or --data, then evaluates on the test split with the running\n"
 	"statistics.  Progress goes to stderr (a bar on a terminal, plain lines\n"
 	"otherwise; JSON lines on stdout with --json); the summary gives the final\n"
-	"train loss, test accuracy, images/s, the arena planned (and what store would\n"
-	"need), the process RSS and wall time.  Checkpoints (--save) are directories\n"
+	"train loss, test accuracy, images/s and seconds a step (of the wall time less\n"
+	"the evaluations), the arena planned (and what store would need), the process\n"
+	"RSS and wall time.  Checkpoints (--save) are directories\n"
 	"of .npy files replaced atomically; --resume continues one exactly, bit for\n"
 	"bit.\n"
 	"\n"
@@ -146,8 +147,10 @@ static void summary(revc_model *m, const revc_options *o, const revc_train_resul
 	bool json)
 {
 	int64_t batch = r->ranks * revc_model_batch(m); /* (the global batch) */
-	double ips = r->seconds > 0 ? (double)(r->steps * batch) / r->seconds : 0;
-	double step_s = r->steps ? r->seconds / (double)r->steps : 0;
+	/* The speed is the training's: the wall time less the evaluations. */
+	double train_s = r->seconds - r->eval_seconds;
+	double ips = train_s > 0 ? (double)(r->steps * batch) / train_s : 0;
+	double step_s = r->steps ? train_s / (double)r->steps : 0;
 	const char *strategy = revc_strategy_name(o->strategy);
 	revc_memory mem;
 	int64_t arena = revc_model_memory(m, &mem, NULL) ? mem.arena_bytes : 0;
