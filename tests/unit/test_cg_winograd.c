@@ -11,7 +11,9 @@
  * one, partial tiles at the right and bottom edges, uneven and no padding,
  * tile rows longer than a vector, so that the strips take several; chunks
  * of some tile rows of an image, the last with the partial tile row; tile
- * rows too wide for the input transform to carry row sums).
+ * rows too wide for the input transform to carry row sums; narrow planes
+ * whose vectors hold several tile rows, in whole groups, a last group of
+ * fewer rows, with a partial last row, and groups cut short by chunks).
  *
  * Measured worst against f64 (CG_VERBOSE=1 prints them; 2-core AMD EPYC
  * Zen 4, the same natively with AVX-512 and with REVC_CPU=x86-64-v3):
@@ -55,6 +57,10 @@ static const cgt_conv paths[] = {
 	{2, 3, 9, 37, 5, 3, 1, {1, 1, 1, 1}},  /* tile rows of 19 (F(2x2)) and 10 tiles: more than a vector */
 	{2, 16, 33, 33, 16, 3, 1, {1, 1, 1, 1}}, /* chunks of tile rows ending mid-image, the last partial */
 	{2, 3, 5, 101, 4, 3, 1, {1, 0, 1, 1}},  /* tile rows of 51 tiles: too many vectors to carry row sums */
+	/* narrow planes, several tile rows a vector (packed_rows): */
+	{3, 4, 13, 13, 5, 3, 1, {1, 1, 1, 1}},  /* groups, then one lone row, partial (F(2x2): 7 tiles a row) */
+	{2, 3, 3, 3, 2, 3, 1, {1, 1, 1, 1}},    /* one group of a partial row or two (1 or 2 tiles a row) */
+	{1, 200, 10, 10, 200, 3, 1, {1, 1, 1, 1}}, /* chunks of 2 tile rows of 5 tiles: groups cut by chunks */
 };
 #define NPATHS ((int)(sizeof paths / sizeof paths[0]))
 

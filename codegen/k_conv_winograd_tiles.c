@@ -1,0 +1,423 @@
+/* k_conv_winograd_tiles.c: the transforms of Winograd's tiles
+ * (winograd.h), in whole vectors.
+ *
+ * The padded input's patches become V = B^T d B (and, for the filter
+ * gradient, dY's tiles Z = A dY A^T), and M becomes the output tiles
+ * Y = A^T M A, interleaved back into rows.  A vector holds the same
+ * element of vw tiles (16 with AVX-512, 8 with AVX2): those of one tile
+ * row, or of several when a row has fewer than half a vector's tiles
+ * (packed_rows).  A patch's elements are picked from loads of the
+ * target's own width by two-input shuffles, so AVX2 code has no vector
+ * wider than 256 bits, and the transforms are done in registers.  V, Z
+ * and M keep one column per tile, an image's tile rows one after another;
+ * how the columns are grouped into vectors changes no value: each is the
+ * same sum of the same elements, rounded the same, in every path.
+ * Rounding: the constants (F(4x4)'s 1/24, 5, 8) amplify f32's rounding of
+ * the patch; docs/codegen.md gives the errors measured. */
+#include "winograd.h"
+
+/* ---- the transforms ------------------------------------------------------- */
+
+static const cg_wino_tf f2 = {
+	2, 4,
+	{{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
+	{{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}},
+	{{1, 1, 1, 0}, {0, 1, -1, -1}},
+};
+
+static const cg_wino_tf f4 = {
+	4, 6,
+	{{4, 0, -5, 0, 1, 0}, {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0}, {0, -2, -1, 2, 1, 0},
+		{0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}},
+	{{1.0 / 4, 0, 0}, {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+		{1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}},
+	{{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}},
+};
+
+const cg_wino_tf *cg_wino_tf_for(int m)
+{
+	return m == 4 ? &f4 : &f2;
+}
+
+/* The constant x of type ty, a real or a vector of them. */
+static LLVMValueRef konst(LLVMTypeRef ty, double x)
+{
+	if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
+		return LLVMConstReal(ty, x);
+	LLVMValueRef lanes[64];
+	unsigned n = LLVMGetVectorSize(ty);
+	for (unsigned i = 0; i < n; i++)
+		lanes[i] = LLVMConstReal(LLVMGetElementType(ty), x);
+	return LLVMConstVector(lanes, n);
+}
+
+/* sum_i c[i]·v[i] over the nonzero c[i], with no multiplication by ±1
+ * (on reals or on vectors of them). */
+static LLVMValueRef combine(cg_kb *k, const double *c, int stride, const LLVMValueRef *v, int n)
+{
+	LLVMValueRef s = NULL;
+	for (int i = 0; i < n; i++) {
+		double ci = c[i * stride];
+		if (ci == 0)
+			continue;
+		double mag = ci < 0 ? -ci : ci;
+		LLVMValueRef t = v[i];
+		if (mag != 1)
+			t = LLVMBuildFMul(k->b, t, konst(LLVMTypeOf(t), mag), "");
+		if (!s)
+			s = ci < 0 ? LLVMBuildFNeg(k->b, t, "") : t;
+		else
+			s = ci < 0 ? LLVMBuildFSub(k->b, s, t, "") : LLVMBuildFAdd(k->b, s, t, "");
+	}
+	return s ? s : konst(LLVMTypeOf(v[0]), 0);
+}
+
+
+
+void cg_wino_sandwich(cg_kb *k, cg_cmat l, cg_cmat r, const LLVMValueRef *in, int rows, int cols, LLVMValueRef *out)
+{
+	LLVMValueRef t[36], col[6];
+	int lc = r.rows;
+	for (int i = 0; i < rows; i++)
+		for (int j = 0; j < lc; j++)
+			t[i * lc + j] = combine(k, r.c + j * r.rs, r.cs, in + i * cols, cols);
+	for (int i = 0; i < l.rows; i++)
+		for (int j = 0; j < lc; j++) {
+			for (int q = 0; q < rows; q++)
+				col[q] = t[q * lc + j];
+			out[i * lc + j] = combine(k, l.c + i * l.rs, l.cs, col, rows);
+		}
+}
+
+/* ---- whole vectors: lanes picked and interleaved -------------------------- */
+
+static int lanes_of(const cg_kb *k)
+{
+	return k->m->vec_bytes / 4;
+}
+
+/* The vw lanes lane l = src[idx[l] / vw][idx[l] % vw] of the vectors src
+ * (vw lanes each, the native width), or 0 where idx[l] < 0, by two-input
+ * shuffles only: each pair of vectors gives the lanes it holds, and the
+ * pairs' results are blended, so no vector is wider than the target's. */
+static LLVMValueRef pick(cg_kb *k, const LLVMValueRef *src, int nsrc, const int *idx, int vw)
+{
+	LLVMValueRef acc = NULL, mask[CG_WIDEST], keep[CG_WIDEST];
+	bool zeros = false;
+	for (int p = 0; 2 * p < nsrc; p++) {
+		bool any = false, second = false;
+		for (int l = 0; l < vw; l++) {
+			bool mine = idx[l] >= 0 && idx[l] / (2 * vw) == p;
+			int at = idx[l] - 2 * p * vw;
+			mask[l] = mine ? LLVMConstInt(k->m->i32, (unsigned long long)at, 0) : LLVMGetUndef(k->m->i32);
+			keep[l] = LLVMConstInt(k->m->i32, (unsigned long long)(mine ? vw + l : l), 0);
+			any |= mine;
+			second |= mine && at >= vw;
+		}
+		if (!any)
+			continue;
+		LLVMValueRef a = src[2 * p], b = second ? src[2 * p + 1] : LLVMGetPoison(LLVMTypeOf(a));
+		LLVMValueRef part = LLVMBuildShuffleVector(k->b, a, b, LLVMConstVector(mask, (unsigned)vw), "");
+		acc = acc ? LLVMBuildShuffleVector(k->b, acc, part, LLVMConstVector(keep, (unsigned)vw), "") : part;
+	}
+	for (int l = 0; l < vw; l++) {
+		zeros |= idx[l] < 0;
+		keep[l] = LLVMConstInt(k->m->i32, (unsigned long long)(idx[l] < 0 ? vw + l : l), 0);
+	}
+	if (!acc)
+		return LLVMConstNull(LLVMTypeOf(src[0]));
+	return zeros ? LLVMBuildShuffleVector(k->b, acc, LLVMConstNull(LLVMTypeOf(acc)), LLVMConstVector(keep,
+		(unsigned)vw), "") : acc;
+}
+
+/* Elements (i, j) of the n x n patches of tile row ty (at row0 of the
+ * padded plane pl, rows of wq) for tiles [q0, q0 + vw), as vectors over the
+ * tiles: element j of tile l is at m·l + j, picked from native-width loads
+ * at m·(j / m) (one shift serves m columns).  The loads run past the row,
+ * and past the plane into the pad's slack. */
+static void patch_row(cg_kb *k, const cg_wino *w, int n, LLVMValueRef pl, LLVMValueRef row, int64_t q0, LLVMValueRef *d)
+{
+	int m = w->t->m, vw = lanes_of(k);
+	for (int s = 0; s < n; s += m) {
+		LLVMValueRef at = cg_iadd(k, row, cg_i64(k, m * q0 + s)), ld[4];
+		for (int c = 0; c < m; c++)
+			ld[c] = cg_vload(k, vw, pl, cg_iadd(k, at, cg_i64(k, c * vw)), vw);
+		for (int j = s; j < n && j < s + m; j++) {
+			int idx[CG_WIDEST];
+			for (int l = 0; l < vw; l++)
+				idx[l] = m * l + j - s;
+			d[j] = pick(k, ld, m, idx, vw);
+		}
+	}
+}
+
+static void patches(cg_kb *k, const cg_wino *w, int n, LLVMValueRef pl, LLVMValueRef row0, int64_t q0, LLVMValueRef *d)
+{
+	for (int i = 0; i < n; i++)
+		patch_row(k, w, n, pl, cg_iadd(k, row0, cg_i64(k, i * w->wq)), q0, d + i * n);
+}
+
+/* dst[e·ds + col0 + ty·tw + q] = (L d L^T)[e] for the n x n patch d of
+ * every tile (ty, q) of padded plane pl: V = B^T d B from x's (n = a),
+ * and for conv2d_dw Z = A dY A^T from dY's m x m tiles (n = m).  The
+ * stores are whole vectors: each tile row's run past its tw tiles into the
+ * next row's, which are stored after (so planes and images must be done
+ * in order), and the last past the plane into the next plane's or the
+ * slack of ds. */
+static void transform_row(cg_kb *k, const cg_wino *w, int n, cg_cmat l, LLVMValueRef pl, LLVMValueRef row0,
+	LLVMValueRef dst, int64_t ds, LLVMValueRef dst0)
+{
+	int a = w->t->a, vw = lanes_of(k);
+	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
+		LLVMValueRef d[36], out[36];
+		patches(k, w, n, pl, row0, q0, d);
+		cg_wino_sandwich(k, l, l, d, n, n, out);
+		for (int e = 0; e < a * a; e++)
+			cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds + q0)), out[e], vw);
+	}
+}
+
+/* ---- row sums carried from one tile row to the next --------------------- */
+
+/* Tile row ty's patches share their first two rows with the last two of
+ * tile row ty - 1's (a = m + 2): so when the row sums (d·B, per patch
+ * row, of every vector of the tile row) of those two rows fit in the
+ * loop's carried values, they are kept from one tile row to the next, and
+ * each tile row loads, picks and sums m patch rows, not a.  The same sums
+ * of the same elements as cg_wino_sandwich(), so the same V. */
+static bool rows_carried(const cg_kb *k, const cg_wino *w)
+{
+	int64_t vw = lanes_of(k), nq = (w->tw + vw - 1) / vw;
+	return nq * 2 * w->t->a <= CG_MAX_CARRY;
+}
+
+/* The row sums of patch row `row` (an offset in pl) of the tiles [q0, q0 + vw). */
+static void row_sums(cg_kb *k, const cg_wino *w, LLVMValueRef pl, LLVMValueRef row, int64_t q0, LLVMValueRef *h)
+{
+	const cg_wino_tf *t = w->t;
+	LLVMValueRef d[6];
+	patch_row(k, w, t->a, pl, row, q0, d);
+	for (int j = 0; j < t->a; j++)
+		h[j] = combine(k, &t->bt[j][0], 1, d, t->a);
+}
+
+/* V for tile rows [ty0, ty0 + n) of padded plane pl, into dst (row r at
+ * col0 + r·tw, the matrices ds apart), the row sums of two patch rows
+ * carried from each tile row to the next. */
+static void transform_rows_carried(cg_kb *k, const cg_wino *w, LLVMValueRef pl, LLVMValueRef ty0, int64_t n,
+	LLVMValueRef dst, int64_t ds, LLVMValueRef col0)
+{
+	const cg_wino_tf *t = w->t;
+	int a = t->a, m = t->m, vw = lanes_of(k), nq = (int)((w->tw + vw - 1) / vw);
+	LLVMValueRef init[CG_MAX_CARRY], h[CG_MAX_CARRY], next[CG_MAX_CARRY];
+	LLVMValueRef base = cg_imul(k, ty0, cg_i64(k, m * w->wq));
+	for (int q = 0; q < nq; q++)
+		for (int i = 0; i < 2; i++)
+			row_sums(k, w, pl, cg_iadd(k, base, cg_i64(k, i * w->wq)), (int64_t)q * vw, init + (q * 2 + i) * a);
+	cg_loop lr;
+	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, n));
+	for (int x = 0; x < nq * 2 * a; x++)
+		h[x] = cg_carry(k, &lr, init[x]);
+	LLVMValueRef row0 = cg_imul(k, cg_iadd(k, ty0, r), cg_i64(k, m * w->wq));
+	LLVMValueRef dst0 = cg_iadd(k, col0, cg_imul(k, r, cg_i64(k, w->tw)));
+	for (int q = 0; q < nq; q++) {
+		LLVMValueRef rs[36], col[6], out[36];
+		for (int x = 0; x < 2 * a; x++)
+			rs[x] = h[q * 2 * a + x];
+		for (int i = 2; i < a; i++)
+			row_sums(k, w, pl, cg_iadd(k, row0, cg_i64(k, i * w->wq)), (int64_t)q * vw, rs + i * a);
+		for (int i = 0; i < a; i++)
+			for (int j = 0; j < a; j++) {
+				for (int p = 0; p < a; p++)
+					col[p] = rs[p * a + j];
+				out[i * a + j] = combine(k, &t->bt[i][0], 1, col, a);
+			}
+		for (int e = 0; e < a * a; e++)
+			cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds + (int64_t)q * vw)), out[e], vw);
+		for (int x = 0; x < 2 * a; x++)
+			next[q * 2 * a + x] = rs[(a - 2) * a + x];
+	}
+	cg_keep_loop(&lr);
+	cg_end_for(k, &lr, next);
+}
+
+/* ---- narrow planes: several tile rows a vector ----------------------------- */
+
+/* Tile rows a vector holds: a tile row narrower than half a vector (7x7
+ * and 8x8 planes have 4 tiles a row of F(2x2), 14x14 7) leaves most of
+ * its lanes idle, so the transforms take vw / tw tile rows at once, tile
+ * row q of the group in lanes [q·tw, q·tw + tw).  V and M are unchanged
+ * (one column per tile, rows one after another): only the grouping of
+ * their columns into vectors differs, and each value is the same sum of
+ * the same elements, so the results are the same bit for bit. */
+static int packed_rows(const cg_kb *k, const cg_wino *w)
+{
+	int64_t vw = lanes_of(k);
+	return 2 * w->tw <= vw ? (int)(vw / w->tw) : 1;
+}
+
+/* dst[e·ds + dst0 + q·tw + x] = (L d L^T)[e] for the n x n patches d of
+ * the tiles x of tile rows ty + q, q < nq (nq <= packed_rows), of padded
+ * plane pl: transform_row's results for nq tile rows, as one vector.  A
+ * patch row of one tile row is loaded from its start, nl vectors (past the
+ * row, as transform_row's loads); lanes past the nq rows are zero. */
+static void transform_group(cg_kb *k, const cg_wino *w, int n, cg_cmat l, LLVMValueRef pl, LLVMValueRef ty, int nq,
+	LLVMValueRef dst, int64_t ds, LLVMValueRef dst0)
+{
+	int m = w->t->m, a = w->t->a, vw = lanes_of(k), nl = (int)((m * (w->tw - 1) + n + vw - 1) / vw);
+	LLVMValueRef d[36], out[36], ld[3 * CG_WIDEST];
+	IR_ASSERT(nq * nl <= 3 * CG_WIDEST);
+	LLVMValueRef row0 = cg_imul(k, ty, cg_i64(k, m * w->wq));
+	for (int i = 0; i < n; i++) {
+		for (int q = 0; q < nq; q++)
+			for (int c = 0; c < nl; c++)
+				ld[q * nl + c] = cg_vload(k, vw, pl, cg_iadd(k, row0, cg_i64(k, (m * q + i) * w->wq + c * vw)), vw);
+		for (int j = 0; j < n; j++) {
+			int idx[CG_WIDEST];
+			for (int x = 0; x < vw; x++) {
+				int q = (int)(x / w->tw), t = (int)(x % w->tw);
+				idx[x] = q < nq ? q * nl * vw + m * t + j : -1;
+			}
+			d[i * n + j] = pick(k, ld, nq * nl, idx, vw);
+		}
+	}
+	cg_wino_sandwich(k, l, l, d, n, n, out);
+	for (int e = 0; e < a * a; e++)
+		cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds)), out[e], vw);
+}
+
+/* transform_row for tile rows [ty0, ty0 + rows), into dst's columns from
+ * col0 (tile row r at col0 + r·tw), packed_rows of them a vector. */
+static void transform_packed(cg_kb *k, const cg_wino *w, int n, cg_cmat l, LLVMValueRef pl, LLVMValueRef ty0,
+	int64_t rows, LLVMValueRef dst, int64_t ds, LLVMValueRef col0)
+{
+	int pk = packed_rows(k, w);
+	int64_t full = rows / pk, rest = rows % pk;
+	if (full > 0) {
+		cg_loop lg;
+		LLVMValueRef gr = cg_imul(k, cg_for(k, &lg, cg_i64(k, 0), cg_i64(k, full)), cg_i64(k, pk));
+		transform_group(k, w, n, l, pl, cg_iadd(k, ty0, gr), pk, dst, ds,
+			cg_iadd(k, col0, cg_imul(k, gr, cg_i64(k, w->tw))));
+		cg_keep_loop(&lg);
+		cg_end_for(k, &lg, NULL);
+	}
+	if (rest > 0)
+		transform_group(k, w, n, l, pl, cg_iadd(k, ty0, cg_i64(k, full * pk)), (int)rest, dst, ds,
+			cg_iadd(k, col0, cg_i64(k, full * pk * w->tw)));
+}
+
+
+/* Vector c (< m) of v[0..m) interleaved: lane m·l + j of the
+ * interleaving is lane l of v[j]. */
+static LLVMValueRef interleave(cg_kb *k, const LLVMValueRef *v, int m, int vw, int c)
+{
+	int idx[CG_WIDEST];
+	for (int r = 0; r < vw; r++) {
+		int g = c * vw + r;
+		idx[r] = (g % m) * vw + g / m;
+	}
+	return pick(k, v, m, idx, vw);
+}
+
+/* Rows m·ty + i (i < rows) of output plane y, Y = A^T M A from mrow (M's
+ * plane o at the image's first column): whole vectors of tiles, the
+ * results' m phases interleaved back and stored masked at wo.  The loads
+ * run past the row's tiles into the next row's, the next plane's or the
+ * slack of ms. */
+static void rows_out(cg_kb *k, const cg_wino *w, LLVMValueRef mrow, LLVMValueRef y, LLVMValueRef sy, LLVMValueRef ty,
+	int rows)
+{
+	const cg_wino_tf *t = w->t;
+	int a = t->a, m = t->m, vw = lanes_of(k);
+	LLVMValueRef src0 = cg_imul(k, sy, cg_i64(k, w->tw));
+	LLVMValueRef dst0 = cg_imul(k, ty, cg_i64(k, m * w->wo));
+	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
+		LLVMValueRef in[36], out[16];
+		for (int e = 0; e < a * a; e++)
+			in[e] = cg_vload(k, vw, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms + q0)), vw);
+		cg_wino_sandwich(k, cg_cmat_plain(&t->at[0][0], m, 6), cg_cmat_plain(&t->at[0][0], m, 6), in, a, a, out);
+		for (int i = 0; i < rows; i++)
+			for (int c = 0; c < m && w->wo - m * q0 - c * vw > 0; c++)
+				cg_vstore(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0 + c * vw)),
+					interleave(k, out + i * m, m, vw, c), (int)(w->wo - m * q0 - c * vw));
+	}
+}
+
+/* rows_out for the nq tile rows ty + q (q < nq <= packed_rows) whose M
+ * columns start at sy·tw, as one vector of tiles: output row m·(ty + q) + i
+ * (i < m, or `last` in the group's last tile row) interleaved from lanes
+ * [q·tw, q·tw + tw) of the results, stored masked at wo. */
+static void rows_out_group(cg_kb *k, const cg_wino *w, LLVMValueRef mrow, LLVMValueRef y, LLVMValueRef sy,
+	LLVMValueRef ty, int nq, int last)
+{
+	const cg_wino_tf *t = w->t;
+	int a = t->a, m = t->m, vw = lanes_of(k);
+	LLVMValueRef src0 = cg_imul(k, sy, cg_i64(k, w->tw)), dst0 = cg_imul(k, ty, cg_i64(k, m * w->wo));
+	LLVMValueRef in[36], out[16];
+	for (int e = 0; e < a * a; e++)
+		in[e] = cg_vload(k, vw, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms)), vw);
+	cg_wino_sandwich(k, cg_cmat_plain(&t->at[0][0], m, 6), cg_cmat_plain(&t->at[0][0], m, 6), in, a, a, out);
+	for (int q = 0; q < nq; q++)
+		for (int i = 0; i < (q == nq - 1 ? last : m); i++)
+			for (int64_t c0 = 0; c0 < w->wo; c0 += vw) {
+				int idx[CG_WIDEST];
+				for (int r = 0; r < vw; r++) {
+					int64_t x = c0 + r;
+					idx[r] = x < m * w->tw ? (int)((x % m) * vw + q * w->tw + x / m) : -1;
+				}
+				cg_vstore(k, y, cg_iadd(k, dst0, cg_i64(k, (m * q + i) * w->wo + c0)), pick(k, out + i * m, m, idx, vw),
+					(int)(w->wo - c0));
+			}
+}
+
+/* rows_out a tile row at a time, or rows_out_group packed_rows at a time. */
+void cg_wino_chunk_out(cg_kb *k, const cg_wino *w, LLVMValueRef mrow, LLVMValueRef y, LLVMValueRef ty0, int64_t n,
+	int last)
+{
+	int m = w->t->m, pk = packed_rows(k, w);
+	int64_t groups = n / pk, rest = n % pk;
+	/* groups of pk rows with m output rows each, then the group holding the last row */
+	int64_t plain_groups = rest == 0 && last != m ? groups - 1 : groups;
+	cg_loop lg;
+	if (plain_groups > 0) {
+		LLVMValueRef gr = cg_imul(k, cg_for(k, &lg, cg_i64(k, 0), cg_i64(k, plain_groups)), cg_i64(k, pk));
+		if (pk == 1)
+			rows_out(k, w, mrow, y, gr, cg_iadd(k, ty0, gr), m);
+		else
+			rows_out_group(k, w, mrow, y, gr, cg_iadd(k, ty0, gr), pk, m);
+		cg_keep_loop(&lg);
+		cg_end_for(k, &lg, NULL);
+	}
+	int64_t r0 = plain_groups * pk;
+	if (r0 == n)
+		return;
+	LLVMValueRef sy = cg_i64(k, r0);
+	if (pk == 1)
+		rows_out(k, w, mrow, y, sy, cg_iadd(k, ty0, sy), last);
+	else
+		rows_out_group(k, w, mrow, y, sy, cg_iadd(k, ty0, sy), (int)(n - r0), last);
+}
+
+/* ---- the entry points ------------------------------------------------------ */
+
+void cg_wino_transform_rows(cg_kb *k, const cg_wino *w, bool z, LLVMValueRef pl, LLVMValueRef ty0, int64_t rows,
+	LLVMValueRef dst, int64_t ds, LLVMValueRef col0)
+{
+	const cg_wino_tf *t = w->t;
+	int n = z ? t->m : t->a;
+	cg_cmat l = z ? cg_cmat_transposed(&t->at[0][0], t->a, 6) : cg_cmat_plain(&t->bt[0][0], t->a, 6);
+	if (packed_rows(k, w) > 1) {
+		transform_packed(k, w, n, l, pl, ty0, rows, dst, ds, col0);
+		return;
+	}
+	if (!z && rows_carried(k, w)) {
+		transform_rows_carried(k, w, pl, ty0, rows, dst, ds, col0);
+		return;
+	}
+	cg_loop lr;
+	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, rows));
+	transform_row(k, w, n, l, pl, cg_imul(k, cg_iadd(k, ty0, r), cg_i64(k, t->m * w->wq)), dst, ds,
+		cg_iadd(k, col0, cg_imul(k, r, cg_i64(k, w->tw))));
+	cg_keep_loop(&lr);
+	cg_end_for(k, &lr, NULL);
+}
