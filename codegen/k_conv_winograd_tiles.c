@@ -51,8 +51,18 @@ static LLVMValueRef konst(LLVMTypeRef ty, double x)
 	return LLVMConstVector(lanes, n);
 }
 
-/* sum_i c[i]·v[i] over the nonzero c[i], with no multiplication by ±1
- * (on reals or on vectors of them). */
+/* a·c + s, fused where the target has FMA (as gemm.c's products). */
+static LLVMValueRef fmuladd(cg_kb *k, LLVMValueRef a, double c, LLVMValueRef s)
+{
+	LLVMTypeRef over = LLVMTypeOf(a), fty;
+	LLVMValueRef f = cg_intrinsic(k, "llvm.fmuladd", &over, 1, &fty);
+	LLVMValueRef args[3] = {a, konst(over, c), s};
+	return LLVMBuildCall2(k->b, fty, f, args, 3, "");
+}
+
+/* sum_i c[i]·v[i] over the nonzero c[i] (on reals or on vectors of them),
+ * in order, with no multiplication by ±1: the first term a product (or
+ * v[i] or -v[i]), then additions, subtractions or multiply-adds. */
 static LLVMValueRef combine(cg_kb *k, const double *c, int stride, const LLVMValueRef *v, int n)
 {
 	LLVMValueRef s = NULL;
@@ -60,33 +70,74 @@ static LLVMValueRef combine(cg_kb *k, const double *c, int stride, const LLVMVal
 		double ci = c[i * stride];
 		if (ci == 0)
 			continue;
-		double mag = ci < 0 ? -ci : ci;
-		LLVMValueRef t = v[i];
-		if (mag != 1)
-			t = LLVMBuildFMul(k->b, t, konst(LLVMTypeOf(t), mag), "");
 		if (!s)
-			s = ci < 0 ? LLVMBuildFNeg(k->b, t, "") : t;
+			s = ci == 1 ? v[i] : ci == -1 ? LLVMBuildFNeg(k->b, v[i], "") :
+				LLVMBuildFMul(k->b, v[i], konst(LLVMTypeOf(v[i]), ci), "");
+		else if (ci == 1 || ci == -1)
+			s = ci < 0 ? LLVMBuildFSub(k->b, s, v[i], "") : LLVMBuildFAdd(k->b, s, v[i], "");
 		else
-			s = ci < 0 ? LLVMBuildFSub(k->b, s, t, "") : LLVMBuildFAdd(k->b, s, t, "");
+			s = fmuladd(k, v[i], ci, s);
 	}
 	return s ? s : konst(LLVMTypeOf(v[0]), 0);
 }
 
+/* out[i] = M[i] · v for the m.rows rows of M (n columns).  With `paired`,
+ * two rows that differ only in the signs of some terms (F(4x4)'s B^T has
+ * two such pairs, A^T two) are one sum E of the terms of equal sign and
+ * one O of the others: E + O and E - O, about half the operations.  The
+ * tiles' transforms pair; the filter's (in f64, once a call) does not, so
+ * that U is what it was. */
+static void apply(cg_kb *k, cg_cmat m, const LLVMValueRef *v, int n, bool paired, LLVMValueRef *out)
+{
+	bool done[6] = {false};
+	for (int i = 0; i < m.rows; i++) {
+		if (done[i])
+			continue;
+		const double *ri = m.c + i * m.rs;
+		for (int i2 = i + 1; paired && i2 < m.rows; i2++) {
+			const double *r2 = m.c + i2 * m.rs;
+			double e[6], o[6];
+			bool same = true, any_e = false, any_o = false;
+			for (int j = 0; j < n; j++) {
+				double x = ri[j * m.cs], y = r2[j * m.cs];
+				same &= x == y || x == -y;
+				e[j] = x == y ? x : 0;
+				o[j] = x == y ? 0 : x;
+				any_e |= e[j] != 0;
+				any_o |= o[j] != 0;
+			}
+			if (done[i2] || !same || !any_e || !any_o)
+				continue;
+			LLVMValueRef ev = combine(k, e, 1, v, n), ov = combine(k, o, 1, v, n);
+			out[i] = LLVMBuildFAdd(k->b, ev, ov, "");
+			out[i2] = LLVMBuildFSub(k->b, ev, ov, "");
+			done[i] = done[i2] = true;
+			break;
+		}
+		if (!done[i])
+			out[i] = combine(k, ri, m.cs, v, n);
+	}
+}
 
+static void sandwich(cg_kb *k, cg_cmat l, cg_cmat r, const LLVMValueRef *in, int rows, int cols, bool paired,
+	LLVMValueRef *out)
+{
+	LLVMValueRef t[36], col[6], res[6];
+	int lc = r.rows;
+	for (int i = 0; i < rows; i++)
+		apply(k, r, in + i * cols, cols, paired, t + i * lc);
+	for (int j = 0; j < lc; j++) {
+		for (int q = 0; q < rows; q++)
+			col[q] = t[q * lc + j];
+		apply(k, l, col, rows, paired, res);
+		for (int i = 0; i < l.rows; i++)
+			out[i * lc + j] = res[i];
+	}
+}
 
 void cg_wino_sandwich(cg_kb *k, cg_cmat l, cg_cmat r, const LLVMValueRef *in, int rows, int cols, LLVMValueRef *out)
 {
-	LLVMValueRef t[36], col[6];
-	int lc = r.rows;
-	for (int i = 0; i < rows; i++)
-		for (int j = 0; j < lc; j++)
-			t[i * lc + j] = combine(k, r.c + j * r.rs, r.cs, in + i * cols, cols);
-	for (int i = 0; i < l.rows; i++)
-		for (int j = 0; j < lc; j++) {
-			for (int q = 0; q < rows; q++)
-				col[q] = t[q * lc + j];
-			out[i * lc + j] = combine(k, l.c + i * l.rs, l.cs, col, rows);
-		}
+	sandwich(k, l, r, in, rows, cols, false, out);
 }
 
 /* ---- whole vectors: lanes picked and interleaved -------------------------- */
@@ -171,7 +222,7 @@ static void transform_row(cg_kb *k, const cg_wino *w, int n, cg_cmat l, LLVMValu
 	for (int64_t q0 = 0; q0 < w->tw; q0 += vw) {
 		LLVMValueRef d[36], out[36];
 		patches(k, w, n, pl, row0, q0, d);
-		cg_wino_sandwich(k, l, l, d, n, n, out);
+		sandwich(k, l, l, d, n, n, true, out);
 		for (int e = 0; e < a * a; e++)
 			cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds + q0)), out[e], vw);
 	}
@@ -184,7 +235,7 @@ static void transform_row(cg_kb *k, const cg_wino *w, int n, cg_cmat l, LLVMValu
  * row, of every vector of the tile row) of those two rows fit in the
  * loop's carried values, they are kept from one tile row to the next, and
  * each tile row loads, picks and sums m patch rows, not a.  The same sums
- * of the same elements as cg_wino_sandwich(), so the same V. */
+ * of the same elements as sandwich(), so the same V. */
 static bool rows_carried(const cg_kb *k, const cg_wino *w)
 {
 	int64_t vw = lanes_of(k), nq = (w->tw + vw - 1) / vw;
@@ -197,8 +248,7 @@ static void row_sums(cg_kb *k, const cg_wino *w, LLVMValueRef pl, LLVMValueRef r
 	const cg_wino_tf *t = w->t;
 	LLVMValueRef d[6];
 	patch_row(k, w, t->a, pl, row, q0, d);
-	for (int j = 0; j < t->a; j++)
-		h[j] = combine(k, &t->bt[j][0], 1, d, t->a);
+	apply(k, cg_cmat_plain(&t->bt[0][0], t->a, 6), d, t->a, true, h);
 }
 
 /* V for tile rows [ty0, ty0 + n) of padded plane pl, into dst (row r at
@@ -226,12 +276,14 @@ static void transform_rows_carried(cg_kb *k, const cg_wino *w, LLVMValueRef pl, 
 			rs[x] = h[q * 2 * a + x];
 		for (int i = 2; i < a; i++)
 			row_sums(k, w, pl, cg_iadd(k, row0, cg_i64(k, i * w->wq)), (int64_t)q * vw, rs + i * a);
-		for (int i = 0; i < a; i++)
-			for (int j = 0; j < a; j++) {
-				for (int p = 0; p < a; p++)
-					col[p] = rs[p * a + j];
-				out[i * a + j] = combine(k, &t->bt[i][0], 1, col, a);
-			}
+		for (int j = 0; j < a; j++) {
+			LLVMValueRef res[6];
+			for (int p = 0; p < a; p++)
+				col[p] = rs[p * a + j];
+			apply(k, cg_cmat_plain(&t->bt[0][0], a, 6), col, a, true, res);
+			for (int i = 0; i < a; i++)
+				out[i * a + j] = res[i];
+		}
 		for (int e = 0; e < a * a; e++)
 			cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds + (int64_t)q * vw)), out[e], vw);
 		for (int x = 0; x < 2 * a; x++)
@@ -281,7 +333,7 @@ static void transform_group(cg_kb *k, const cg_wino *w, int n, cg_cmat l, LLVMVa
 			d[i * n + j] = pick(k, ld, nq * nl, idx, vw);
 		}
 	}
-	cg_wino_sandwich(k, l, l, d, n, n, out);
+	sandwich(k, l, l, d, n, n, true, out);
 	for (int e = 0; e < a * a; e++)
 		cg_vstore(k, dst, cg_iadd(k, dst0, cg_i64(k, e * ds)), out[e], vw);
 }
@@ -335,7 +387,7 @@ static void rows_out(cg_kb *k, const cg_wino *w, LLVMValueRef mrow, LLVMValueRef
 		LLVMValueRef in[36], out[16];
 		for (int e = 0; e < a * a; e++)
 			in[e] = cg_vload(k, vw, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms + q0)), vw);
-		cg_wino_sandwich(k, cg_cmat_plain(&t->at[0][0], m, 6), cg_cmat_plain(&t->at[0][0], m, 6), in, a, a, out);
+		sandwich(k, cg_cmat_plain(&t->at[0][0], m, 6), cg_cmat_plain(&t->at[0][0], m, 6), in, a, a, true, out);
 		for (int i = 0; i < rows; i++)
 			for (int c = 0; c < m && w->wo - m * q0 - c * vw > 0; c++)
 				cg_vstore(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0 + c * vw)),
@@ -356,7 +408,7 @@ static void rows_out_group(cg_kb *k, const cg_wino *w, LLVMValueRef mrow, LLVMVa
 	LLVMValueRef in[36], out[16];
 	for (int e = 0; e < a * a; e++)
 		in[e] = cg_vload(k, vw, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms)), vw);
-	cg_wino_sandwich(k, cg_cmat_plain(&t->at[0][0], m, 6), cg_cmat_plain(&t->at[0][0], m, 6), in, a, a, out);
+	sandwich(k, cg_cmat_plain(&t->at[0][0], m, 6), cg_cmat_plain(&t->at[0][0], m, 6), in, a, a, true, out);
 	for (int q = 0; q < nq; q++)
 		for (int i = 0; i < (q == nq - 1 ? last : m); i++)
 			for (int64_t c0 = 0; c0 < w->wo; c0 += vw) {
