@@ -6,7 +6,7 @@
  * of unequal rows and columns), rows and columns no window reads (their
  * gradient zero, from the padding), paddings as large as the window (dY
  * elements no phase reads), an unpadded 2x2 window (dY read in place),
- * windows of 2x3 and 3x2, a single column (an empty phase), rows longer
+ * windows of 2x3 and 3x2, a single row or column (empty phases), rows longer
  * than two vectors.  Convolutions it must refuse (a phase without a tap,
  * another stride, more taps than the products take) stay unfolded, and
  * still agree.
@@ -38,6 +38,7 @@ static const dx_case phased[] = {
 	{2, 4, 9, 7, 3, 2, 3, 2, {1, 0, 0, 2}},      /* a 2x3 window */
 	{2, 3, 11, 6, 5, 3, 2, 2, {2, 1, 0, 1}},     /* a 3x2 window */
 	{2, 3, 5, 1, 3, 3, 2, 2, {1, 1, 1, 0}},      /* one column: no odd columns */
+	{2, 3, 1, 6, 4, 2, 3, 2, {1, 0, 1, 1}},      /* one row: no odd rows */
 	{2, 2, 9, 75, 3, 3, 3, 2, {1, 1, 1, 1}},     /* phase rows of 38: more than two vectors */
 };
 #define NPHASED ((int)(sizeof phased / sizeof phased[0]))
