@@ -147,6 +147,28 @@ void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int 
 	}
 }
 
+void cg_interleave_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef even, LLVMValueRef odd, int64_t n)
+{
+	int64_t L = lanes(k);
+	for (int64_t d0 = 0; d0 < n; d0 += 2 * L) {
+		/* Elements d0 .. d0+2L-1 of dst: L of each source, those past the
+		 * row's end not read. */
+		int64_t ne = (n - d0 + 1) / 2, no = (n - d0) / 2;
+		LLVMValueRef at = cg_i64(k, d0 / 2);
+		LLVMValueRef e = vload(k, even, at, (int)(ne < L ? ne : L)), o = vload(k, odd, at, (int)(no < L ? no : L));
+		for (int64_t h = 0; h < 2 && d0 + h * L < n; h++) {
+			LLVMValueRef idx[64];
+			for (int64_t i = 0; i < L; i++) {
+				int64_t j = h * L + i; /* lane j/2 of even (j even) or odd */
+				idx[i] = LLVMConstInt(k->m->i32, (unsigned long long)(j / 2 + (j % 2) * L), 0);
+			}
+			LLVMValueRef x = LLVMBuildShuffleVector(k->b, e, o, LLVMConstVector(idx, (unsigned)L), "");
+			int64_t cnt = n - d0 - h * L;
+			vstore(k, dst, cg_i64(k, d0 + h * L), x, (int)(cnt < L ? cnt : L));
+		}
+	}
+}
+
 /* Blocks of `size` over [0, total): a loop over the full ones (block
  * start passed to emit), then the short last one, both emitted once. */
 typedef void (*block_fn)(cg_kb *k, const void *g, LLVMValueRef start, int size, const void *extra);

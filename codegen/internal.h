@@ -292,6 +292,11 @@ void cg_gemm_ab(cg_kb *k, const cg_ab *g);
  * plane split by stride (s = 2), in whole vectors, masked at the ends.
  * Elements of src outside [0, w) are not read. */
 void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int s, int64_t off, int64_t w);
+/* dst[2j] = even[j] and dst[2j + 1] = odd[j] for the n elements of dst: a
+ * row put back together from its two phases (the inverse of
+ * cg_gather_row at s = 2), in whole vectors, masked at the end.  even's
+ * elements from (n + 1) / 2 on and odd's from n / 2 on are not read. */
+void cg_interleave_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef even, LLVMValueRef odd, int64_t n);
 
 /* C += A·B^T reducing over `count` segments of q contiguous elements: C is
  * m x (n·taps) at c[i·ldc + j·taps + t]; row i of A in segment s starts at
@@ -384,7 +389,8 @@ int64_t cg_conv_tune_largest(const ir_conv_geom *g, const ir_node *n,
 	int64_t (*elems)(const ir_conv_geom *, const ir_node *));
 /* Every convolution on BLAS (REVC_CONV=blas). */
 bool cg_conv_on_blas(void);
-/* Stride-1 convolutions lowered without unfolding (k_conv_implicit.c):
+/* Convolutions lowered without unfolding (k_conv_implicit.c: stride 1,
+ * and stride 2 with windows of 2x2 and more):
  * whether g is one, its images per parallel index, workspace elements per
  * thread, where conv2d_dw's partial sum starts in it, and the body. */
 bool cg_conv_implicit(const ir_conv_geom *g);
@@ -392,6 +398,12 @@ int64_t cg_conv_implicit_tile(const ir_conv_geom *g);
 int64_t cg_conv_implicit_workspace(const ir_conv_geom *g);
 int64_t cg_conv_implicit_partial(const ir_conv_geom *g);
 void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws);
+/* The stride-2 data gradient by the phases of dX (k_conv_dx_phases.c):
+ * whether g is one it computes (windows of 2x2 and more), its workspace
+ * elements per thread, and the body (one image per parallel index). */
+bool cg_conv_dx_phases_fits(const ir_conv_geom *g);
+int64_t cg_conv_dx_phases_workspace(const ir_conv_geom *g);
+void cg_conv_dx_phases_emit(cg_kb *k, const ir_conv_geom *g, LLVMValueRef ws);
 /* Copies src's planes (h x w) into dst's (hp x wp) at (top, left), with
  * zero borders. */
 void cg_conv_pad_planes(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t top, int64_t left, int64_t hp,

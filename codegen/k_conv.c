@@ -1,8 +1,10 @@
 /* k_conv.c: convolutions, matmul and bmatmul.
  *
- * Stride-1 convolutions read the padded image directly, stride-2 conv2d
- * and conv2d_dw its phases (k_conv_implicit.c).  The others (the stride-2
- * data gradients at stage boundaries) are unfolded, a tile
+ * Stride-1 convolutions read the padded image directly, stride-2 ones
+ * with windows of 2x2 and more its phases (k_conv_implicit.c,
+ * k_conv_dx_phases.c).  The others (1x1 at stride 2, other strides,
+ * stride 1 padded by the window or more, more than CG_MAX_TAPS taps; every
+ * one under REVC_CONV=blas) are unfolded, a tile
  * of T images at a time: with col the T images' columns (im2col; C·KH·KW
  * rows by T·Ho·Wo columns),
  *   conv2d     Y_i = W · col_i, straight into image i's output

@@ -1,5 +1,5 @@
-/* k_conv_implicit.c: stride-1 convolutions, and stride-2 conv2d and
- * conv2d_dw, without unfolded columns.
+/* k_conv_implicit.c: stride-1 and stride-2 convolutions without unfolded
+ * columns.
  *
  * At stride 1, the unfolded row of window offset (kh, kw) is the image
  * itself, shifted.  So each image is copied once into a zero-bordered
@@ -21,8 +21,9 @@
  * transposed one is not negative.  At stride 2 (windows of 2x2 and more)
  * the input is split into its four phases instead of padded (padding,
  * below), which makes each tap a stride-1 offset again, so conv2d and
- * conv2d_dw run the same products; the data gradient at stride 2 and the
- * other convolutions are unfolded (k_conv.c). */
+ * conv2d_dw run the same products; the data gradient at stride 2 is
+ * computed by the phases of dX instead (k_conv_dx_phases.c).  The other
+ * convolutions are unfolded (k_conv.c). */
 #include "internal.h"
 
 bool cg_conv_implicit(const ir_conv_geom *g)
@@ -30,7 +31,7 @@ bool cg_conv_implicit(const ir_conv_geom *g)
 	if (cg_conv_on_blas() || g->kh * g->kw > CG_MAX_TAPS)
 		return false;
 	if (g->s == 2) /* phase-split; every phase holds a tap */
-		return g->op != IR_OP_CONV2D_DX && g->kh >= 2 && g->kw >= 2;
+		return g->op == IR_OP_CONV2D_DX ? cg_conv_dx_phases_fits(g) : g->kh >= 2 && g->kw >= 2;
 	return g->s == 1 && g->pt < g->kh && g->pb < g->kh && g->pl < g->kw && g->pr < g->kw;
 }
 
@@ -201,6 +202,8 @@ int64_t cg_conv_implicit_workspace(const ir_conv_geom *g)
 	case IR_OP_CONV2D:
 		return padded_elems(&x) + out_rows_elems(g->o, g->ho, g->wo, x.wp);
 	case IR_OP_CONV2D_DX:
+		if (g->s == 2)
+			return cg_conv_dx_phases_workspace(g);
 		return padded_elems(&dy) + out_rows_elems(g->c, g->h, g->w, dy.wp);
 	default:
 		return cg_conv_implicit_partial(g) + g->o * g->c * g->kh * g->kw;
@@ -248,6 +251,10 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 			cg_gep(k, NULL, out, cg_imul(k, img, cg_i64(k, g->o * g->ho * g->wo))), ws);
 		cg_conv_epilogue_tile(k, n, img, cg_i64(k, 1));
 		cg_end_for(k, &l, NULL);
+		return;
+	}
+	if (g->op == IR_OP_CONV2D_DX && g->s == 2) {
+		cg_conv_dx_phases_emit(k, g, ws);
 		return;
 	}
 	if (g->op == IR_OP_CONV2D_DX) { /* out = dx, a = dy, b = w */

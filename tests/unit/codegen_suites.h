@@ -47,5 +47,6 @@ Suite *cg_conv_tune_suite(void); /* the measured choice of a lowering, cached */
 Suite *cg_epilogue_suite(void); /* the batch-norm statistics epilogue of convolutions */
 Suite *cg_split_suite(void); /* images per parallel index, even over two threads */
 Suite *cg_objcache_suite(void); /* compiled objects kept on disk */
+Suite *cg_conv_dx_suite(void); /* the stride-2 data gradient by the phases of dX */
 
 #endif

@@ -788,6 +788,7 @@ int main(void)
 	srunner_add_suite(sr, cg_conv_tune_suite());
 	srunner_add_suite(sr, cg_split_suite());
 	srunner_add_suite(sr, cg_objcache_suite());
+	srunner_add_suite(sr, cg_conv_dx_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
