@@ -21,10 +21,10 @@
  * built.  A killed run leaves its D.tmp.<random> behind; the next rt_dir_begin
  * for D removes every one that is marked, holds only files revc writes and
  * is not locked, and never anything else.  Removal deletes regular files
- * only and then the directory if that emptied it: it never recurses.  (A
- * kill in the few system calls between mkdtemp and the mark leaves an
- * empty, unmarked directory, which is kept: it cannot be told from one of
- * the user's, and it holds nothing.)  A temporary is private (0700) while
+ * only, the manifest last, and then the directory if that emptied it: it
+ * never recurses.  (A kill in the few system calls between mkdtemp and the
+ * mark leaves an empty, unmarked directory, which is kept: it cannot be
+ * told from one of the user's, and it holds nothing.)  A temporary is private (0700) while
  * it is built; at the swap it takes the mode of the directory it replaces,
  * else 0777 less the umask, as mkdir(2) would give it. */
 #include <dirent.h>
@@ -219,16 +219,20 @@ bool rt_dir_same(const char *a, const char *b)
 }
 
 /* Removes the regular files of the directory open as fd (never following a
- * link, never recursing). */
+ * link, never recursing), the manifest last: a kill part way through leaves
+ * a directory still marked as revc's, which the next rt_dir_begin removes
+ * (with the manifest gone first, the rest would be kept for ever). */
 static void empty_dir(int fd)
 {
 	DIR *d = entries(fd);
 	if (!d)
 		return;
 	for (struct dirent *ent; (ent = next(d));)
-		if (regular(fd, ent->d_name))
+		if (strcmp(ent->d_name, RT_MANIFEST_NAME) != 0 && regular(fd, ent->d_name))
 			unlinkat(fd, ent->d_name, 0);
 	closedir(d);
+	if (regular(fd, RT_MANIFEST_NAME))
+		unlinkat(fd, RT_MANIFEST_NAME, 0);
 }
 
 /* empty_dir on the directory `name` under dirfd, then removes it if that

@@ -10,7 +10,7 @@
 # Usage: checkpoint.sh REVC ROOT
 set -u
 revc=$(realpath "$1") root=$(realpath "$2") fail=0 n=0
-tmp=$(mktemp -d); trap 'kill -9 $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+tmp=$(mktemp -d) kt=; trap 'kill -9 $pid 2>/dev/null; rm -rf "$tmp" ${kt:+"$kt"}' EXIT
 pid=
 cd "$root" || exit 1
 # Trained with the interpreter: no compile time, the same checkpoints.
@@ -173,7 +173,11 @@ done
   "$revc" train "${small[@]}" --engine interp --steps 5 --resume "$tmp/sigr" --save "$tmp/sigr" >/dev/null 2>&1 || bad "resuming"
 
 # ---- stale temporaries: removed if revc made them, kept otherwise ----
-d=$tmp/k
+# On tmpfs when there is one: it lists a directory newest first, so a kill
+# while the old checkpoint is removed catches its manifest gone first unless
+# revc removes it last (ext4's hashed order hides that most of the time).
+kt=$(mktemp -d -p /dev/shm 2>/dev/null) || kt=$(mktemp -d -p "$tmp")
+d=$kt/k
 "$revc" train "${small[@]}" --engine interp --steps 2 --save "$d" >/dev/null 2>&1 || bad "a checkpoint to kill runs over"
 for try in 1 2 3 4 5; do # real SIGKILLs during saves, which may or may not leave one
   "$revc" train "${small[@]}" --engine interp --steps 100000 --save "$d" --save-every 1 >/dev/null 2>"$tmp/kill.err" &
@@ -183,7 +187,7 @@ for try in 1 2 3 4 5; do # real SIGKILLs during saves, which may or may not leav
   kill -9 $pid; wait $pid 2>/dev/null; pid=
   "$revc" eval "${small[@]}" --params "$d" >/dev/null 2>&1 || bad "SIGKILL (try $try) broke the checkpoint"
 done
-echo "checkpoint: $(cd "$tmp" && ls -d k.tmp.* 2>/dev/null | wc -l) temporaries left by 5 SIGKILLs"
+echo "checkpoint: $(cd "$kt" && ls -d k.tmp.* 2>/dev/null | wc -l) temporaries left by 5 SIGKILLs"
 cp -r "$tmp/ck2" "$d.tmp.Sim123"                  # the old directory of a swap, killed before removal
 mkdir "$d.tmp.Sim456"; cp "$tmp/ck2/revc-manifest.txt" "$d.tmp.Sim456/"; cp "$tmp/ck2/step.npy" "$d.tmp.Sim456/"
 mkdir "$d.tmp.foobar"; echo mine > "$d.tmp.foobar/notes.txt" # the user's, named alike
@@ -193,7 +197,7 @@ echo k > "$d.tmp.Sub123/keep/file"                # marked, but holding a direct
 n=$((n + 1))
 "$revc" train "${small[@]}" --engine interp --steps 2 --save "$d" >/dev/null 2>"$tmp/err" || { bad "the save after the kills"; cat "$tmp/err"; }
 # (An empty unmarked one, from a kill right after mkdtemp, is kept too.)
-left=$(cd "$tmp" && for t in k.tmp.*; do [ -d "$t" ] && [ -z "$(ls -A "$t")" ] && [ ${#t} -eq 12 ] || echo "$t"; done | tr '\n' ' ')
+left=$(cd "$kt" && for t in k.tmp.*; do [ -d "$t" ] && [ -z "$(ls -A "$t")" ] && [ ${#t} -eq 12 ] || echo "$t"; done | tr '\n' ' ')
 [ "$left" = "k.tmp.Sim789x k.tmp.Sub123 k.tmp.foo k.tmp.foobar " ] || bad "after the next save: left $left"
 [ "$(cat "$d.tmp.foobar/notes.txt")" = mine ] && [ "$(cat "$d.tmp.Sub123/keep/file")" = k ] || bad "a user's file was removed"
 grep -qx 'step 2' "$d/revc-manifest.txt" || bad "the save after the kills did not land"
