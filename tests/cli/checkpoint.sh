@@ -6,8 +6,9 @@
 # place of a .npy is an error, not a hang; SIGINT and SIGTERM during training
 # end with 130/143, one line, the last checkpoint whole and no D.tmp.* left,
 # and before training they stop it there;
-# the next save removes the temporaries a killed run left, and only those.
-# Usage: checkpoint.sh REVC ROOT
+# the next save removes the temporaries a killed run left, and only those,
+# also one killed part way through removing the checkpoint it replaced.
+# Usage: checkpoint.sh REVC ROOT (REVC_KILLUNLINK: tests/cli/killunlink.c built)
 set -u
 revc=$(realpath "$1") root=$(realpath "$2") fail=0 n=0
 tmp=$(mktemp -d) kt=; trap 'kill -9 $pid 2>/dev/null; rm -rf "$tmp" ${kt:+"$kt"}' EXIT
@@ -201,6 +202,25 @@ left=$(cd "$kt" && for t in k.tmp.*; do [ -d "$t" ] && [ -z "$(ls -A "$t")" ] &&
 [ "$left" = "k.tmp.Sim789x k.tmp.Sub123 k.tmp.foo k.tmp.foobar " ] || bad "after the next save: left $left"
 [ "$(cat "$d.tmp.foobar/notes.txt")" = mine ] && [ "$(cat "$d.tmp.Sub123/keep/file")" = k ] || bad "a user's file was removed"
 grep -qx 'step 2' "$d/revc-manifest.txt" || bad "the save after the kills did not land"
+
+# ---- a kill part way through removing the checkpoint a save replaced ----
+# tests/cli/killunlink.c (preloaded; after ASan's runtime under ASan) kills
+# revc right after it unlinks that directory's manifest.  The manifest goes
+# last, so the kill leaves an empty directory at most, never unmarked files
+# that no later save would remove (CI once found k.tmp.EPkMBt so).
+d=$kt/r asan=$(ldd "$revc" | awk '/libasan/ {print $3}')
+n=$((n + 1))
+"$revc" train "${small[@]}" --engine interp --steps 2 --save "$d" >/dev/null 2>&1 || bad "a checkpoint to replace"
+LD_PRELOAD=${asan:+$asan:}${REVC_KILLUNLINK:?} REVC_TEST_KILL_UNLINK=1 \
+  "$revc" train "${small[@]}" --engine interp --steps 3 --save "$d" >/dev/null 2>&1
+rc=$?
+[ $rc -eq 137 ] || bad "the preloaded kill: exit status $rc, expected 137 (SIGKILL)"
+grep -qx 'step 3' "$d/revc-manifest.txt" || bad "the killed save did not land before its cleanup"
+left=$(cd "$kt" && for t in r.tmp.*; do [ -d "$t" ] && [ -n "$(ls -A "$t")" ] && echo "$t: $(ls "$t" | head -3 | tr '\n' ' ')"; done)
+[ -z "$left" ] || bad "the kill left files: $left"
+"$revc" train "${small[@]}" --engine interp --steps 2 --save "$d" >/dev/null 2>&1 || bad "the save after the kill"
+left=$(cd "$kt" && for t in r.tmp.*; do [ -d "$t" ] && [ -n "$(ls -A "$t")" ] && echo "$t"; done)
+[ -z "$left" ] && grep -qx 'step 2' "$d/revc-manifest.txt" || bad "after the save after the kill: left '$left'"
 
 # ---- AdamW: m, v and the step count t are saved, and a resume is exact ----
 adamw=(models/fashion.rev --data synthetic --set batch=8 --set units=1,1,1 --set optimizer=adamw --set lr=1e-3)
