@@ -35,15 +35,6 @@ static LLVMTypeRef vec_ty(const cg_kb *k)
 	return LLVMVectorType(k->real, (unsigned)lanes(k));
 }
 
-/* A mask with the first n of the vector's lanes on. */
-static LLVMValueRef first_lanes(cg_kb *k, int n)
-{
-	LLVMValueRef bits[64];
-	for (int i = 0; i < lanes(k); i++)
-		bits[i] = LLVMConstInt(k->m->i1, i < n, 0);
-	return LLVMConstVector(bits, (unsigned)lanes(k));
-}
-
 /* A mask with lanes lo .. hi-1 on. */
 static LLVMValueRef lane_range(cg_kb *k, int64_t lo, int64_t hi)
 {
@@ -75,21 +66,6 @@ static LLVMValueRef vload_lanes(cg_kb *k, LLVMValueRef p, int64_t lo, int64_t hi
 static LLVMValueRef vload(cg_kb *k, LLVMValueRef base, LLVMValueRef i, int n)
 {
 	return vload_lanes(k, cg_gep(k, NULL, base, i), 0, n);
-}
-
-static void vstore(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, int n)
-{
-	LLVMValueRef p = cg_gep(k, NULL, base, i);
-	if (n >= lanes(k)) {
-		LLVMValueRef s = LLVMBuildStore(k->b, v, p);
-		LLVMSetAlignment(s, (unsigned)ir_dtype_size(k->dt));
-		return;
-	}
-	LLVMTypeRef over[2] = {vec_ty(k), k->m->ptr}, fty;
-	LLVMValueRef f = cg_intrinsic(k, "llvm.masked.store", over, 2, &fty);
-	LLVMValueRef args[4] = {v, p, LLVMConstInt(k->m->i32, (unsigned long long)ir_dtype_size(k->dt), 0),
-		first_lanes(k, n)};
-	LLVMBuildCall2(k->b, fty, f, args, 4, "");
 }
 
 static LLVMValueRef splat(cg_kb *k, LLVMValueRef x)
@@ -143,7 +119,7 @@ void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int 
 				idx[i] = LLVMConstInt(k->m->i32, (unsigned long long)(2 * i), 0);
 			x = LLVMBuildShuffleVector(k->b, v[0], v[1], LLVMConstVector(idx, (unsigned)L), "");
 		}
-		vstore(k, dst, cg_i64(k, j0), x, (int)cnt);
+		cg_vstore(k, dst, cg_i64(k, j0), x, (int)cnt);
 	}
 }
 
@@ -164,7 +140,7 @@ void cg_interleave_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef even, LLVMValueR
 			}
 			LLVMValueRef x = LLVMBuildShuffleVector(k->b, e, o, LLVMConstVector(idx, (unsigned)L), "");
 			int64_t cnt = n - d0 - h * L;
-			vstore(k, dst, cg_i64(k, d0 + h * L), x, (int)(cnt < L ? cnt : L));
+			cg_vstore(k, dst, cg_i64(k, d0 + h * L), x, (int)(cnt < L ? cnt : L));
 		}
 	}
 }
@@ -232,7 +208,7 @@ static void block_ab(cg_kb *k, const void *gp, LLVMValueRef m0, int mr, const vo
 		LLVMValueRef row = cg_iadd(k, m0, cg_i64(k, m));
 		LLVMValueRef crow = cg_iadd(k, cg_imul(k, row, cg_i64(k, g->ldc)), c->p);
 		for (int v = 0; v < nv; v++)
-			vstore(k, g->c, cg_iadd(k, crow, cg_i64(k, v * L)), lr.out[m * nv + v], v == nv - 1 ? c->tail : L);
+			cg_vstore(k, g->c, cg_iadd(k, crow, cg_i64(k, v * L)), lr.out[m * nv + v], v == nv - 1 ? c->tail : L);
 	}
 }
 

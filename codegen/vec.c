@@ -37,6 +37,22 @@ LLVMValueRef cg_vload(cg_kb *k, int lanes, LLVMValueRef base, LLVMValueRef i, in
 	return LLVMBuildCall2(k->b, fty, f, args, 4, "");
 }
 
+/* v's lanes [at, at + n) stored at p[at..]: one vector of n lanes (a
+ * scalar when n is 1). */
+static void store_piece(cg_kb *k, LLVMValueRef p, LLVMValueRef v, int at, int n, unsigned align)
+{
+	LLVMValueRef q = cg_gep(k, NULL, p, cg_i64(k, at)), x;
+	if (n == 1) {
+		x = LLVMBuildExtractElement(k->b, v, LLVMConstInt(k->m->i32, (unsigned long long)at, 0), "");
+	} else {
+		LLVMValueRef idx[CG_MAX_VLANES];
+		for (int j = 0; j < n; j++)
+			idx[j] = LLVMConstInt(k->m->i32, (unsigned long long)(at + j), 0);
+		x = LLVMBuildShuffleVector(k->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)n), "");
+	}
+	LLVMSetAlignment(LLVMBuildStore(k->b, x, q), align);
+}
+
 void cg_vstore(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, int n)
 {
 	LLVMTypeRef vt = LLVMTypeOf(v);
@@ -45,6 +61,18 @@ void cg_vstore(cg_kb *k, LLVMValueRef base, LLVMValueRef i, LLVMValueRef v, int 
 	unsigned align = (unsigned)ir_dtype_size(k->dt);
 	if (n >= lanes) {
 		LLVMSetAlignment(LLVMBuildStore(k->b, v, p), align);
+		return;
+	}
+	/* Without AVX-512's mask registers a masked store is VMASKMOVPS,
+	 * which AMD's cores run slowly: the first n lanes go as pieces of
+	 * halving width instead (6 of 8: 4, then 2). */
+	if (k->m->vec_bytes < 64) {
+		int at = 0;
+		for (int w = lanes / 2; w >= 1; w /= 2)
+			if (n - at >= w) {
+				store_piece(k, p, v, at, w, align);
+				at += w;
+			}
 		return;
 	}
 	LLVMTypeRef over[2] = {vt, k->m->ptr}, fty;
