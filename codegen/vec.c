@@ -1,7 +1,8 @@
 /* vec.c: short vectors of any width for the kernels that write their own
- * vector code (k_bn.c's channel sums, k_pool.c's average pooling): masks,
- * splats, and loads and stores of a vector's first n lanes, so a row's
- * tail needs no scalar loop.  Masked loads give zero in the dead lanes. */
+ * vector code (k_bn.c's channel sums, k_pool.c's average pooling, and
+ * gemm.c's and the Winograd kernels' row tails): masks, splats, and loads
+ * and stores of a vector's first n lanes, so a row's tail needs no scalar
+ * loop.  Masked loads give zero in the dead lanes. */
 #include "internal.h"
 
 LLVMValueRef cg_vmask(cg_kb *k, int lanes, int n)

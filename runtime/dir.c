@@ -24,9 +24,10 @@
  * only, the manifest last, and then the directory if that emptied it: it
  * never recurses.  (A kill in the few system calls between mkdtemp and the
  * mark leaves an empty, unmarked directory, which is kept: it cannot be
- * told from one of the user's, and it holds nothing.)  A temporary is private (0700) while
- * it is built; at the swap it takes the mode of the directory it replaces,
- * else 0777 less the umask, as mkdir(2) would give it. */
+ * told from one of the user's, and it holds nothing.)  A temporary is
+ * private (0700) while it is built; at the swap it takes the mode of the
+ * directory it replaces, else 0777 less the umask, as mkdir(2) would give
+ * it. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
