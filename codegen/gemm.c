@@ -85,14 +85,52 @@ static LLVMValueRef vfma(cg_kb *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef 
 }
 
 /* The sum of v's lanes. */
-static LLVMValueRef vsum(cg_kb *k, LLVMValueRef v)
+/* sums[i] = the sum of v[i]'s lanes (i < n <= CG_MAX_CARRY), all n at
+ * once: two vectors of segments w lanes wide fold into one of segments
+ * w / 2 wide, each segment's halves added and the two vectors' segments
+ * side by side (two shuffles and an add), until segments are one lane.
+ * Sixteen vectors of 16 lanes take 15 folds, where summing each alone
+ * takes 4 apiece: the filter gradient's products reduce along columns,
+ * and at fashion's 7x7 planes (208 columns an index) these sums were a
+ * large part of them.  owner[j][s]: whose sum segment s of vector j is
+ * (-1: a zero vector's). */
+static void vsums(cg_kb *k, const LLVMValueRef *v, int n, LLVMValueRef *sums)
 {
-	LLVMTypeRef over = vec_ty(k), fty;
-	LLVMValueRef f = cg_intrinsic(k, "llvm.vector.reduce.fadd", &over, 1, &fty);
-	LLVMValueRef args[2] = {cg_real(k, 0), v};
-	LLVMValueRef s = LLVMBuildCall2(k->b, fty, f, args, 2, "");
-	LLVMSetFastMathFlags(s, LLVMFastMathAllowReassoc);
-	return s;
+	int L = lanes(k), nv = n, nseg = 1;
+	LLVMValueRef cur[CG_MAX_CARRY], lo[64], hi[64];
+	int owner[CG_MAX_CARRY][64];
+	IR_ASSERT(n <= CG_MAX_CARRY && L <= 64);
+	for (int i = 0; i < n; i++) {
+		cur[i] = v[i];
+		owner[i][0] = i;
+	}
+	for (int w = L; w > 1; w /= 2, nseg *= 2) {
+		int half = w / 2, folded = (nv + 1) / 2;
+		for (int l = 0; l < L; l++) {
+			int seg = l / half, src = seg % 2 ? L : 0, at = src + seg / 2 * w + l % half;
+			lo[l] = LLVMConstInt(k->m->i32, (unsigned long long)at, 0);
+			hi[l] = LLVMConstInt(k->m->i32, (unsigned long long)(at + half), 0);
+		}
+		for (int p = 0; p < folded; p++) {
+			bool pair = 2 * p + 1 < nv;
+			LLVMValueRef x = cur[2 * p], y = pair ? cur[2 * p + 1] : LLVMConstNull(vec_ty(k));
+			LLVMValueRef a = LLVMBuildShuffleVector(k->b, x, y, LLVMConstVector(lo, (unsigned)L), "");
+			LLVMValueRef b = LLVMBuildShuffleVector(k->b, x, y, LLVMConstVector(hi, (unsigned)L), "");
+			int mine[64];
+			for (int g = 0; g < nseg; g++) {
+				mine[2 * g] = owner[2 * p][g];
+				mine[2 * g + 1] = pair ? owner[2 * p + 1][g] : -1;
+			}
+			cur[p] = LLVMBuildFAdd(k->b, a, b, "");
+			memcpy(owner[p], mine, sizeof(int) * (size_t)(2 * nseg));
+		}
+		nv = folded;
+	}
+	for (int p = 0; p < nv; p++)
+		for (int l = 0; l < L; l++)
+			if (owner[p][l] >= 0)
+				sums[owner[p][l]] = LLVMBuildExtractElement(k->b, cur[p], LLVMConstInt(k->m->i32,
+					(unsigned long long)l, 0), "");
 }
 
 /* ---- rows of padded and phase-split planes --------------------------------- */
@@ -304,11 +342,13 @@ static void block_abt(cg_kb *k, const void *gp, LLVMValueRef j0, int nb, const v
 	}
 	cg_keep_loop(&li);
 	cg_end_for(k, &li, acc);
+	LLVMValueRef sums[CG_MAX_CARRY];
+	vsums(k, li.out, mr * nb, sums);
 	for (int m = 0; m < mr; m++)
 		for (int n = 0; n < nb; n++) {
 			LLVMValueRef row = cg_imul(k, cg_iadd(k, rw->m0, cg_i64(k, m)), cg_i64(k, g->ldc));
 			LLVMValueRef at = cg_iadd(k, row, cg_iadd(k, j0, cg_i64(k, n)));
-			cg_st(k, g->c, at, cg_fadd(k, cg_ld(k, g->c, at), vsum(k, li.out[m * nb + n])));
+			cg_st(k, g->c, at, cg_fadd(k, cg_ld(k, g->c, at), sums[m * nb + n]));
 		}
 }
 
