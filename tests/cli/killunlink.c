@@ -6,7 +6,9 @@
  * manifest last (runtime/dir.c), so what the kill leaves is an empty
  * directory; had the manifest gone first, the files after it would stay,
  * unmarked, and no later save would remove them. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_NEXT (meson passes -D_GNU_SOURCE already) */
+#endif
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
