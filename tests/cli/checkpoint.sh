@@ -8,9 +8,9 @@
 # and before training they stop it there;
 # the next save removes the temporaries a killed run left, and only those,
 # also one killed part way through removing the checkpoint it replaced.
-# Usage: checkpoint.sh REVC ROOT (REVC_KILLUNLINK: tests/cli/killunlink.c built)
+# Usage: checkpoint.sh REVC ROOT KILLUNLINK (tests/cli/killunlink.c, built)
 set -u
-revc=$(realpath "$1") root=$(realpath "$2") fail=0 n=0
+revc=$(realpath "$1") root=$(realpath "$2") killunlink=$(realpath "$3") fail=0 n=0
 tmp=$(mktemp -d) kt=; trap 'kill -9 $pid 2>/dev/null; rm -rf "$tmp" ${kt:+"$kt"}' EXIT
 pid=
 cd "$root" || exit 1
@@ -209,17 +209,18 @@ grep -qx 'step 2' "$d/revc-manifest.txt" || bad "the save after the kills did no
 # last, so the kill leaves an empty directory at most, never unmarked files
 # that no later save would remove (CI once found k.tmp.EPkMBt so).
 d=$kt/r asan=$(ldd "$revc" | awk '/libasan/ {print $3}')
+holding_files() { (cd "$kt" && for t in r.tmp.*; do [ -d "$t" ] && [ -n "$(ls -A "$t")" ] && echo "$t"; done); }
 n=$((n + 1))
 "$revc" train "${small[@]}" --engine interp --steps 2 --save "$d" >/dev/null 2>&1 || bad "a checkpoint to replace"
-LD_PRELOAD=${asan:+$asan:}${REVC_KILLUNLINK:?} REVC_TEST_KILL_UNLINK=1 \
+LD_PRELOAD=${asan:+$asan:}$killunlink REVC_TEST_KILL_UNLINK=1 \
   "$revc" train "${small[@]}" --engine interp --steps 3 --save "$d" >/dev/null 2>&1
 rc=$?
 [ $rc -eq 137 ] || bad "the preloaded kill: exit status $rc, expected 137 (SIGKILL)"
 grep -qx 'step 3' "$d/revc-manifest.txt" || bad "the killed save did not land before its cleanup"
-left=$(cd "$kt" && for t in r.tmp.*; do [ -d "$t" ] && [ -n "$(ls -A "$t")" ] && echo "$t: $(ls "$t" | head -3 | tr '\n' ' ')"; done)
+left=$(holding_files)
 [ -z "$left" ] || bad "the kill left files: $left"
 "$revc" train "${small[@]}" --engine interp --steps 2 --save "$d" >/dev/null 2>&1 || bad "the save after the kill"
-left=$(cd "$kt" && for t in r.tmp.*; do [ -d "$t" ] && [ -n "$(ls -A "$t")" ] && echo "$t"; done)
+left=$(holding_files)
 [ -z "$left" ] && grep -qx 'step 2' "$d/revc-manifest.txt" || bad "after the save after the kill: left '$left'"
 
 # ---- AdamW: m, v and the step count t are saved, and a resume is exact ----
