@@ -3,7 +3,7 @@
  *
  * cg_jit_compile calls cg_conv_tune_begin before emitting the step: for
  * every f32 convolution Winograd fits (k_conv_choice.c's unfit) and no
- * REVC_CONV forces, the candidates (direct and winograd2) are looked up
+ * REVC_CONV forces, the candidates (direct, winograd2, winograd4) are looked up
  * in the cache, keyed by the CPU the code is made for, this host's CPU and
  * features, the thread count, the op and the geometry; the shapes not in
  * it get one kernel per candidate (no epilogue) in one module, compiled
@@ -33,11 +33,12 @@
  * neither the host, nor what the tune measured, nor REVC_CONV_TUNE.
  *
  * The cache file, $XDG_CACHE_HOME/revc/conv-tune (else
- * $HOME/.cache/revc/conv-tune), is text: the line "revc conv-tune 2",
+ * $HOME/.cache/revc/conv-tune), is text: the line "revc conv-tune 3",
  * then one line per shape, tab-separated: the key, the lowering chosen
- * ("direct" or "winograd2"), and the candidates' minimum times in ms in
- * that order.  A file with another first line is ignored, a malformed
- * line skipped.  A write holds an flock on conv-tune.lock beside it,
+ * ("direct", "winograd2" or "winograd4"), and the candidates' minimum
+ * times in ms in that order.  A file with another first line is ignored,
+ * a malformed line skipped.  A write holds an flock on conv-tune.lock
+ * beside it,
  * reads the file again (a line another process wrote wins over this
  * one's unwritten measure of the same shape, which then takes it), writes
  * the union whole to a temporary name and renames it over the file, so
@@ -56,7 +57,7 @@
 
 #include "internal.h"
 
-#define HEADER "revc conv-tune 2" /* 2: the MARGIN rule (a file of 1 is ignored, timed again) */
+#define HEADER "revc conv-tune 3" /* 3: winograd4 a candidate; 2: the MARGIN rule (older files are ignored, timed again) */
 #define REPS 3
 
 /* How much faster than the cost model's choice a candidate must be.  On
@@ -66,14 +67,20 @@
  * machine. */
 #define MARGIN 0.05
 
-static const cg_conv_lowering candidates[] = {CG_CONV_DIRECT, CG_CONV_WINOGRAD2};
+/* F(4x4)'s rounding error is about ten times F(2x2)'s (docs/codegen.md,
+ * Numerics: 3-7e-6 of the largest output, against 2-4e-7), yet its times
+ * are weighed like the others': fashion's epoch with F(4x4) forced on
+ * every convolution ends at the same test accuracy as with F(2x2) (89.08%
+ * against 88.96%, AVX2 code on a Zen 4).  The tests that compare a step
+ * with the interpreter's to 1e-5 name their lowerings (test_codegen.c). */
+static const cg_conv_lowering candidates[] = {CG_CONV_DIRECT, CG_CONV_WINOGRAD2, CG_CONV_WINOGRAD4};
 #define NCAND ((int)(sizeof candidates / sizeof candidates[0]))
 
 typedef struct {
 	char key[224];
 	cg_conv_lowering l;
 	double ms[NCAND];
-	char why[96];
+	char why[128];
 	bool kept; /* the cache file has this line (read, or written): only then is it used */
 } entry;
 
@@ -164,8 +171,10 @@ static entry *find(const char *key)
 
 static void describe(entry *e, const char *how)
 {
-	snprintf(e->why, sizeof e->why, "%s: %s %.3f ms, %s %.3f ms", how, cg_conv_lowering_name(candidates[0]),
-		e->ms[0], cg_conv_lowering_name(candidates[1]), e->ms[1]);
+	int at = snprintf(e->why, sizeof e->why, "%s:", how);
+	for (int c = 0; c < NCAND && at > 0 && at < (int)sizeof e->why; c++)
+		at += snprintf(e->why + at, sizeof e->why - at, "%s %s %.3f ms", c ? "," : "",
+			cg_conv_lowering_name(candidates[c]), e->ms[c]);
 }
 
 /* Adds an entry (mu held). */

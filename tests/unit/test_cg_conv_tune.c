@@ -142,15 +142,17 @@ static void first_compile(const char *name)
 	ir_graph_free(g);
 }
 
-/* Each lowering is direct or winograd2, measured. */
+/* Each lowering is one of the candidates, measured, each candidate's time
+ * given. */
 static void expect_measured(const ir_graph *g, const char *how)
 {
 	cg_options o = options();
 	for (int k = 0; k < 3; k++) {
 		const char *why = NULL, *got = cg_conv_describe(node_of(g, ops[k]), &o, &why);
-		ck_assert(!strcmp(got, "direct") || !strcmp(got, "winograd2"));
+		ck_assert(!strcmp(got, "direct") || !strcmp(got, "winograd2") || !strcmp(got, "winograd4"));
 		ck_assert_msg(why && !strncmp(why, how, strlen(how)), "why '%s'", why);
-		ck_assert(strstr(why, "direct ") && strstr(why, " ms, winograd2 "));
+		ck_assert_msg(strstr(why, ": direct ") && strstr(why, " ms, winograd2 ") && strstr(why, " ms, winograd4 "),
+			"why '%s'", why);
 	}
 }
 
@@ -163,7 +165,7 @@ START_TEST(test_tune_writes)
 	compile(g);
 	char first[256];
 	ck_assert_int_eq(cache_lines(first), 4);
-	ck_assert_str_eq(first, "revc conv-tune 2\n");
+	ck_assert_str_eq(first, "revc conv-tune 3\n");
 	expect_measured(g, "measured: ");
 	ir_graph_free(g);
 	cleanup();
@@ -171,11 +173,12 @@ START_TEST(test_tune_writes)
 END_TEST
 
 /* The lowerings of the entries written by hand: a mix. */
-static const char *const mixed[3] = {"winograd2", "direct", "winograd2"};
+static const char *const mixed[3] = {"winograd2", "direct", "winograd4"};
 
 /* Writes the cache (mode "w", header first) or appends to it (mode "a",
  * header NULL): a line per op of geometry geom (as keys spell it)
- * choosing l[op] (none when NULL), the chosen lowering 9 times faster. */
+ * choosing l[op] (none when NULL), the chosen lowering 9 times faster
+ * than the other candidates (direct, winograd2, winograd4). */
 static void write_choices(const char *mode, const char *header, const char *geom, const char *const l[3])
 {
 	char sc[200], path[300];
@@ -188,7 +191,9 @@ static void write_choices(const char *mode, const char *header, const char *geom
 	for (int k = 0; k < 3; k++)
 		if (l[k])
 			fprintf(f, "%s %s %s\t%s\t%s\n", sc, ir_op_name(ops[k]), geom, l[k],
-				strcmp(l[k], "direct") ? "9.0\t1.0" : "1.0\t9.0");
+				!strcmp(l[k], "direct")	     ? "1.0\t9.0\t9.0"
+				: !strcmp(l[k], "winograd2") ? "9.0\t1.0\t9.0"
+							     : "9.0\t9.0\t1.0");
 	fclose(f);
 }
 
@@ -230,12 +235,12 @@ START_TEST(test_tune_corrupt)
 	compile(g);
 	expect_measured(g, "measured: ");
 	ck_assert_int_eq(cache_lines(first), 7); /* the first compile's three lines (this process's), three new */
-	ck_assert_str_eq(first, "revc conv-tune 2\n");
+	ck_assert_str_eq(first, "revc conv-tune 3\n");
 	ir_graph_free(g);
 	/* Now the header is right but some lines are not: they are skipped. */
 	FILE *f = fopen(path, "a");
 	ck_assert(f);
-	fprintf(f, "a key\tdirect\t1.0\n" "a key\tblas\t1.0\t2.0\n" "a key\tdirect\t-1\t2.0\n\x01\x02\n");
+	fprintf(f, "a key\tdirect\t1.0\t2.0\n" "a key\tblas\t1.0\t2.0\t3.0\n" "a key\tdirect\t-1\t2.0\t3.0\n\x01\x02\n");
 	fclose(f);
 	static const cgt_conv c2 = {2, 8, 9, 7, 8, 3, 1, {1, 1, 1, 1}};
 	g = cgt_conv_graph(&c2, IR_F32, 2);
@@ -296,7 +301,7 @@ START_TEST(test_tune_read_only)
 	ir_graph *g;
 	char lock[300];
 	static const char *const two[3] = {"direct", NULL, "winograd2"};
-	write_choices("w", "revc conv-tune 2", "n=2 c=16 h=8 w=9 o=8 k=3x3 s=1 pad=1,1,1,1", two);
+	write_choices("w", "revc conv-tune 3", "n=2 c=16 h=8 w=9 o=8 k=3x3 s=1 pad=1,1,1,1", two);
 	snprintf(lock, sizeof lock, "%s/revc/conv-tune.lock", dir);
 	unlink(lock);
 	ck_assert(!mkdir(lock, 0755));
@@ -405,10 +410,10 @@ START_TEST(test_tune_controls)
 }
 END_TEST
 
-/* A convolution Winograd fits is planned the largest of direct's,
- * winograd2's and the cost model's choice's workspaces, whatever gets
- * chosen, and the same with the tune on and off: on layers the cost model
- * puts on each side, F(4x4) included. */
+/* A convolution Winograd fits is planned the largest of the candidates'
+ * (direct's, winograd2's, winograd4's) and the cost model's choice's
+ * workspaces, whatever gets chosen, and the same with the tune on and off:
+ * on layers the cost model puts on each lowering. */
 START_TEST(test_tune_workspace)
 {
 	fresh_home("workspace");
@@ -420,18 +425,19 @@ START_TEST(test_tune_workspace)
 		{{4, 4, 14, 14, 16, 3, 1, {1, 1, 1, 1}}, "direct"}, /* under 8 input planes */
 		{{2, 64, 8, 8, 64, 3, 1, {1, 1, 1, 1}}, "winograd4"}, /* revnet-110's 8x8 stage */
 	};
+	static const char *const forced[3] = {"direct", "winograd2", "winograd4"};
 	cg_options o = options();
 	bool above = false; /* the plan larger than the cost model's own, somewhere */
 	for (int i = 0; i < 3; i++) {
-		int64_t ws[5][3]; /* REVC_CONV=direct, winograd2, the model's; the tune on, off; by op */
-		for (int m = 0; m < 5; m++) {
-			if (m < 3)
-				setenv("REVC_CONV", m == 0 ? "direct" : m == 1 ? "winograd2" : cs[i].model, 1);
+		int64_t ws[6][3]; /* REVC_CONV=direct, winograd2, winograd4, the model's; the tune on, off; by op */
+		for (int m = 0; m < 6; m++) {
+			if (m < 4)
+				setenv("REVC_CONV", m < 3 ? forced[m] : cs[i].model, 1);
 			else
 				unsetenv("REVC_CONV");
-			setenv("REVC_CONV_TUNE", m == 4 ? "0" : "1", 1);
+			setenv("REVC_CONV_TUNE", m == 5 ? "0" : "1", 1);
 			ir_graph *g = cgt_conv_graph(&cs[i].c, IR_F32, 2);
-			if (m == 4) {
+			if (m == 5) {
 				const char *l = cg_conv_describe(node_of(g, IR_OP_CONV2D), &o, NULL);
 				ck_assert_msg(!strcmp(l, cs[i].model), "%d: the cost model says %s", i, l);
 			}
@@ -440,11 +446,12 @@ START_TEST(test_tune_workspace)
 			ir_graph_free(g);
 		}
 		for (int k = 0; k < 3; k++) {
-			int64_t most = ws[0][k] > ws[1][k] ? ws[0][k] : ws[1][k];
-			most = ws[2][k] > most ? ws[2][k] : most;
-			ck_assert_int_eq(ws[3][k], most);
+			int64_t most = 0;
+			for (int m = 0; m < 4; m++)
+				most = ws[m][k] > most ? ws[m][k] : most;
 			ck_assert_int_eq(ws[4][k], most);
-			above = above || most != ws[2][k];
+			ck_assert_int_eq(ws[5][k], most);
+			above = above || most != ws[3][k];
 		}
 	}
 	ck_assert(above);
@@ -452,9 +459,9 @@ START_TEST(test_tune_workspace)
 }
 END_TEST
 
-/* The rule that turns two minimum times into a choice: the cost model's
- * candidate unless the other is more than 5% faster; the fastest where
- * the cost model chose neither (F(4x4)), the first on a tie. */
+/* The rule that turns minimum times into a choice: the cost model's
+ * candidate unless the fastest is more than 5% faster; the fastest where
+ * the cost model's choice is not a candidate, the first on a tie. */
 START_TEST(test_tune_pick)
 {
 	const cg_conv_lowering cand[2] = {CG_CONV_DIRECT, CG_CONV_WINOGRAD2};
@@ -474,6 +481,26 @@ START_TEST(test_tune_pick)
 	};
 	for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
 		ck_assert_msg(cg_conv_tune_pick(cs[i].ms, cand, 2, cs[i].model) == cs[i].want, "case %zu", i);
+	/* The tune's own three: the fastest, if more than 5% faster than the
+	 * cost model's choice, F(4x4) like the others. */
+	const cg_conv_lowering three[3] = {CG_CONV_DIRECT, CG_CONV_WINOGRAD2, CG_CONV_WINOGRAD4};
+	static const struct {
+		double ms[3];
+		cg_conv_lowering model;
+		int want;
+	} cs3[] = {
+		{{0.235, 0.166, 0.128}, CG_CONV_WINOGRAD2, 2}, /* fashion's 14x14 conv2d on a Zen 4 */
+		{{0.266, 0.152, 0.225}, CG_CONV_WINOGRAD2, 1}, /* its 7x7 */
+		{{0.237, 0.189, 0.187}, CG_CONV_WINOGRAD2, 1}, /* its 28x28: 1% */
+		{{0.247, 0.226, 0.206}, CG_CONV_WINOGRAD2, 2}, /* its 28x28 conv2d_dw: 9% */
+		{{0.247, 0.226, 0.216}, CG_CONV_WINOGRAD2, 1}, /* 4.4%: not enough */
+		{{0.180, 0.200, 0.185}, CG_CONV_WINOGRAD2, 0},
+		{{0.400, 0.310, 0.290}, CG_CONV_WINOGRAD4, 2}, /* F(2x2) 7% slower: F(4x4) stays */
+		{{0.400, 0.280, 0.290}, CG_CONV_WINOGRAD4, 2}, /* F(2x2) 3.4% faster: not enough */
+		{{0.200, 0.300, 0.220}, CG_CONV_WINOGRAD4, 0},
+	};
+	for (size_t i = 0; i < sizeof cs3 / sizeof cs3[0]; i++)
+		ck_assert_msg(cg_conv_tune_pick(cs3[i].ms, three, 3, cs3[i].model) == cs3[i].want, "case3 %zu", i);
 }
 END_TEST
 
