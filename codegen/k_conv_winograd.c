@@ -97,7 +97,10 @@ static int64_t images(const ir_conv_geom *g, const cg_wino *w)
 
 /* conv2d_dw's images per parallel index.  Its products reduce over the
  * columns, each block of results ending in horizontal sums: so 256
- * columns or more, with one matrix element's Z and V (the operands of one
+ * columns or more (F(4x4): 256·16/36, so that its 36 matrices of Z and V
+ * take the room F(2x2)'s 16 take at 256: with 256, the step's peak at
+ * fashion's batch 32 grew 4.6%, the 14x14 filter gradient's workspace
+ * 2.4 MiB), with one matrix element's Z and V (the operands of one
  * product) within 256 KiB; then the count from 3/4 of that to all of it
  * whose slowest chunk has the fewest images (split.c).  Not more: at 7x7
  * 50 images stay 13 to an index (13, 13, 13 and 11: 26 against 24), as 25
@@ -106,7 +109,8 @@ static int64_t images(const ir_conv_geom *g, const cg_wino *w)
 static int64_t dw_images(const ir_conv_geom *g, const cg_wino *w)
 {
 	int64_t per = (w->cin + w->cout) * w->tiles * 4;
-	int64_t t = (256 + w->tiles - 1) / w->tiles;
+	int64_t cols = 256 * 16 / ((int64_t)w->t->a * w->t->a);
+	int64_t t = (cols + w->tiles - 1) / w->tiles;
 	if (t > ((int64_t)256 << 10) / per)
 		t = ((int64_t)256 << 10) / per;
 	if (t < 1)
