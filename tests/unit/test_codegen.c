@@ -494,11 +494,12 @@ static bool ends_with(const char *s, const char *suffix)
 }
 
 /* test_training_step with F(4x4) on every 3x3 convolution it fits, every
- * batch norm's shift 1 and scale 0.05: its normalised values are within
- * √(m - 1) of zero (m the elements a channel's statistics cover, 196 at
- * 7x7), so every ReLU input is 0.3 or more at the first step, and no
- * rounding flips a mask.  (With random shifts and scales this seed's
- * revnet gradients move by 2e-2: test_training_step.) */
+ * batch norm's shift 1 and scale 0.05, so that a ReLU's input is
+ * 1 + 0.05·x̂, x̂ normalised over the m elements of its channel: within
+ * √(m - 1) of zero, so 0.3 or more at 7x7 (m = 196), and in practice a few
+ * units at most anywhere.  No rounding flips a mask.  (With random shifts
+ * and scales this seed's revnet gradients move by 2e-2 under F(4x4):
+ * test_training_step.) */
 START_TEST(test_training_step_f4)
 {
 	static const char *const sets[] = {"units=1,1,1", "batch=4"};
