@@ -373,6 +373,9 @@ void cg_conv_tune_end(void);
  * or false when neither is an absolute path (the conv tune's file and the
  * object cache, objcache.c, live there). */
 bool cg_cache_dir(char *buf, size_t len);
+/* mkdir -p: dir and every missing directory above it (XDG_CACHE_HOME
+ * itself may not exist yet); false when one cannot be made. */
+bool cg_make_dirs(const char *dir);
 /* The same choices for o (NULL: none) until cg_conv_tune_leave(saved),
  * saved holding what was in force. */
 void cg_conv_tune_enter(const cg_options *o, char *saved, size_t len);

@@ -230,6 +230,22 @@ bool cg_cache_dir(char *buf, size_t len)
 	return n > 0 && (size_t)n < len;
 }
 
+bool cg_make_dirs(const char *dir)
+{
+	char path[4096];
+	int n = snprintf(path, sizeof path, "%s", dir);
+	if (n <= 0 || (size_t)n >= sizeof path)
+		return false;
+	for (char *p = path + 1; *p; p++)
+		if (*p == '/') {
+			*p = 0;
+			if (mkdir(path, 0755) && errno != EEXIST)
+				return false;
+			*p = '/';
+		}
+	return !mkdir(path, 0755) || errno == EEXIST;
+}
+
 static cg_conv_lowering lowering_named(const char *s)
 {
 	for (int c = 0; c < NCAND; c++)
@@ -304,25 +320,11 @@ static void load(const char *dir)
 	fclose(f);
 }
 
-/* mkdir -p for the cache directory: its parent and itself. */
-static bool make_dir(const char *dir)
-{
-	char parent[4096];
-	snprintf(parent, sizeof parent, "%s", dir);
-	char *slash = strrchr(parent, '/');
-	if (slash && slash != parent) {
-		*slash = 0;
-		if (mkdir(parent, 0755) && errno != EEXIST)
-			return false;
-	}
-	return !mkdir(dir, 0755) || errno == EEXIST;
-}
-
 /* The lock file beside the cache, opened (not locked), or -1 when it
  * cannot be: then neither can the cache be written. */
 static int open_lock(const char *dir)
 {
-	if (!make_dir(dir))
+	if (!cg_make_dirs(dir))
 		return -1;
 	char path[4200];
 	file_path(dir, "conv-tune.lock", path, sizeof path);

@@ -321,13 +321,7 @@ void cg_objcache_store(const char *key, LLVMMemoryBufferRef obj)
 	char dir[4096], path[4200], tmp[4300];
 	if (!dir_path(dir, sizeof dir) || !file_path(key, path, sizeof path))
 		return;
-	/* The parent (revc/) first, then objects/. */
-	char *slash = strrchr(dir, '/');
-	*slash = 0;
-	if (mkdir(dir, 0755) && errno != EEXIST)
-		return;
-	*slash = '/';
-	if (mkdir(dir, 0755) && errno != EEXIST)
+	if (!cg_make_dirs(dir)) /* XDG_CACHE_HOME too: the conv tune may not have made it */
 		return;
 	snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
 	int fd = mkstemp(tmp);
