@@ -145,9 +145,9 @@ static double idle_share(const revc_bench_result *r, double *serial)
 static void print_profile_json(const revc_bench_result *r)
 {
 	double serial, idle = idle_share(r, &serial);
-	printf(",\"profile\":{\"median_step_seconds\":%.9g,\"calls_seconds\":%.9g,\"idle_share\":%.6f,"
-	       "\"serial_idle_share\":%.6f,\"kinds\":[",
-		r->profile_median_seconds, r->profile_step_seconds, idle, serial);
+	printf(",\"profile\":{\"median_step_seconds\":%.9g,\"mean_step_seconds\":%.9g,\"calls_seconds\":%.9g,"
+	       "\"idle_share\":%.6f,\"serial_idle_share\":%.6f,\"kinds\":[",
+		r->profile_median_seconds, r->profile_mean_seconds, r->profile_step_seconds, idle, serial);
 	for (int k = 0; k < r->nkinds; k++) {
 		printf("%s{\"kind\":\"", k ? "," : "");
 		cli_json_string(stdout, r->kinds[k].kind);

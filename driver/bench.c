@@ -228,6 +228,9 @@ static bool time_steps(rt_exec *x, const revc_bench_options *b, revc_bench_resul
 		}
 	}
 	if (ok) {
+		r->mean_seconds = 0;
+		for (int64_t s = 0; s < b->steps; s++)
+			r->mean_seconds += times[s] / (double)b->steps;
 		qsort(times, (size_t)b->steps, sizeof *times, by_value);
 		r->median_seconds = times[b->steps / 2];
 		r->min_seconds = times[0];
@@ -282,6 +285,7 @@ bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *
 		if (!ok)
 			return false;
 		r->profile_median_seconds = again.median_seconds;
+		r->profile_mean_seconds = again.mean_seconds;
 		profile_kinds(m->engine.pool, bo.steps, r);
 	}
 	drv_gemm_shape shapes[512];

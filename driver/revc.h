@@ -720,7 +720,7 @@ void revc_bench_options_init(revc_bench_options *b);
 typedef struct {
 	bool cut;               /* the pass options stopped the pipeline: the step was built and dumped, not run */
 	double compile_seconds; /* preparing the step to run (the JIT's compile) */
-	double median_seconds, min_seconds; /* of the timed steps */
+	double median_seconds, min_seconds, mean_seconds; /* of the timed steps */
 	/* The least processor time (every thread of the process, spinning
 	 * included) a timed step took: with one thread, what the step costs
 	 * whatever else the machine runs (it is not charged for the time it
@@ -757,6 +757,7 @@ typedef struct {
 	 * call is serial), bytes read and written, direct FLOPs. */
 	bool profiled;
 	double profile_median_seconds; /* step time while timing calls (the profile's overhead) */
+	double profile_mean_seconds;   /* the same steps' mean, which the calls' time is part of */
 	double profile_step_seconds;   /* the calls' wall time per step */
 	int profile_threads;
 	int nkinds;

@@ -35,7 +35,10 @@ calls = sum(x["calls"] for x in k)
 assert abs(calls - r["kernel_calls"]) < 1e-9, ("calls per step", calls, r["kernel_calls"])
 wall = sum(x["seconds"] for x in k)
 assert abs(wall - p["calls_seconds"]) <= 1e-7 * (1 + len(k)), ("kinds' time", wall, p["calls_seconds"])
-assert 0 < wall <= p["median_step_seconds"] * 3, ("calls' time against the step", wall, p["median_step_seconds"])
+# The calls are timed inside the steps: their time is part of the same
+# steps' mean (not their median: one step the host stalled, once 13 ms of
+# a 1 ms step, puts the mean of three far above it).
+assert 0 < wall <= p["mean_step_seconds"] * (1 + 1e-6), ("calls' time against the steps'", wall, p["mean_step_seconds"])
 for x in k:
     assert 0 <= x["busy_seconds"] <= threads * x["seconds"] * (1 + 1e-9) + 1e-9, ("busy", x)
     assert 0 <= x["serial_seconds"] <= x["seconds"] * (1 + 1e-9), ("serial", x)
