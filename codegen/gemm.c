@@ -84,7 +84,6 @@ static LLVMValueRef vfma(cg_kb *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef 
 	return LLVMBuildCall2(k->b, fty, f, args, 3, "");
 }
 
-/* The sum of v's lanes. */
 /* sums[i] = the sum of v[i]'s lanes (i < n <= CG_MAX_CARRY), all n at
  * once: two vectors of segments w lanes wide fold into one of segments
  * w / 2 wide, each segment's halves added and the two vectors' segments
