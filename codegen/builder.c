@@ -123,6 +123,13 @@ LLVMValueRef cg_intrinsic(cg_kb *k, const char *name, LLVMTypeRef *over, int nov
 	return f;
 }
 
+LLVMValueRef cg_fma(cg_kb *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMTypeRef ty = LLVMTypeOf(a), fty;
+	LLVMValueRef f = cg_intrinsic(k, "llvm.fma", &ty, 1, &fty), args[3] = {a, b, c};
+	return LLVMBuildCall2(k->b, fty, f, args, 3, "");
+}
+
 LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v)
 {
 	LLVMTypeRef ty = LLVMTypeOf(v), fty;

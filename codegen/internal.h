@@ -184,11 +184,13 @@ LLVMValueRef cg_fmax(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_relu_select(cg_kb *k, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_to_f64(cg_kb *k, LLVMValueRef v);
 LLVMValueRef cg_to_real(cg_kb *k, LLVMValueRef v);
-/* A unary math intrinsic ("llvm.exp", "llvm.log", "llvm.sqrt") on v's type. */
 /* The declaration of LLVM intrinsic `name` overloaded on over[0..nover),
  * and its function type in *fty. */
 LLVMValueRef cg_intrinsic(cg_kb *k, const char *name, LLVMTypeRef *over, int nover, LLVMTypeRef *fty);
+/* A unary math intrinsic ("llvm.exp", "llvm.log", "llvm.sqrt") on v's type. */
 LLVMValueRef cg_math(cg_kb *k, const char *name, LLVMValueRef v);
+/* a·b + c rounded once (llvm.fma: C's fma and fmaf give the same bits). */
+LLVMValueRef cg_fma(cg_kb *k, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 /* A call of libm's double function `name` of one double (erf, which LLVM
  * has no intrinsic for): the JIT finds it in the process, and a compiled
  * model links it with -lm. */

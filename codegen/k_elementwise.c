@@ -408,29 +408,33 @@ static LLVMValueRef compute(emitter *e, int i, LLVMValueRef idx)
 		return cg_fadd(k, operand(e, i, 0, idx), operand(e, i, 1, idx));
 	case IR_OP_BN_NORM:
 	case IR_OP_BN_INFER: {
-		/* (x - mean) * gamma/sqrt(var + eps) + beta, in double */
+		/* x·sc + (beta - mean·sc), sc = gamma/sqrt(var + eps): one fused
+		 * multiply-add in double, as runtime/kern_bn.c, bit for bit */
 		bool norm = n->op == IR_OP_BN_NORM;
 		LLVMValueRef mean = cg_to_f64(k, e->pre[i][1]);
 		LLVMValueRef var = cg_to_f64(k, norm ? e->pre_var[i] : e->pre[i][2]);
 		LLVMValueRef gamma = cg_to_f64(k, e->pre[i][norm ? 2 : 3]);
 		LLVMValueRef beta = cg_to_f64(k, e->pre[i][norm ? 3 : 4]);
 		LLVMValueRef sc = cg_fdiv(k, gamma, cg_math(k, "llvm.sqrt", cg_fadd(k, var, cg_f64(k, ir_node_float(n, IR_ATTR_EPS)))));
-		LLVMValueRef x = f64v(e, i, 0, idx);
-		return cg_to_real(k, cg_fadd(k, cg_fmul(k, cg_fsub(k, x, mean), sc), beta));
+		LLVMValueRef shift = cg_fsub(k, beta, cg_fmul(k, mean, sc));
+		return cg_to_real(k, cg_fma(k, f64v(e, i, 0, idx), sc, shift));
 	}
 	case IR_OP_BN_DX: {
-		/* gamma/sqrt(var+eps) * (dy - dbeta/m - xhat * dgamma/m), in double */
+		/* gamma/sqrt(var+eps) * (dy - dbeta/m - xhat * dgamma/m)
+		 * = dy·sc + (x·q + r), two fused multiply-adds in double with
+		 * the channel's sc, q and r as runtime/kern_bn.c's, bit for bit */
 		const ir_type *t = &n->type;
 		double m = (double)(t->dim[0] * (t->rank == 4 ? t->dim[2] * t->dim[3] : 1));
 		LLVMValueRef mean = cg_to_f64(k, e->pre[i][2]), var = cg_to_f64(k, e->pre_var[i]);
 		LLVMValueRef inv = cg_fdiv(k, cg_f64(k, 1), cg_math(k, "llvm.sqrt",
 			cg_fadd(k, var, cg_f64(k, ir_node_float(n, IR_ATTR_EPS)))));
 		LLVMValueRef sc = cg_fmul(k, cg_to_f64(k, e->pre[i][3]), inv);
-		LLVMValueRef dgm = cg_fdiv(k, cg_to_f64(k, e->pre[i][4]), cg_f64(k, m));
+		LLVMValueRef kk = cg_fmul(k, cg_fdiv(k, cg_to_f64(k, e->pre[i][4]), cg_f64(k, m)), inv);
 		LLVMValueRef dbm = cg_fdiv(k, cg_to_f64(k, e->pre[i][5]), cg_f64(k, m));
-		LLVMValueRef xhat = cg_fmul(k, cg_fsub(k, f64v(e, i, 1, idx), mean), inv);
-		LLVMValueRef d = cg_fsub(k, cg_fsub(k, f64v(e, i, 0, idx), dbm), cg_fmul(k, xhat, dgm));
-		return cg_to_real(k, cg_fmul(k, sc, d));
+		LLVMValueRef q = cg_fmul(k, LLVMBuildFNeg(k->b, sc, ""), kk);
+		LLVMValueRef r = cg_fmul(k, sc, cg_fsub(k, cg_fmul(k, mean, kk), dbm));
+		LLVMValueRef xq = cg_fma(k, f64v(e, i, 1, idx), q, r);
+		return cg_to_real(k, cg_fma(k, f64v(e, i, 0, idx), sc, xq));
 	}
 	case IR_OP_GLOBAL_AVGPOOL_GRAD: {
 		const ir_type *t = &n->type;

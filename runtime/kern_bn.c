@@ -58,16 +58,20 @@ bool K(rt_k_bn_stats)(const rt_kargs *a, rt_err *e)
 	return true;
 }
 
-/* y = g·(x − mean)/sqrt(var + eps) + b with per-channel mean, var, g, b. */
+/* y = g·(x − mean)/sqrt(var + eps) + b with per-channel mean, var, g, b,
+ * as x·sc + (b − mean·sc), sc = g/sqrt(var + eps): one fused multiply-add
+ * in double per element.  The shift's rounding is an ulp of double, so y
+ * rounds to the f32 of the exact value but within an ulp of double of a
+ * rounding boundary (and ReLU's sign of it is that of the exact value). */
 static void normalize(const bn_shape *s, const real *x, const real *mean, const real *var,
 	const real *g, const real *b, double eps, real *y)
 {
 	for (int64_t c = 0; c < s->c; c++) {
-		double mu = (double)mean[c], sc = (double)g[c] / sqrt((double)var[c] + eps);
-		double beta = (double)b[c];
+		double sc = (double)g[c] / sqrt((double)var[c] + eps);
+		double shift = (double)b[c] - (double)mean[c] * sc;
 		for (int64_t n = 0; n < s->n; n++)
 			for (int64_t k = 0, i = at(s, n, c); k < s->hw; k++, i++)
-				y[i] = (real)(((double)x[i] - mu) * sc + beta);
+				y[i] = (real)fma((double)x[i], sc, shift);
 	}
 }
 
@@ -108,7 +112,10 @@ bool K(rt_k_bn_dgamma)(const rt_kargs *a, rt_err *e)
 }
 
 /* bn_dx(dy, x, stats, gamma, dgamma, dbeta)
- *   = gamma/sqrt(var+eps) · (dy − dbeta/m − xhat · dgamma/m) */
+ *   = gamma/sqrt(var+eps) · (dy − dbeta/m − xhat · dgamma/m)
+ *   = dy·sc + (x·q + r), sc = gamma/sqrt(var+eps), q = −sc·dgamma/m/sqrt(var+eps)
+ *     and r = sc·(mean·dgamma/m/sqrt(var+eps) − dbeta/m) per channel:
+ * two fused multiply-adds in double per element (as normalize()). */
 bool K(rt_k_bn_dx)(const rt_kargs *a, rt_err *e)
 {
 	bn_shape s = shape_of(&a->n->in[0]->type);
@@ -117,13 +124,11 @@ bool K(rt_k_bn_dx)(const rt_kargs *a, rt_err *e)
 	real *dx = a->out;
 	double eps = ir_node_float(a->n, IR_ATTR_EPS), m = (double)(s.n * s.hw);
 	for (int64_t c = 0; c < s.c; c++) {
-		double mu = (double)st[c], inv = inv_std(st, &s, c, eps), sc = (double)g[c] * inv;
-		double dbm = (double)db[c] / m, dgm = (double)dg[c] / m;
+		double inv = inv_std(st, &s, c, eps), sc = (double)g[c] * inv, k = (double)dg[c] / m * inv;
+		double q = -sc * k, r = sc * ((double)st[c] * k - (double)db[c] / m);
 		for (int64_t n = 0; n < s.n; n++)
-			for (int64_t k = 0, i = at(&s, n, c); k < s.hw; k++, i++) {
-				double xhat = ((double)x[i] - mu) * inv;
-				dx[i] = (real)(sc * ((double)dy[i] - dbm - xhat * dgm));
-			}
+			for (int64_t j = 0, i = at(&s, n, c); j < s.hw; j++, i++)
+				dx[i] = (real)fma((double)dy[i], sc, fma((double)x[i], q, r));
 	}
 	return true;
 }
