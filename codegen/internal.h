@@ -421,7 +421,7 @@ bool cg_conv_winograd(const ir_conv_geom *g, ir_dtype dt);
 int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt);
 int64_t cg_conv_winograd_workspace(const ir_conv_geom *g, ir_dtype dt);
 void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws);
-/* conv2d_dw's serial finish: dW from the threads' partial sums (per:
+/* conv2d_dw's finish: dW's output planes [k->lo, k->hi) from the threads' partial sums (per:
  * each thread's workspace, in elements). */
 void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, int threads, int64_t per);
 
@@ -470,6 +470,10 @@ typedef struct {
 	 * dispatcher calls every thread, with an empty range if need be, so
 	 * each thread's workspace slice is always initialised. */
 	void (*finish)(cg_kb *k, const ir_node *n, int threads);
+	/* The finish's extent (it covers [k->lo, k->hi) of it), divided
+	 * among the threads when the result has FINISH_SPLIT_BYTES or more
+	 * (codegen/step.c); NULL: 1. */
+	int64_t (*finish_extent)(const ir_node *n);
 } cg_op_impl;
 
 /* The emitter for n's op, or NULL (sources, outputs, and ops handled by

@@ -40,7 +40,7 @@ static void emit_heads_split(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &l, NULL);
 }
 
-const cg_op_impl cg_impl_heads_split = {split_extent, NULL, emit_heads_split, false, NULL};
+const cg_op_impl cg_impl_heads_split = {split_extent, NULL, emit_heads_split, false, NULL, NULL};
 
 /* heads_merge: result row r = n·T + s, its columns (p·h + j)·d .. from
  * operand p's row (n·h + j)·T + s. */
@@ -68,7 +68,7 @@ static void emit_heads_merge(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &l, NULL);
 }
 
-const cg_op_impl cg_impl_heads_merge = {merge_extent, NULL, emit_heads_merge, false, NULL};
+const cg_op_impl cg_impl_heads_merge = {merge_extent, NULL, emit_heads_merge, false, NULL, NULL};
 
 /* to_tokens and from_tokens: [N,A,B] → [N,B,A] per image, result row
  * r = n·B + j gathering x[n, i, j] over i. */
@@ -107,5 +107,5 @@ static void emit_transpose(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &l, NULL);
 }
 
-const cg_op_impl cg_impl_to_tokens = {transpose_extent, NULL, emit_transpose, false, NULL};
-const cg_op_impl cg_impl_from_tokens = {transpose_extent, NULL, emit_transpose, false, NULL};
+const cg_op_impl cg_impl_to_tokens = {transpose_extent, NULL, emit_transpose, false, NULL, NULL};
+const cg_op_impl cg_impl_from_tokens = {transpose_extent, NULL, emit_transpose, false, NULL, NULL};

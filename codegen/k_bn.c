@@ -489,8 +489,8 @@ static void finish_bn_stats(cg_kb *k, const ir_node *n, int threads)
 	partials_finish(k, &r, threads);
 }
 
-const cg_op_impl cg_impl_bn_stats = {bn_extent, bn_workspace, emit_bn_stats, false, finish_bn_stats};
-const cg_op_impl cg_impl_bn_dgamma = {bn_extent, bn_workspace, emit_bn_dgamma, false, finish_bn_dgamma};
+const cg_op_impl cg_impl_bn_stats = {bn_extent, bn_workspace, emit_bn_stats, false, finish_bn_stats, NULL};
+const cg_op_impl cg_impl_bn_dgamma = {bn_extent, bn_workspace, emit_bn_dgamma, false, finish_bn_dgamma, NULL};
 
 /* ---- running statistics: in place, serial -------------------------------- */
 
@@ -529,8 +529,8 @@ static void emit_bn_running_var(cg_kb *k, const ir_node *n)
 	emit_running(k, n, 1, count / (count - 1));
 }
 
-const cg_op_impl cg_impl_bn_running_mean = {running_extent, NULL, emit_bn_running_mean, true, NULL};
-const cg_op_impl cg_impl_bn_running_var = {running_extent, NULL, emit_bn_running_var, true, NULL};
+const cg_op_impl cg_impl_bn_running_mean = {running_extent, NULL, emit_bn_running_mean, true, NULL, NULL};
+const cg_op_impl cg_impl_bn_running_var = {running_extent, NULL, emit_bn_running_var, true, NULL, NULL};
 
 /* ---- reduce_sum ------------------------------------------------------------ */
 
@@ -645,4 +645,4 @@ static void emit_reduce_sum(cg_kb *k, const ir_node *n)
 		reduce_outputs(k, &kept, &red);
 }
 
-const cg_op_impl cg_impl_reduce_sum = {reduce_extent, reduce_workspace, emit_reduce_sum, false, NULL};
+const cg_op_impl cg_impl_reduce_sum = {reduce_extent, reduce_workspace, emit_reduce_sum, false, NULL, NULL};

@@ -130,10 +130,10 @@ static void emit_bucket_unpack(cg_kb *k, const ir_node *n)
 	cg_memcpy(k, cg_arg(k, 0), src, cg_i64(k, ir_type_bytes(&n->type)));
 }
 
-const cg_op_impl cg_impl_allreduce = {one, NULL, emit_allreduce, true, NULL};
-const cg_op_impl cg_impl_allreduce_start = {one, NULL, emit_allreduce_start, true, NULL};
-const cg_op_impl cg_impl_allreduce_wait = {one, NULL, emit_allreduce_wait, true, NULL};
-const cg_op_impl cg_impl_bn_share = {channels, NULL, emit_bn_share, true, NULL};
-const cg_op_impl cg_impl_bn_merge = {channels, NULL, emit_bn_merge, true, NULL};
-const cg_op_impl cg_impl_bucket_pack = {one, NULL, emit_bucket_pack, true, NULL};
-const cg_op_impl cg_impl_bucket_unpack = {one, NULL, emit_bucket_unpack, true, NULL};
+const cg_op_impl cg_impl_allreduce = {one, NULL, emit_allreduce, true, NULL, NULL};
+const cg_op_impl cg_impl_allreduce_start = {one, NULL, emit_allreduce_start, true, NULL, NULL};
+const cg_op_impl cg_impl_allreduce_wait = {one, NULL, emit_allreduce_wait, true, NULL, NULL};
+const cg_op_impl cg_impl_bn_share = {channels, NULL, emit_bn_share, true, NULL, NULL};
+const cg_op_impl cg_impl_bn_merge = {channels, NULL, emit_bn_merge, true, NULL, NULL};
+const cg_op_impl cg_impl_bucket_pack = {one, NULL, emit_bucket_pack, true, NULL, NULL};
+const cg_op_impl cg_impl_bucket_unpack = {one, NULL, emit_bucket_unpack, true, NULL, NULL};

@@ -11,9 +11,10 @@
  *   conv2d_dx  col_i = W^T · dY_i, folded back into the image (col2im)
  *   conv2d_dw  dW += dY · col^T over the tile, into the thread's partial sum
  * the products being the register-blocked loops of gemm.c.  Tiles are
- * divided among threads, so both cores work.  conv2d_dw's serial finish
- * kernel adds the threads' partials in thread order, so the result does not
- * depend on timing.  Padding is the node's explicit [top, bottom, left,
+ * divided among threads, so both cores work.  conv2d_dw's finish kernel
+ * adds the threads' partials in thread order, so the result does not
+ * depend on timing (over dW's output planes, divided among the threads
+ * when dW is large: codegen/step.c).  Padding is the node's explicit [top, bottom, left,
  * right].
  *
  * 3x3 stride-1 ones and their gradients may be Winograd's instead
@@ -575,8 +576,8 @@ static void emit_conv2d_dw(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &l, NULL);
 }
 
-/* dW = the sum of the threads' partials, in thread order (threads: those
- * that ran, codegen/step.c). */
+/* dW's output planes [k->lo, k->hi): the sum of the threads' partials,
+ * in thread order (threads: those that ran, codegen/step.c). */
 static void finish_conv2d_dw(cg_kb *k, const ir_node *n, int threads)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
@@ -588,7 +589,7 @@ static void finish_conv2d_dw(cg_kb *k, const ir_node *n, int threads)
 	int64_t at = cg_conv_implicit(&g) ? cg_conv_implicit_partial(&g) : col_elems(&g) + y_elems(&g);
 	LLVMValueRef dw = cg_arg(k, 0), ws = cg_arg(k, n->nin + 1);
 	cg_loop l;
-	LLVMValueRef i = cg_for(k, &l, cg_i64(k, 0), cg_i64(k, g.o * K));
+	LLVMValueRef i = cg_for(k, &l, cg_imul(k, k->lo, cg_i64(k, K)), cg_imul(k, k->hi, cg_i64(k, K)));
 	LLVMValueRef sum = cg_ld(k, ws, cg_iadd(k, i, cg_i64(k, at)));
 	for (int t = 1; t < threads; t++)
 		sum = cg_fadd(k, sum, cg_ld(k, ws, cg_iadd(k, i, cg_i64(k, t * per + at))));
@@ -596,9 +597,16 @@ static void finish_conv2d_dw(cg_kb *k, const ir_node *n, int threads)
 	cg_end_for(k, &l, NULL);
 }
 
-const cg_op_impl cg_impl_conv2d = {conv_extent, conv_workspace, emit_conv2d, false, NULL};
-const cg_op_impl cg_impl_conv2d_dx = {conv_extent, conv_workspace, emit_conv2d_dx, false, NULL};
-const cg_op_impl cg_impl_conv2d_dw = {conv_extent, conv_workspace, emit_conv2d_dw, false, finish_conv2d_dw};
+const cg_op_impl cg_impl_conv2d = {conv_extent, conv_workspace, emit_conv2d, false, NULL, NULL};
+const cg_op_impl cg_impl_conv2d_dx = {conv_extent, conv_workspace, emit_conv2d_dx, false, NULL, NULL};
+/* The finish's extent: dW's output planes. */
+static int64_t finish_extent_conv2d_dw(const ir_node *n)
+{
+	return n->type.dim[0];
+}
+
+const cg_op_impl cg_impl_conv2d_dw = {conv_extent, conv_workspace, emit_conv2d_dw, false, finish_conv2d_dw,
+	finish_extent_conv2d_dw};
 
 /* ---- matmul: one GEMM ---------------------------------------------------- */
 
@@ -628,7 +636,7 @@ static void emit_matmul(cg_kb *k, const ir_node *n)
 		ldb, 0, cg_arg(k, 0), nn);
 }
 
-const cg_op_impl cg_impl_matmul = {one, NULL, emit_matmul, true, NULL};
+const cg_op_impl cg_impl_matmul = {one, NULL, emit_matmul, true, NULL, NULL};
 
 /* ---- bmatmul: one GEMM per batch index, the indices divided among threads
  * (attention's products are small, BLAS would run each on one) ----------- */
@@ -665,4 +673,4 @@ static void emit_bmatmul(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &l, NULL);
 }
 
-const cg_op_impl cg_impl_bmatmul = {bmatmul_batch, NULL, emit_bmatmul, false, NULL};
+const cg_op_impl cg_impl_bmatmul = {bmatmul_batch, NULL, emit_bmatmul, false, NULL, NULL};

@@ -509,10 +509,10 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 	cg_end_for(k, &lt, NULL);
 }
 
-/* conv2d_dw's serial finish: dW[o][c] = G^T S G, S the sum of the threads'
- * partials in thread order (so the result does not depend on timing),
- * added and transformed in f64 and rounded once.  per: each thread's
- * workspace, in elements. */
+/* conv2d_dw's finish: dW[o][c] = G^T S G for the output planes o of
+ * [k->lo, k->hi), S the sum of the threads' partials in thread order (so
+ * the result does not depend on timing), added and transformed in f64 and
+ * rounded once.  per: each thread's workspace, in elements. */
 void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, int threads, int64_t per)
 {
 	cg_wino w = wino_of(g, n->type.dtype);
@@ -521,7 +521,7 @@ void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, 
 	int64_t plane = w.cout * w.cin;
 	LLVMValueRef dw = cg_arg(k, 0), ws = cg_arg(k, n->nin + 1);
 	cg_loop lo, lc;
-	LLVMValueRef o = cg_for(k, &lo, cg_i64(k, 0), cg_i64(k, w.cout));
+	LLVMValueRef o = cg_for(k, &lo, k->lo, k->hi);
 	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, w.cin));
 	LLVMValueRef oc = cg_iadd(k, cg_imul(k, o, cg_i64(k, w.cin)), c), in[36], out[9];
 	for (int e = 0; e < a * a; e++) {

@@ -161,7 +161,7 @@ static void emit_layout(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &lt, NULL);
 }
 
-const cg_op_impl cg_impl_split = {layout_extent, NULL, emit_layout, false, NULL};
-const cg_op_impl cg_impl_concat = {layout_extent, NULL, emit_layout, false, NULL};
-const cg_op_impl cg_impl_channel_pad = {layout_extent, NULL, emit_layout, false, NULL};
-const cg_op_impl cg_impl_channel_slice = {layout_extent, NULL, emit_layout, false, NULL};
+const cg_op_impl cg_impl_split = {layout_extent, NULL, emit_layout, false, NULL, NULL};
+const cg_op_impl cg_impl_concat = {layout_extent, NULL, emit_layout, false, NULL, NULL};
+const cg_op_impl cg_impl_channel_pad = {layout_extent, NULL, emit_layout, false, NULL, NULL};
+const cg_op_impl cg_impl_channel_slice = {layout_extent, NULL, emit_layout, false, NULL, NULL};

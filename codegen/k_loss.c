@@ -77,5 +77,5 @@ static void emit_softmax_xent_grad(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &li, NULL);
 }
 
-const cg_op_impl cg_impl_softmax_xent = {rows, NULL, emit_softmax_xent, true, NULL};
-const cg_op_impl cg_impl_softmax_xent_grad = {rows, NULL, emit_softmax_xent_grad, false, NULL};
+const cg_op_impl cg_impl_softmax_xent = {rows, NULL, emit_softmax_xent, true, NULL, NULL};
+const cg_op_impl cg_impl_softmax_xent_grad = {rows, NULL, emit_softmax_xent_grad, false, NULL, NULL};

@@ -184,9 +184,9 @@ static void emit_ln_dx(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &l, NULL);
 }
 
-const cg_op_impl cg_impl_ln_stats = {rows_in, NULL, emit_ln_stats, false, NULL};
-const cg_op_impl cg_impl_ln_dgamma = {features, dgamma_workspace, emit_ln_dgamma, false, NULL};
-const cg_op_impl cg_impl_ln_dx = {rows_in, NULL, emit_ln_dx, false, NULL};
+const cg_op_impl cg_impl_ln_stats = {rows_in, NULL, emit_ln_stats, false, NULL, NULL};
+const cg_op_impl cg_impl_ln_dgamma = {features, dgamma_workspace, emit_ln_dgamma, false, NULL, NULL};
+const cg_op_impl cg_impl_ln_dx = {rows_in, NULL, emit_ln_dx, false, NULL, NULL};
 
 /* ---- softmax ------------------------------------------------------------------- */
 
@@ -276,8 +276,8 @@ static void emit_softmax_grad(cg_kb *k, const ir_node *n)
 
 static int64_t rows_out(const ir_node *n) { return row_count(&n->type); }
 
-const cg_op_impl cg_impl_softmax = {rows_out, softmax_workspace, emit_softmax, false, NULL};
-const cg_op_impl cg_impl_softmax_grad = {rows_out, NULL, emit_softmax_grad, false, NULL};
+const cg_op_impl cg_impl_softmax = {rows_out, softmax_workspace, emit_softmax, false, NULL, NULL};
+const cg_op_impl cg_impl_softmax_grad = {rows_out, NULL, emit_softmax_grad, false, NULL, NULL};
 
 /* ---- mean over tokens ---------------------------------------------------------- */
 
@@ -302,4 +302,4 @@ static void emit_token_mean(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &l, NULL);
 }
 
-const cg_op_impl cg_impl_token_mean = {outputs, NULL, emit_token_mean, false, NULL};
+const cg_op_impl cg_impl_token_mean = {outputs, NULL, emit_token_mean, false, NULL, NULL};

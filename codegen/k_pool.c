@@ -217,8 +217,8 @@ static void emit_avgpool_grad(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &lp, NULL);
 }
 
-const cg_op_impl cg_impl_avgpool = {plane_extent, NULL, emit_avgpool, false, NULL};
-const cg_op_impl cg_impl_avgpool_grad = {plane_extent, NULL, emit_avgpool_grad, false, NULL};
+const cg_op_impl cg_impl_avgpool = {plane_extent, NULL, emit_avgpool, false, NULL, NULL};
+const cg_op_impl cg_impl_avgpool_grad = {plane_extent, NULL, emit_avgpool_grad, false, NULL, NULL};
 
 /* ---- maxpool --------------------------------------------------------------- */
 
@@ -340,8 +340,8 @@ static void emit_maxpool_grad(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &lp, NULL);
 }
 
-const cg_op_impl cg_impl_maxpool = {plane_extent, NULL, emit_maxpool, false, NULL};
-const cg_op_impl cg_impl_maxpool_grad = {plane_extent, NULL, emit_maxpool_grad, false, NULL};
+const cg_op_impl cg_impl_maxpool = {plane_extent, NULL, emit_maxpool, false, NULL, NULL};
+const cg_op_impl cg_impl_maxpool_grad = {plane_extent, NULL, emit_maxpool_grad, false, NULL, NULL};
 
 /* ---- global_avgpool: [N,C,H,W] -> [N,C] ------------------------------------ */
 
@@ -363,4 +363,4 @@ static void emit_global_avgpool(cg_kb *k, const ir_node *n)
 	cg_end_for(k, &lp, NULL);
 }
 
-const cg_op_impl cg_impl_global_avgpool = {plane_extent, NULL, emit_global_avgpool, false, NULL};
+const cg_op_impl cg_impl_global_avgpool = {plane_extent, NULL, emit_global_avgpool, false, NULL, NULL};
