@@ -421,8 +421,8 @@ bool cg_conv_winograd(const ir_conv_geom *g, ir_dtype dt);
 int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt);
 int64_t cg_conv_winograd_workspace(const ir_conv_geom *g, ir_dtype dt);
 void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws);
-/* conv2d_dw's finish: dW's output planes [k->lo, k->hi) from the threads' partial sums (per:
- * each thread's workspace, in elements). */
+/* conv2d_dw's finish: dW's output planes [k->lo, k->hi) from the threads'
+ * partial sums (per: each thread's workspace, in elements). */
 void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, int threads, int64_t per);
 
 /* Convolution epilogues (k_conv.c): what the kernel of a conv2d that

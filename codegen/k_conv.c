@@ -14,8 +14,8 @@
  * divided among threads, so both cores work.  conv2d_dw's finish kernel
  * adds the threads' partials in thread order, so the result does not
  * depend on timing (over dW's output planes, divided among the threads
- * when dW is large: codegen/step.c).  Padding is the node's explicit [top, bottom, left,
- * right].
+ * when dW is large: codegen/step.c).  Padding is the node's explicit
+ * [top, bottom, left, right].
  *
  * 3x3 stride-1 ones and their gradients may be Winograd's instead
  * (k_conv_winograd.c, chosen by k_conv_choice.c).  With REVC_CONV=blas (or REVC_CONV_BLAS=1) every
@@ -597,14 +597,14 @@ static void finish_conv2d_dw(cg_kb *k, const ir_node *n, int threads)
 	cg_end_for(k, &l, NULL);
 }
 
-const cg_op_impl cg_impl_conv2d = {conv_extent, conv_workspace, emit_conv2d, false, NULL, NULL};
-const cg_op_impl cg_impl_conv2d_dx = {conv_extent, conv_workspace, emit_conv2d_dx, false, NULL, NULL};
 /* The finish's extent: dW's output planes. */
 static int64_t finish_extent_conv2d_dw(const ir_node *n)
 {
 	return n->type.dim[0];
 }
 
+const cg_op_impl cg_impl_conv2d = {conv_extent, conv_workspace, emit_conv2d, false, NULL, NULL};
+const cg_op_impl cg_impl_conv2d_dx = {conv_extent, conv_workspace, emit_conv2d_dx, false, NULL, NULL};
 const cg_op_impl cg_impl_conv2d_dw = {conv_extent, conv_workspace, emit_conv2d_dw, false, finish_conv2d_dw,
 	finish_extent_conv2d_dw};
 
