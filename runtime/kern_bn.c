@@ -62,7 +62,8 @@ bool K(rt_k_bn_stats)(const rt_kargs *a, rt_err *e)
  * as x·sc + (b − mean·sc), sc = g/sqrt(var + eps): one fused multiply-add
  * in double per element.  The shift's rounding is an ulp of double, so y
  * rounds to the f32 of the exact value but within an ulp of double of a
- * rounding boundary (and ReLU's sign of it is that of the exact value). */
+ * rounding boundary (and has the exact value's sign, for a ReLU after it,
+ * but within an ulp of double of the shift from zero). */
 static void normalize(const bn_shape *s, const real *x, const real *mean, const real *var,
 	const real *g, const real *b, double eps, real *y)
 {
