@@ -24,7 +24,10 @@ static const char about[] =
 	"host once per shape and the choice cached in $XDG_CACHE_HOME/revc/conv-tune,\n"
 	"and used once written there; REVC_CONV_TUNE=0 leaves it to the cost model)\n"
 	"and why (\"measured:\" or \"cached:\" with the three times, or \"cost model:\n"
-	"...\").  --profile\n"
+	"...\").  The host line gives a cache line's round trip between two threads\n"
+	"before and after the timed steps: on a shared machine whose two CPUs are\n"
+	"sometimes on different caches, a high one marks a run whose two-thread\n"
+	"steps are slower for it.  --profile\n"
 	"(JIT) runs the timed steps again timing\n"
 	"every kernel call, and prints per kind of kernel its calls, time, share of\n"
 	"the step, how busy it kept the threads, and GFLOP/s or GB/s; the share of\n"
@@ -205,6 +208,10 @@ static void print_json(const bench_info *i, const revc_bench_result *r)
 	else
 		printf(",\"cpu\":null,\"cpu_native\":null");
 	printf(",\"blas_core\":\"%s\"", r->blas_core);
+	if (r->round_trip_ns[0] >= 0 && r->round_trip_ns[1] >= 0)
+		printf(",\"round_trip_ns\":[%.0f,%.0f]", r->round_trip_ns[0], r->round_trip_ns[1]);
+	else
+		printf(",\"round_trip_ns\":null");
 	printf(",\"performed_gflop_per_step\":%.3f", r->performed_flops / 1e9);
 	if (o->kernels) {
 		printf(",\"convolutions\":[");
@@ -237,6 +244,9 @@ static void print_text(const bench_info *i, const revc_bench_result *r)
 	printf("  step time     median %.4f s, min %.4f s over %lld steps\n", r->median_seconds, r->min_seconds,
 		(long long)o->b.steps);
 	printf("  processor     min %.4f s a step, every thread's time (spinning included)\n", r->min_cpu_seconds);
+	if (r->round_trip_ns[0] >= 0 && r->round_trip_ns[1] >= 0)
+		printf("  host          a cache line's round trip between two threads: %.0f ns before, %.0f ns after\n",
+			r->round_trip_ns[0], r->round_trip_ns[1]);
 	printf("  throughput    %.1f images/s\n", (double)batch / r->median_seconds);
 	printf("  compute       %.2f GFLOP per step (convolutions and matrix products), %.1f GFLOP/s\n", r->flops / 1e9,
 		r->flops / r->median_seconds / 1e9);

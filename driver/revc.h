@@ -726,6 +726,11 @@ typedef struct {
 	 * whatever else the machine runs (it is not charged for the time it
 	 * waits for a core). */
 	double min_cpu_seconds;
+	/* A cache line's round trip between two threads, just before the
+	 * timed steps and just after them (runtime/probe.c), in ns; -1 where
+	 * it could not be measured (one CPU).  It tells a shared host's
+	 * states apart: two threads' steps run slower while it is high. */
+	double round_trip_ns[2];
 	double flops;           /* per step: convolutions (one product per image) and dense layers */
 	double gemm_seconds;    /* with gemm: cblas_sgemm alone on the same products; else 0 */
 	int64_t arena_bytes;    /* the step's planned arena */

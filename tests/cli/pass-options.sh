@@ -145,6 +145,7 @@ out=$("$revc" bench models/fashion.rev "${tiny[@]}" --steps 1 --engine interp --
 grep -q '"cpu":null,"cpu_native":null,' <<<"$out" || bad "bench --engine interp --json names a CPU: $out"
 out=$("$revc" bench models/fashion.rev "${tiny[@]}" --steps 1 --json 2>/dev/null)
 grep -qE '"cpu":"[a-z0-9-]+","cpu_native":true,' <<<"$out" || bad "bench --json: $out"
+grep -qE '"round_trip_ns":(\[[0-9]+,[0-9]+\]|null),' <<<"$out" || bad "bench --json has no host probe: $out"
 
 [ $fail -eq 0 ] && echo "pass-options: ok"
 exit $fail
