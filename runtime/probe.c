@@ -8,17 +8,18 @@
  * states apart, so revc bench prints it beside its timings: about 50-130 ns
  * within one L3, 300-550 ns across two on the EPYC hosts we measured.
  *
- * The two threads are not pinned: with two spinning, the kernel puts them
- * on two CPUs when it has two.  The measure is the median of a few batches
- * of round trips, and gives up after PROBE_BUDGET_NS, so it never holds a
- * one-CPU machine (where each pass of the counter waits for a time slice)
- * for longer than that. */
+ * The two threads are pinned to the first two CPUs the caller may run on
+ * (and the caller's own set restored after): unpinned, the kernel now and
+ * then put both on one CPU, where each pass of the counter waits for a
+ * time slice.  The measure is the median of a few batches of round trips,
+ * and gives up after PROBE_BUDGET_NS, so a partner that does not get its
+ * CPU never holds the caller longer than that. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "rt.h"
 
@@ -64,20 +65,44 @@ static int by_value(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* The first two CPUs in *own, or false. */
+static bool two_cpus(const cpu_set_t *own, int cpu[2])
+{
+	int found = 0;
+	for (int i = 0; i < CPU_SETSIZE && found < 2; i++)
+		if (CPU_ISSET(i, own))
+			cpu[found++] = i;
+	return found == 2;
+}
+
 double rt_probe_round_trip_ns(void)
 {
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+	cpu_set_t own, one;
+	int cpu[2];
+	if (pthread_getaffinity_np(pthread_self(), sizeof own, &own) != 0 || !two_cpus(&own, cpu))
 		return -1;
 	court *c = aligned_alloc(64, sizeof *c);
 	if (!c)
 		return -1;
 	atomic_init(&c->ball, 0);
 	atomic_init(&c->quit, false);
+	pthread_attr_t attr;
 	pthread_t t;
-	if (pthread_create(&t, NULL, partner, c) != 0) {
+	CPU_ZERO(&one);
+	CPU_SET(cpu[1], &one);
+	bool started = pthread_attr_init(&attr) == 0;
+	if (started) {
+		started = pthread_attr_setaffinity_np(&attr, sizeof one, &one) == 0 &&
+		          pthread_create(&t, &attr, partner, c) == 0;
+		pthread_attr_destroy(&attr);
+	}
+	if (!started) {
 		free(c);
 		return -1;
 	}
+	CPU_ZERO(&one);
+	CPU_SET(cpu[0], &one);
+	pthread_setaffinity_np(pthread_self(), sizeof one, &one);
 	double batch[BATCHES];
 	int done = 0;
 	double end = now_ns() + PROBE_BUDGET_NS;
@@ -103,6 +128,7 @@ double rt_probe_round_trip_ns(void)
 	}
 	atomic_store(&c->quit, true);
 	pthread_join(t, NULL);
+	pthread_setaffinity_np(pthread_self(), sizeof own, &own);
 	free(c);
 	if (done == 0)
 		return -1;

@@ -458,9 +458,10 @@ void rt_pool_free(rt_pool *p);
 void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n);
 int rt_pool_threads(const rt_pool *p);
 
-/* A cache line's round trip between two threads on two CPUs, in ns (the
- * median of a few batches; runtime/probe.c), or -1 with one CPU.  Takes a
- * few milliseconds, at most 50. */
+/* A cache line's round trip between two threads pinned to the first two
+ * CPUs the caller may use, in ns (the median of a few batches;
+ * runtime/probe.c); -1 with one CPU, or when the other thread did not run
+ * within the 50 ms the probe allows itself.  Takes a few milliseconds. */
 double rt_probe_round_trip_ns(void);
 
 /* Per-call profile of a step compiled with cg_options.profile (its marks:
