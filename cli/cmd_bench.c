@@ -33,9 +33,10 @@ static const char about[] =
 	"the step, how busy it kept the threads, and GFLOP/s or GB/s; the share of\n"
 	"the threads' time spent idle in the dispatcher (waking, waiting for the\n"
 	"slower thread, serial kernels); and the profiled step's time against the\n"
-	"unprofiled one (what the timing costs).  The pass options apply to the step's\n"
-	"pipeline; with --stop-after or --passes revc bench builds and dumps the step\n"
-	"and exits without timing it.";
+	"unprofiled one (what the timing costs).  --profile-calls K also lists the K\n"
+	"longest calls, each with its node as revc dump --after plan names it.  The\n"
+	"pass options apply to the step's pipeline; with --stop-after or --passes\n"
+	"revc bench builds and dumps the step and exits without timing it.";
 
 static const cli_opt opts[] = {
 	{"steps", 0, "K", "timed steps (default 5)"},
@@ -52,12 +53,14 @@ static const cli_opt opts[] = {
 	{"kernels", 0, NULL, "also list the convolutions and the lowering each got, and why"},
 	CLI_DP_OPTS, /* (bucket) */
 	{"profile", 0, NULL, "also time every kernel call: a table per kind of kernel, and the dispatcher's share"},
+	{"profile-calls", 0, "K", "--profile, and also the K longest calls (at most 64), each with its node"},
 	{"help", 'h', NULL, "show this help"},
 	CLI_PASS_OPTS,
 	{NULL, 0, NULL, NULL},
 };
 enum { OPT_STEPS, OPT_ENGINE, OPT_CPU, OPT_STRATEGY, OPT_BUDGET, OPT_THREADS, OPT_GEMM, OPT_JSON, OPT_DUMP,
-	OPT_MAX_MEMORY, OPT_SET, OPT_KERNELS, OPT_BUCKET, OPT_OVERLAP, OPT_PROFILE, OPT_HELP, OPT_PASS0 };
+	OPT_MAX_MEMORY, OPT_SET, OPT_KERNELS, OPT_BUCKET, OPT_OVERLAP, OPT_PROFILE, OPT_PROFILE_CALLS, OPT_HELP,
+	OPT_PASS0 };
 CLI_OPTS_MATCH(opts, OPT_PASS0 + CLI_PASS_OPT_COUNT);
 
 /* What the command line asked for. */
@@ -91,6 +94,14 @@ static int parse(cli_args *a, bench_args *o)
 		case OPT_JSON: o->json = true; break;
 		case OPT_KERNELS: o->kernels = true; break;
 		case OPT_PROFILE: o->b.profile = true; break;
+		case OPT_PROFILE_CALLS: {
+			int64_t calls;
+			if (!cli_parse_int(a->cmd, "--profile-calls", val, 1, 64, &calls))
+				return EXIT_USAGE;
+			o->b.profile_calls = (int)calls;
+			o->b.profile = true;
+			break;
+		}
 		case OPT_DUMP: o->o.dump_llvm = val; break;
 		case OPT_HELP:
 			cli_print_help(stdout, usage, about, opts);
@@ -159,7 +170,20 @@ static void print_profile_json(const revc_bench_result *r)
 			r->kinds[k].calls, r->kinds[k].seconds, r->kinds[k].busy_seconds, r->kinds[k].serial_seconds,
 			r->kinds[k].bytes, r->kinds[k].flops);
 	}
-	printf("]}");
+	printf("]");
+	if (r->ntop) {
+		printf(",\"calls\":[");
+		for (int k = 0; k < r->ntop; k++) {
+			printf("%s{\"index\":%d,\"node\":\"", k ? "," : "", r->top[k].index);
+			cli_json_string(stdout, r->top[k].node);
+			printf("\",\"kind\":\"");
+			cli_json_string(stdout, r->top[k].kind);
+			printf("\",\"seconds\":%.9g,\"busy_seconds\":%.9g,\"parallel\":%s}", r->top[k].seconds,
+				r->top[k].busy_seconds, r->top[k].parallel ? "true" : "false");
+		}
+		printf("]");
+	}
+	printf("}");
 }
 
 static void print_profile_text(const revc_bench_result *r, double median)
@@ -181,6 +205,14 @@ static void print_profile_text(const revc_bench_result *r, double median)
 			snprintf(rate, sizeof rate, "%.1f GB/s", r->kinds[k].bytes / s / 1e9);
 		printf("  %-46.46s %7.0f %9.3f %5.1f%% %4.0f%% %9s\n", r->kinds[k].kind, r->kinds[k].calls, 1e3 * s,
 			100 * s / step, 100 * r->kinds[k].busy_seconds / (s * r->profile_threads), rate);
+	}
+	if (r->ntop)
+		printf("  %-5s %-24s %-33s %9s %6s %5s\n", "call", "node", "kind", "ms/step", "share", "busy");
+	for (int k = 0; k < r->ntop; k++) {
+		double s = r->top[k].seconds;
+		printf("  %-5d %-24.24s %-33.33s %9.3f %5.1f%% %4.0f%%%s\n", r->top[k].index, r->top[k].node,
+			r->top[k].kind, 1e3 * s, 100 * s / step, 100 * r->top[k].busy_seconds / (s * r->profile_threads),
+			r->top[k].parallel ? "" : " serial");
 	}
 }
 

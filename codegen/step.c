@@ -21,10 +21,11 @@
  * With cg_options.profile each call is preceded by a mark, the dispatcher
  * called with no kernel: par(par_ctx, NULL, label, k) for the step's k-th
  * call, and par(par_ctx, NULL, NULL, -1) ends the step (runtime/pool.c
- * times calls from mark to mark).  The label is "KIND\tBYTES\tFLOPS": the
- * kernel's kind ("conv2d winograd2", "bn_stats", "group bn_norm+relu"),
- * the bytes of its operands and result, and for convolutions their direct
- * FLOP count. */
+ * times calls from mark to mark).  The label is "KIND\tBYTES\tFLOPS\tNODE":
+ * the kernel's kind ("conv2d winograd2", "bn_stats", "group bn_norm+relu"),
+ * the bytes of its operands and result, for convolutions their direct
+ * FLOP count, and the node it runs (a group's first member) as the dump
+ * after plan names it, with its scope: "%245 s2.u0.g". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,14 @@ static int64_t node_bytes(const ir_node *n)
 	return bytes;
 }
 
+/* "%12 s0.u1.f": the node as the IR dump names it (ids are current after
+ * plan), and its scope if it has one. */
+static const char *node_where(const ir_node *n, char *buf, size_t len)
+{
+	snprintf(buf, len, "%%%d%s%s", n->id, n->scope ? " " : "", n->scope ? n->scope : "");
+	return buf;
+}
+
 /* The profile label of a node's kernel (suffix: " finish" or ""). */
 static void node_label(const ir_node *n, const char *suffix, char *buf, size_t len)
 {
@@ -111,8 +120,9 @@ static void node_label(const ir_node *n, const char *suffix, char *buf, size_t l
 	}
 	if (cg_bn_opens_dbeta(n))
 		lowering = "+reduce_sum";
-	snprintf(buf, len, "%s%s%s%s\t%lld\t%.0f", ir_op_name(n->op), lowering && *lowering != '+' ? " " : "",
-		lowering ? lowering : "", suffix, (long long)bytes, flops);
+	char where[96];
+	snprintf(buf, len, "%s%s%s%s\t%lld\t%.0f\t%s", ir_op_name(n->op), lowering && *lowering != '+' ? " " : "",
+		lowering ? lowering : "", suffix, (long long)bytes, flops, node_where(n, where, sizeof where));
 }
 
 static void call_kernel(stepper *s, LLVMValueRef fn, int64_t extent, bool serial)
@@ -173,7 +183,7 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, cons
 		set_arg(s, n->nin + 1, workspace_ptr(s, n));
 	for (int a = 0; a < nepi; a++)
 		set_arg(s, n->nin + 2 + a, value_ptr(s, epi_args[a]));
-	char label[160];
+	char label[256];
 	if (s->m->profile) {
 		node_label(n, "", label, sizeof label);
 		emit_mark(s, label);
@@ -243,17 +253,19 @@ static void emit_group(stepper *s, int first, int last)
 		bytes += ir_type_bytes(&grp.buf[b]->type);
 	if (s->m->profile) {
 		/* "group " and the members' distinct ops in order */
-		char label[256] = "group";
+		char label[384] = "group";
 		size_t end = strlen(label);
 		for (int i = 0; i < grp.n; i++) {
 			const char *op = ir_op_name(grp.member[i]->op);
 			bool seen = false;
 			for (int j = 0; j < i && !seen; j++)
 				seen = grp.member[j]->op == grp.member[i]->op;
-			if (!seen && end + strlen(op) + 2 < sizeof label - 40)
+			if (!seen && end + strlen(op) + 2 < sizeof label - 140)
 				end += (size_t)snprintf(label + end, sizeof label - end, "%c%s", end == 5 ? ' ' : '+', op);
 		}
-		snprintf(label + end, sizeof label - end, "\t%lld\t0", (long long)bytes);
+		char where[96];
+		snprintf(label + end, sizeof label - end, "\t%lld\t0\t%s", (long long)bytes,
+			node_where(grp.member[0], where, sizeof where));
 		emit_mark(s, label);
 	}
 	call_kernel(s, fn, cg_group_extent(&grp), bytes <= SMALL_BYTES);

@@ -144,6 +144,52 @@ static void conv_lowerings(const ir_graph *g, const cg_options *o, revc_bench_re
 
 /* ---- the per-call profile ------------------------------------------------- */
 
+/* A call of the step and its time, for sorting. */
+typedef struct {
+	int index;
+	double seconds;
+} timed_call;
+
+/* Longest first; the index breaks ties. */
+static int by_call_time(const void *a, const void *b)
+{
+	const timed_call *x = a, *y = b;
+	if (x->seconds != y->seconds)
+		return x->seconds < y->seconds ? 1 : -1;
+	return x->index - y->index;
+}
+
+/* The `want` longest calls (steps steps) into r->top. */
+static void profile_top(const rt_pool *pool, int64_t steps, int want, revc_bench_result *r)
+{
+	int n, m = 0;
+	const rt_pool_call *c = rt_pool_profile_calls(pool, &n);
+	timed_call *order = malloc(((size_t)n + 1) * sizeof *order);
+	if (!order)
+		IR_DIE("out of memory");
+	for (int i = 0; i < n; i++)
+		if (c[i].label && c[i].count)
+			order[m++] = (timed_call){i, c[i].seconds};
+	qsort(order, (size_t)m, sizeof *order, by_call_time);
+	int cap = (int)(sizeof r->top / sizeof r->top[0]);
+	r->ntop = want < m ? want : m;
+	r->ntop = r->ntop < cap ? r->ntop : cap;
+	double per = 1.0 / (double)steps;
+	for (int k = 0; k < r->ntop; k++) {
+		const rt_pool_call *x = &c[order[k].index];
+		/* "KIND\tBYTES\tFLOPS\tNODE" (codegen/step.c) */
+		const char *tab = strchr(x->label, '\t'), *node = strrchr(x->label, '\t');
+		size_t len = tab ? (size_t)(tab - x->label) : strlen(x->label);
+		r->top[k].index = order[k].index;
+		snprintf(r->top[k].kind, sizeof r->top[k].kind, "%.*s", (int)len, x->label);
+		snprintf(r->top[k].node, sizeof r->top[k].node, "%s", node ? node + 1 : "");
+		r->top[k].seconds = x->seconds * per;
+		r->top[k].busy_seconds = x->busy_seconds * per;
+		r->top[k].parallel = x->parallel;
+	}
+	free(order);
+}
+
 /* Sums the pool's per-call records (steps steps) per kind of kernel. */
 static void profile_kinds(const rt_pool *pool, int64_t steps, revc_bench_result *r)
 {
@@ -291,6 +337,8 @@ bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *
 		r->profile_median_seconds = again.median_seconds;
 		r->profile_mean_seconds = again.mean_seconds;
 		profile_kinds(m->engine.pool, bo.steps, r);
+		if (bo.profile_calls > 0)
+			profile_top(m->engine.pool, bo.steps, bo.profile_calls, r);
 	}
 	drv_gemm_shape shapes[512];
 	int ns = drv_gemm_shapes(m->g[DRV_STEP], shapes, 512);

@@ -708,6 +708,7 @@ typedef struct {
 	int64_t steps;          /* timed steps, after one warm-up step (default 5) */
 	bool gemm;              /* also time cblas_sgemm alone on the step's GEMM shapes */
 	bool profile;           /* also time each kernel call (JIT only): revc_bench_result.kinds */
+	int profile_calls;      /* with profile: also the longest calls, at most this many (and 64) */
 	/* NULL, or called before each step: done of steps timed so far (-1:
 	 * the warm-up is next). */
 	void (*on_step)(void *user, int64_t done, int64_t steps);
@@ -771,6 +772,17 @@ typedef struct {
 		double calls, seconds, busy_seconds, bytes, flops;
 		double serial_seconds; /* of seconds, in calls run serially */
 	} kinds[96];
+	/* With profile_calls: the longest calls of the step, longest first.
+	 * Per step: the call's wall seconds, the threads' busy seconds in it;
+	 * its index in the step's calls, kind, and node ("%245 s2.u0.g": as
+	 * `revc dump --after plan` names it, and its scope). */
+	int ntop;
+	struct {
+		int index;
+		char kind[96], node[96];
+		double seconds, busy_seconds;
+		bool parallel;
+	} top[64];
 } revc_bench_result;
 
 

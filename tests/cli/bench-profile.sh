@@ -4,8 +4,8 @@
 # per step, the kinds' times add up to the calls' time, the threads' busy
 # time fits in their wall time, the convolutions' FLOPs are the step's,
 # one thread is never idle beside itself, and small elementwise groups
-# run serially.  --engine interp is a usage
-# error.
+# run serially; --profile-calls lists the longest calls with their nodes.
+# --engine interp is a usage error.
 # Usage: bench-profile.sh REVC ROOT
 set -u
 revc=$(realpath "$1") root=$2 fail=0 n=0
@@ -65,6 +65,44 @@ n=$((n + 1))
 if ! "$revc" bench "${tiny[@]}" --steps 2 --profile >"$tmp/out" 2>&1 || ! grep -q "^  dispatcher " "$tmp/out" \
     || ! grep -q "^  conv2d direct " "$tmp/out"; then
   echo "FAIL: the text table"; cat "$tmp/out"; fail=$((fail + 1))
+fi
+
+# --profile-calls K: the K longest calls, longest first, each of a kind the
+# table has and no longer than it, each naming a node that the dump after
+# plan has, with an op of its kind.
+n=$((n + 1))
+if ! "$revc" bench "${tiny[@]}" --steps 2 --profile-calls 5 --json >"$tmp/out" 2>"$tmp/err" \
+    || ! "$revc" dump "${tiny[@]}" --after plan >"$tmp/dump" 2>"$tmp/err" \
+    || ! python3 - "$tmp/out" "$tmp/dump" <<'PY'
+import json, re, sys
+r = json.load(open(sys.argv[1])); p = r["profile"]; calls = p["calls"]
+# "  %370 = recompute conv2d(...": the op is the word before the parenthesis
+dump = {m.group(1): m.group(2).split()[-1] for m in re.finditer(r"^  (%\d+) = ([^(]*)\(", open(sys.argv[2]).read(), re.M)}
+kinds = {k["kind"]: k["seconds"] for k in p["kinds"]}
+assert len(calls) == 5, calls
+assert all(a["seconds"] >= b["seconds"] for a, b in zip(calls, calls[1:])), ("not longest first", calls)
+assert len({c["index"] for c in calls}) == 5, ("a call twice", calls)
+for c in calls:
+    assert c["kind"] in kinds and c["seconds"] <= kinds[c["kind"]] * (1 + 1e-9), ("kind", c)
+    assert 0 <= c["index"] < r["kernel_calls"] and 0 <= c["busy_seconds"], ("index", c)
+    ref = c["node"].split()[0]
+    words = c["kind"].split()
+    ops = (words[1] if words[0] == "group" else words[0]).split("+")
+    assert ref in dump and dump[ref] in ops, ("node", c, dump.get(ref))
+PY
+then
+  echo "FAIL: --profile-calls"; cat "$tmp/out" "$tmp/err"; fail=$((fail + 1))
+fi
+n=$((n + 1))
+"$revc" bench "${tiny[@]}" --steps 1 --profile-calls 0 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "^revc bench: error: .*--profile-calls" "$tmp/err"; then
+  echo "FAIL ($rc): --profile-calls 0"; cat "$tmp/err"; fail=$((fail + 1))
+fi
+n=$((n + 1))
+if ! "$revc" bench "${tiny[@]}" --steps 1 --profile-calls 3 >"$tmp/out" 2>&1 \
+    || [ "$(grep -cE '^  [0-9]+ +%[0-9]+ ' "$tmp/out")" -ne 3 ]; then
+  echo "FAIL: --profile-calls text"; cat "$tmp/out"; fail=$((fail + 1))
 fi
 
 echo "bench-profile: $n cases, $fail failed"
