@@ -5,7 +5,7 @@
  * while and on two the next (AMD's CCDs): a parallel step then waits for
  * every byte one thread hands the other, and runs a third slower with the
  * same code (docs/codegen.md, "Benchmarks").  The round trip tells those
- * states apart, so revc bench prints it beside its timings: about 50-130 ns
+ * states apart, so revc bench prints it beside its timings: about 30-130 ns
  * within one L3, 300-550 ns across two on the EPYC hosts we measured.
  *
  * The two threads are pinned to the first two CPUs the caller may run on
