@@ -181,6 +181,78 @@ static LLVMValueRef pick(cg_kb *k, const LLVMValueRef *src, int nsrc, const int 
 		(unsigned)vw), "") : acc;
 }
 
+/* ---- F(4x4) with AVX2: quads moved by 128-bit halves -------------------- */
+
+/* F(4x4)'s tiles are 4 columns apart, so with 8 lanes a tile's 4 columns
+ * (its quad) fill one 128-bit half of a vector, and element j of 8 tiles
+ * is a 4 x 4 transpose within halves away: no shuffle has to cross the
+ * halves.  pick() instead gathers lanes 4l + j across four vectors, and
+ * AVX2's two-input shuffles that cross halves cost a Zen 3 several
+ * instructions each.  The values are the same, in the same lanes.  (With
+ * AVX-512, pick()'s shuffles are single instructions.) */
+static bool by_quads(const cg_kb *k, const cg_wino *w)
+{
+	return w->t->m == 4 && lanes_of(k) == 8;
+}
+
+static LLVMValueRef shuffle8(cg_kb *k, LLVMValueRef a, LLVMValueRef b, const int *idx)
+{
+	LLVMValueRef mask[8];
+	for (int l = 0; l < 8; l++)
+		mask[l] = LLVMConstInt(k->m->i32, (unsigned long long)idx[l], 0);
+	return LLVMBuildShuffleVector(k->b, a, b, LLVMConstVector(mask, 8), "");
+}
+
+/* out[j] lane 4g + v = in[v] lane 4g + j (g < 2, j, v < 4): the 4 x 4
+ * transpose of each half, by unpacking floats and then pairs of floats. */
+static void transpose_halves(cg_kb *k, const LLVMValueRef *in, LLVMValueRef *out)
+{
+	static const int lo_ps[8] = {0, 8, 1, 9, 4, 12, 5, 13}, hi_ps[8] = {2, 10, 3, 11, 6, 14, 7, 15};
+	static const int lo_pd[8] = {0, 1, 8, 9, 4, 5, 12, 13}, hi_pd[8] = {2, 3, 10, 11, 6, 7, 14, 15};
+	LLVMValueRef t0 = shuffle8(k, in[0], in[1], lo_ps), t1 = shuffle8(k, in[0], in[1], hi_ps);
+	LLVMValueRef t2 = shuffle8(k, in[2], in[3], lo_ps), t3 = shuffle8(k, in[2], in[3], hi_ps);
+	out[0] = shuffle8(k, t0, t2, lo_pd);
+	out[1] = shuffle8(k, t0, t2, hi_pd);
+	out[2] = shuffle8(k, t1, t3, lo_pd);
+	out[3] = shuffle8(k, t1, t3, hi_pd);
+}
+
+/* d[j] (j < nj <= 4) = element j of the quads of 8 tiles, tile l's at
+ * pl[at + 4l]: vector v is made of the quads of tiles v and v + 4 (two
+ * 4-lane loads), so that the transpose leaves the tiles in order.  It
+ * reads the 32 elements pick()'s four loads read. */
+static void quad_columns(cg_kb *k, LLVMValueRef pl, LLVMValueRef at, int nj, LLVMValueRef *d)
+{
+	static const int concat[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+	LLVMTypeRef q = LLVMVectorType(k->real, 4);
+	LLVMValueRef x[4], t[4], h[2], idx[8];
+	for (int l = 0; l < 8; l++)
+		idx[l] = LLVMConstInt(k->m->i32, (unsigned long long)concat[l], 0);
+	for (int v = 0; v < 4; v++) {
+		for (int g = 0; g < 2; g++) {
+			h[g] = LLVMBuildLoad2(k->b, q, cg_gep(k, NULL, pl, cg_iadd(k, at, cg_i64(k, 4 * (4 * g + v)))), "");
+			LLVMSetAlignment(h[g], (unsigned)ir_dtype_size(k->dt));
+		}
+		x[v] = LLVMBuildShuffleVector(k->b, h[0], h[1], LLVMConstVector(idx, 8), "");
+	}
+	transpose_halves(k, x, t);
+	for (int j = 0; j < nj; j++)
+		d[j] = t[j];
+}
+
+/* The inverse: output vector c (< 4) of the tiles' 4 columns v[0..4)
+ * interleaved (tiles 2c and 2c + 1, a quad each), as interleave() gives. */
+static void quads_of(cg_kb *k, const LLVMValueRef *v, LLVMValueRef *rows)
+{
+	static const int lo[8] = {0, 1, 2, 3, 8, 9, 10, 11}, hi[8] = {4, 5, 6, 7, 12, 13, 14, 15};
+	LLVMValueRef y[4];
+	transpose_halves(k, v, y); /* y[u]: the quads of tiles u and u + 4 */
+	rows[0] = shuffle8(k, y[0], y[1], lo);
+	rows[1] = shuffle8(k, y[2], y[3], lo);
+	rows[2] = shuffle8(k, y[0], y[1], hi);
+	rows[3] = shuffle8(k, y[2], y[3], hi);
+}
+
 /* Elements (i, j) of the n x n patches of tile row ty (at row0 of the
  * padded plane pl, rows of wq) for tiles [q0, q0 + vw), as vectors over the
  * tiles: element j of tile l is at m·l + j, picked from native-width loads
@@ -191,6 +263,10 @@ static void patch_row(cg_kb *k, const cg_wino *w, int n, LLVMValueRef pl, LLVMVa
 	int m = w->t->m, vw = lanes_of(k);
 	for (int s = 0; s < n; s += m) {
 		LLVMValueRef at = cg_iadd(k, row, cg_i64(k, m * q0 + s)), ld[4];
+		if (by_quads(k, w)) {
+			quad_columns(k, pl, at, n - s < m ? n - s : m, d + s);
+			continue;
+		}
 		for (int c = 0; c < m; c++)
 			ld[c] = cg_vload(k, vw, pl, cg_iadd(k, at, cg_i64(k, c * vw)), vw);
 		for (int j = s; j < n && j < s + m; j++) {
@@ -388,10 +464,15 @@ static void rows_out(cg_kb *k, const cg_wino *w, LLVMValueRef mrow, LLVMValueRef
 		for (int e = 0; e < a * a; e++)
 			in[e] = cg_vload(k, vw, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms + q0)), vw);
 		sandwich(k, cg_cmat_plain(&t->at[0][0], m, 6), cg_cmat_plain(&t->at[0][0], m, 6), in, a, a, true, out);
-		for (int i = 0; i < rows; i++)
+		for (int i = 0; i < rows; i++) {
+			LLVMValueRef quads[4];
+			if (by_quads(k, w))
+				quads_of(k, out + i * m, quads);
 			for (int c = 0; c < m && w->wo - m * q0 - c * vw > 0; c++)
 				cg_vstore(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0 + c * vw)),
-					interleave(k, out + i * m, m, vw, c), (int)(w->wo - m * q0 - c * vw));
+					by_quads(k, w) ? quads[c] : interleave(k, out + i * m, m, vw, c),
+					(int)(w->wo - m * q0 - c * vw));
+		}
 	}
 }
 
