@@ -217,27 +217,38 @@ static void transpose_halves(cg_kb *k, const LLVMValueRef *in, LLVMValueRef *out
 	out[3] = shuffle8(k, t1, t3, hi_pd);
 }
 
-/* d[j] (j < nj <= 4) = element j of the quads of 8 tiles, tile l's at
- * pl[at + 4l]: vector v is made of the quads of tiles v and v + 4 (two
- * 4-lane loads), so that the transpose leaves the tiles in order.  It
- * reads the 32 elements pick()'s four loads read. */
-static void quad_columns(cg_kb *k, LLVMValueRef pl, LLVMValueRef at, int nj, LLVMValueRef *d)
+/* d[j] (j < nj <= 4) = element j of 8 tiles' quads, lane L's at pl[at[L]]
+ * (NULL: zeros): vector v is made of the quads of lanes v and v + 4 (two
+ * 4-lane loads), so that the transpose leaves the lanes in order. */
+static void quad_columns(cg_kb *k, LLVMValueRef pl, const LLVMValueRef *at, int nj, LLVMValueRef *d)
 {
 	static const int concat[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 	LLVMTypeRef q = LLVMVectorType(k->real, 4);
-	LLVMValueRef x[4], t[4], h[2], idx[8];
-	for (int l = 0; l < 8; l++)
-		idx[l] = LLVMConstInt(k->m->i32, (unsigned long long)concat[l], 0);
+	LLVMValueRef x[4], t[4], h[2];
 	for (int v = 0; v < 4; v++) {
 		for (int g = 0; g < 2; g++) {
-			h[g] = LLVMBuildLoad2(k->b, q, cg_gep(k, NULL, pl, cg_iadd(k, at, cg_i64(k, 4 * (4 * g + v)))), "");
+			if (!at[4 * g + v]) {
+				h[g] = LLVMConstNull(q);
+				continue;
+			}
+			h[g] = LLVMBuildLoad2(k->b, q, cg_gep(k, NULL, pl, at[4 * g + v]), "");
 			LLVMSetAlignment(h[g], (unsigned)ir_dtype_size(k->dt));
 		}
-		x[v] = LLVMBuildShuffleVector(k->b, h[0], h[1], LLVMConstVector(idx, 8), "");
+		x[v] = shuffle8(k, h[0], h[1], concat);
 	}
 	transpose_halves(k, x, t);
 	for (int j = 0; j < nj; j++)
 		d[j] = t[j];
+}
+
+/* quad_columns of 8 consecutive tiles, tile l's quad at pl[at + 4l]: the
+ * 32 elements pick()'s four loads read. */
+static void quad_run(cg_kb *k, LLVMValueRef pl, LLVMValueRef at, int nj, LLVMValueRef *d)
+{
+	LLVMValueRef off[8];
+	for (int l = 0; l < 8; l++)
+		off[l] = cg_iadd(k, at, cg_i64(k, 4 * l));
+	quad_columns(k, pl, off, nj, d);
 }
 
 /* The inverse: output vector c (< 4) of the tiles' 4 columns v[0..4)
@@ -253,6 +264,21 @@ static void quads_of(cg_kb *k, const LLVMValueRef *v, LLVMValueRef *rows)
 	rows[3] = shuffle8(k, y[2], y[3], hi);
 }
 
+/* The quads of lanes L and L + 1 of the tiles' 4 columns v[0..4) side by
+ * side (lanes from `end` on are outside the row: the one of L instead, as
+ * those output lanes are not stored). */
+static LLVMValueRef quad_pair(cg_kb *k, const LLVMValueRef *v, int L, int end)
+{
+	LLVMValueRef y[4];
+	int idx[8], L1 = L + 1 < end ? L + 1 : L;
+	transpose_halves(k, v, y); /* y[u]: the quads of lanes u and u + 4 */
+	for (int j = 0; j < 4; j++) {
+		idx[j] = 4 * (L / 4) + j;
+		idx[4 + j] = 8 + 4 * (L1 / 4) + j;
+	}
+	return shuffle8(k, y[L % 4], y[L1 % 4], idx);
+}
+
 /* Elements (i, j) of the n x n patches of tile row ty (at row0 of the
  * padded plane pl, rows of wq) for tiles [q0, q0 + vw), as vectors over the
  * tiles: element j of tile l is at m·l + j, picked from native-width loads
@@ -264,7 +290,7 @@ static void patch_row(cg_kb *k, const cg_wino *w, int n, LLVMValueRef pl, LLVMVa
 	for (int s = 0; s < n; s += m) {
 		LLVMValueRef at = cg_iadd(k, row, cg_i64(k, m * q0 + s)), ld[4];
 		if (by_quads(k, w)) {
-			quad_columns(k, pl, at, n - s < m ? n - s : m, d + s);
+			quad_run(k, pl, at, n - s < m ? n - s : m, d + s);
 			continue;
 		}
 		for (int c = 0; c < m; c++)
@@ -397,6 +423,19 @@ static void transform_group(cg_kb *k, const cg_wino *w, int n, cg_cmat l, LLVMVa
 	IR_ASSERT(nq * nl <= 3 * CG_WIDEST);
 	LLVMValueRef row0 = cg_imul(k, ty, cg_i64(k, m * w->wq));
 	for (int i = 0; i < n; i++) {
+		if (by_quads(k, w)) {
+			/* lane x: tile x % tw of tile row x / tw, within the loads below */
+			IR_ASSERT(m * (w->tw - 1) + (n > m ? m : 0) + 4 <= nl * vw);
+			for (int s = 0; s < n; s += m) {
+				LLVMValueRef at[8];
+				for (int x = 0; x < 8; x++) {
+					int q = (int)(x / w->tw), t = (int)(x % w->tw);
+					at[x] = q < nq ? cg_iadd(k, row0, cg_i64(k, (m * q + i) * w->wq + m * t + s)) : NULL;
+				}
+				quad_columns(k, pl, at, n - s < m ? n - s : m, d + i * n + s);
+			}
+			continue;
+		}
 		for (int q = 0; q < nq; q++)
 			for (int c = 0; c < nl; c++)
 				ld[q * nl + c] = cg_vload(k, vw, pl, cg_iadd(k, row0, cg_i64(k, (m * q + i) * w->wq + c * vw)), vw);
@@ -493,6 +532,12 @@ static void rows_out_group(cg_kb *k, const cg_wino *w, LLVMValueRef mrow, LLVMVa
 	for (int q = 0; q < nq; q++)
 		for (int i = 0; i < (q == nq - 1 ? last : m); i++)
 			for (int64_t c0 = 0; c0 < w->wo; c0 += vw) {
+				if (by_quads(k, w)) {
+					cg_vstore(k, y, cg_iadd(k, dst0, cg_i64(k, (m * q + i) * w->wo + c0)),
+						quad_pair(k, out + i * m, q * (int)w->tw + (int)(c0 / m), (int)(q * w->tw + w->tw)),
+						(int)(w->wo - c0));
+					continue;
+				}
 				int idx[CG_WIDEST];
 				for (int r = 0; r < vw; r++) {
 					int64_t x = c0 + r;
