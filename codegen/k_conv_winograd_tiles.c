@@ -8,7 +8,9 @@
  * row, or of several when a row has fewer than half a vector's tiles
  * (packed_rows).  A patch's elements are picked from loads of the
  * target's own width by two-input shuffles, so AVX2 code has no vector
- * wider than 256 bits, and the transforms are done in registers.  V, Z
+ * wider than 256 bits, and the transforms are done in registers; F(4x4)
+ * with AVX2 moves whole tiles' columns by 128-bit halves and transposes
+ * them within the halves instead (by_quads).  V, Z
  * and M keep one column per tile, an image's tile rows one after another;
  * how the columns are grouped into vectors changes no value: each is the
  * same sum of the same elements, rounded the same, in every path.
@@ -186,10 +188,14 @@ static LLVMValueRef pick(cg_kb *k, const LLVMValueRef *src, int nsrc, const int 
 /* F(4x4)'s tiles are 4 columns apart, so with 8 lanes a tile's 4 columns
  * (its quad) fill one 128-bit half of a vector, and element j of 8 tiles
  * is a 4 x 4 transpose within halves away: no shuffle has to cross the
- * halves.  pick() instead gathers lanes 4l + j across four vectors, and
- * AVX2's two-input shuffles that cross halves cost a Zen 3 several
- * instructions each.  The values are the same, in the same lanes.  (With
- * AVX-512, pick()'s shuffles are single instructions.) */
+ * halves but the loads' (VINSERTF128).  pick() instead gathers lanes
+ * 4l + j from four vectors, which LLVM lowered for AVX2 to cross-half
+ * permutes and blends (VPERMPS, VPERMPD, VBLENDPS: fashion's step had
+ * 1263, 719 and 2045 of them, 131, 127 and 171 since).  The values are
+ * the same, in the same lanes, so the results are bit for bit those of
+ * pick().  On a Zen 3 (one thread, the kernel alone) that took the 28x28
+ * F(4x4) conv2d from 0.86-1.08 to 0.76-0.87 of the direct kernel's time.
+ * AVX-512 keeps pick(): its 16-lane permutes take two vectors at once. */
 static bool by_quads(const cg_kb *k, const cg_wino *w)
 {
 	return w->t->m == 4 && lanes_of(k) == 8;
@@ -504,7 +510,7 @@ static void rows_out(cg_kb *k, const cg_wino *w, LLVMValueRef mrow, LLVMValueRef
 			in[e] = cg_vload(k, vw, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms + q0)), vw);
 		sandwich(k, cg_cmat_plain(&t->at[0][0], m, 6), cg_cmat_plain(&t->at[0][0], m, 6), in, a, a, true, out);
 		for (int i = 0; i < rows; i++) {
-			LLVMValueRef quads[4];
+			LLVMValueRef quads[4] = {NULL};
 			if (by_quads(k, w))
 				quads_of(k, out + i * m, quads);
 			for (int c = 0; c < m && w->wo - m * q0 - c * vw > 0; c++)
