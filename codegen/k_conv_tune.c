@@ -33,7 +33,7 @@
  * neither the host, nor what the tune measured, nor REVC_CONV_TUNE.
  *
  * The cache file, $XDG_CACHE_HOME/revc/conv-tune (else
- * $HOME/.cache/revc/conv-tune), is text: the line "revc conv-tune 3",
+ * $HOME/.cache/revc/conv-tune), is text: the line "revc conv-tune 4",
  * then one line per shape, tab-separated: the key, the lowering chosen
  * ("direct", "winograd2" or "winograd4"), and the candidates' minimum
  * times in ms in that order.  A file with another first line is ignored,
@@ -57,7 +57,7 @@
 
 #include "internal.h"
 
-#define HEADER "revc conv-tune 3" /* 3: winograd4 a candidate; 2: the MARGIN rule (older files are ignored, timed again) */
+#define HEADER "revc conv-tune 4" /* 4: F(4x4) faster with AVX2 (by_quads); 3: winograd4 a candidate; 2: the MARGIN rule (older files are ignored, timed again) */
 #define REPS 3
 
 /* How much faster than the cost model's choice a candidate must be.  On

@@ -52,7 +52,7 @@ whys() {
 # ---- a warm cache
 warm=$tmp/warm cache=$tmp/warm/revc/conv-tune
 train "$warm" cold --steps 1
-[ -s "$cache" ] && [ "$(head -n1 "$cache")" = "revc conv-tune 3" ] || bad "the first run wrote no cache"
+[ -s "$cache" ] && [ "$(head -n1 "$cache")" = "revc conv-tune 4" ] || bad "the first run wrote no cache"
 before=$(md5sum < "$cache")
 resumed "$warm" warm
 [ "$(md5sum < "$cache")" = "$before" ] || bad "a warm cache was rewritten"

@@ -165,7 +165,7 @@ START_TEST(test_tune_writes)
 	compile(g);
 	char first[256];
 	ck_assert_int_eq(cache_lines(first), 4);
-	ck_assert_str_eq(first, "revc conv-tune 3\n");
+	ck_assert_str_eq(first, "revc conv-tune 4\n");
 	expect_measured(g, "measured: ");
 	ir_graph_free(g);
 	cleanup();
@@ -235,7 +235,7 @@ START_TEST(test_tune_corrupt)
 	compile(g);
 	expect_measured(g, "measured: ");
 	ck_assert_int_eq(cache_lines(first), 7); /* the first compile's three lines (this process's), three new */
-	ck_assert_str_eq(first, "revc conv-tune 3\n");
+	ck_assert_str_eq(first, "revc conv-tune 4\n");
 	ir_graph_free(g);
 	/* Now the header is right but some lines are not: they are skipped. */
 	FILE *f = fopen(path, "a");
@@ -301,7 +301,7 @@ START_TEST(test_tune_read_only)
 	ir_graph *g;
 	char lock[300];
 	static const char *const two[3] = {"direct", NULL, "winograd2"};
-	write_choices("w", "revc conv-tune 3", "n=2 c=16 h=8 w=9 o=8 k=3x3 s=1 pad=1,1,1,1", two);
+	write_choices("w", "revc conv-tune 4", "n=2 c=16 h=8 w=9 o=8 k=3x3 s=1 pad=1,1,1,1", two);
 	snprintf(lock, sizeof lock, "%s/revc/conv-tune.lock", dir);
 	unlink(lock);
 	ck_assert(!mkdir(lock, 0755));
