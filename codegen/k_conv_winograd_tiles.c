@@ -190,8 +190,9 @@ static LLVMValueRef pick(cg_kb *k, const LLVMValueRef *src, int nsrc, const int 
  * is a 4 x 4 transpose within halves away: no shuffle has to cross the
  * halves but the loads' (VINSERTF128).  pick() instead gathers lanes
  * 4l + j from four vectors, which LLVM lowered for AVX2 to cross-half
- * permutes and blends (VPERMPS, VPERMPD, VBLENDPS: fashion's step had
- * 1263, 719 and 2045 of them, 131, 127 and 171 since).  The values are
+ * permutes and blends (VPERMPS, VPERMPD, VBLENDPS: the code of fashion's
+ * step, F(4x4) on 6 of its 11 shapes, had 1263, 719 and 2045 of them;
+ * 131, 127 and 171 since).  The values are
  * the same, in the same lanes, so the results are bit for bit those of
  * pick().  On a Zen 3 (one thread, the kernel alone) that took the 28x28
  * F(4x4) conv2d from 0.86-1.08 to 0.76-0.87 of the direct kernel's time.
