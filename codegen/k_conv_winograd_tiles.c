@@ -258,22 +258,11 @@ static void quad_run(cg_kb *k, LLVMValueRef pl, LLVMValueRef at, int nj, LLVMVal
 	quad_columns(k, pl, off, nj, d);
 }
 
-/* The inverse: output vector c (< 4) of the tiles' 4 columns v[0..4)
- * interleaved (tiles 2c and 2c + 1, a quad each), as interleave() gives. */
-static void quads_of(cg_kb *k, const LLVMValueRef *v, LLVMValueRef *rows)
-{
-	static const int lo[8] = {0, 1, 2, 3, 8, 9, 10, 11}, hi[8] = {4, 5, 6, 7, 12, 13, 14, 15};
-	LLVMValueRef y[4];
-	transpose_halves(k, v, y); /* y[u]: the quads of tiles u and u + 4 */
-	rows[0] = shuffle8(k, y[0], y[1], lo);
-	rows[1] = shuffle8(k, y[2], y[3], lo);
-	rows[2] = shuffle8(k, y[0], y[1], hi);
-	rows[3] = shuffle8(k, y[2], y[3], hi);
-}
-
-/* The quads of lanes L and L + 1 of the tiles' 4 columns v[0..4) side by
- * side (lanes from `end` on are outside the row: the one of L instead, as
- * those output lanes are not stored). */
+/* The inverse, for an output row: the quads of lanes L and L + 1 of the
+ * tiles' 4 columns v[0..4) side by side (lanes from `end` on are outside
+ * the row: the one of L instead, as those output lanes are not stored).
+ * The transposes of one row's calls are the same instructions, which LLVM
+ * merges. */
 static LLVMValueRef quad_pair(cg_kb *k, const LLVMValueRef *v, int L, int end)
 {
 	LLVMValueRef y[4];
@@ -510,15 +499,12 @@ static void rows_out(cg_kb *k, const cg_wino *w, LLVMValueRef mrow, LLVMValueRef
 		for (int e = 0; e < a * a; e++)
 			in[e] = cg_vload(k, vw, mrow, cg_iadd(k, src0, cg_i64(k, e * w->ms + q0)), vw);
 		sandwich(k, cg_cmat_plain(&t->at[0][0], m, 6), cg_cmat_plain(&t->at[0][0], m, 6), in, a, a, true, out);
-		for (int i = 0; i < rows; i++) {
-			LLVMValueRef quads[4] = {NULL};
-			if (by_quads(k, w))
-				quads_of(k, out + i * m, quads);
+		for (int i = 0; i < rows; i++)
 			for (int c = 0; c < m && w->wo - m * q0 - c * vw > 0; c++)
 				cg_vstore(k, y, cg_iadd(k, dst0, cg_i64(k, i * w->wo + m * q0 + c * vw)),
-					by_quads(k, w) ? quads[c] : interleave(k, out + i * m, m, vw, c),
+					by_quads(k, w) ? quad_pair(k, out + i * m, 2 * c, vw) :
+							 interleave(k, out + i * m, m, vw, c),
 					(int)(w->wo - m * q0 - c * vw));
-		}
 	}
 }
 
