@@ -408,7 +408,7 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
  * elements per thread, and the body (one image per parallel index). */
 bool cg_conv_dx_phases_fits(const ir_conv_geom *g);
 int64_t cg_conv_dx_phases_workspace(const ir_conv_geom *g);
-void cg_conv_dx_phases_emit(cg_kb *k, const ir_conv_geom *g, LLVMValueRef ws);
+void cg_conv_dx_phases_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws);
 /* Copies src's planes (h x w) into dst's (hp x wp) at (top, left), with
  * zero borders. */
 void cg_conv_pad_planes(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t top, int64_t left, int64_t hp,
@@ -429,22 +429,29 @@ void cg_conv_winograd_finish(cg_kb *k, const ir_node *n, const ir_conv_geom *g, 
  * opens an epilogue group (passes/fuse.c) also computes, for each tile of
  * images of its result y it has just written: z = o + y or o - y (the
  * group's add or sub, o its other operand), then the bn_stats of z (or of
- * y when there is no add or sub).  Their buffers are the kernel's
- * arguments from conv->nin + 2 on: z and o, then the statistics. */
+ * y when there is no add or sub); a conv2d_dx's: z = relu_grad(y, o), y
+ * masked where o is not positive, then maybe the bn_dgamma of z and its
+ * dbeta.  Their buffers are the kernel's arguments from conv->nin + 2 on:
+ * z and o, then the statistics; or z and o, then dgamma, its x and stats
+ * operands, and dbeta. */
 typedef struct cg_conv_epi_s {
 	bool res;      /* an add or sub */
 	bool sub;      /* z = o - y (else o + y) */
+	bool mask;     /* a relu_grad */
 	bool stats;    /* a bn_stats */
+	bool dgamma;   /* after the relu_grad, a bn_dgamma and its dbeta */
+	double eps;    /* the bn_dgamma's */
 } cg_conv_epi;
+#define CG_EPI_ARGS 6 /* the most buffers an epilogue adds */
 
 /* Does bn_dgamma n open a dbeta group (passes/fuse.c), its kernel also
  * writing the group's reduce_sum, its argument nin + 2 (k_bn.c)? */
 bool cg_bn_opens_dbeta(const ir_node *n);
 
-/* Does conv2d n open an epilogue group? */
+/* Does conv2d or conv2d_dx n open an epilogue group? */
 bool cg_conv_opens_epilogue(const ir_node *n);
-/* The epilogue of the group conv2d g->nodes[i] opens, the nodes whose
- * buffers are its arguments (*nargs of them, at most 3), and the group's
+/* The epilogue of the group the convolution g->nodes[i] opens, the nodes whose
+ * buffers are its arguments (*nargs of them, at most CG_EPI_ARGS), and the group's
  * last list position. */
 int cg_conv_epilogue_of(const ir_graph *g, int i, cg_conv_epi *epi, const ir_node **args, int *nargs);
 /* Appends the epilogue's part of the kernel cache's key. */
@@ -454,6 +461,8 @@ void cg_conv_epilogue_key(const cg_conv_epi *epi, char *key, size_t len);
 void cg_conv_epilogue_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count);
 /* The serial finish of the statistics: the threads' partials added. */
 void cg_conv_stats_finish(cg_kb *k, const ir_node *n, int threads);
+/* The serial finish of a data gradient's bn_dgamma and dbeta. */
+void cg_conv_dgamma_finish(cg_kb *k, const ir_node *n, int threads);
 
 /* ---- op emitters ------------------------------------------------------------ */
 

@@ -115,7 +115,8 @@ static int64_t stats_elems(const ir_node *n)
 }
 
 /* Every epilogue keeps room for the statistics' partials (a few hundred
- * bytes), so the workspace depends on the node alone. */
+ * bytes; a data gradient's, for bn_dgamma's two sums), so the workspace
+ * depends on the node alone. */
 static int64_t per_thread(const ir_conv_geom *g, const ir_node *n)
 {
 	return cg_conv_opens_epilogue(n) ? stats_at(g, n) + stats_elems(n) : lowering_elems(g, n);
@@ -285,7 +286,14 @@ static void unfold(cg_kb *k, const ir_conv_geom *g, LLVMValueRef x, LLVMValueRef
  * A conv2d that opens an epilogue group (passes/fuse.c) computes the rest
  * of the group too, after each parallel index has written its images of
  * y, while they are in cache: z = o + y or o - y (the group's add or sub;
- * z may be o's storage, in place), then the bn_stats of z (or of y).  The
+ * z may be o's storage, in place), then the bn_stats of z (or of y).  A
+ * conv2d_dx's: z = relu_grad(y, o), y where o > 0 and 0 elsewhere (z
+ * mostly y's storage, in place), the select the relu_grad kernel makes;
+ * then, in the same loop, bn_dgamma's sums of z·(x - mean) and of z (its
+ * dbeta) per channel, in double, added to the thread's partials; a serial
+ * finish adds the threads' in thread order and writes dgamma (the first
+ * sum over sqrt(var + eps)) and dbeta, as k_bn.c's bn_dgamma does but for
+ * the order of the sums (a few ulps of double).  The
  * statistics of the tile: its mean, then the sum of squared deviations
  * from it (two passes over the tile, so a large mean cancels nothing; a
  * standalone f32 bn_stats gets the same from one pass shifted by the
@@ -297,7 +305,7 @@ static void unfold(cg_kb *k, const ir_conv_geom *g, LLVMValueRef x, LLVMValueRef
 
 bool cg_conv_opens_epilogue(const ir_node *n)
 {
-	return n->op == IR_OP_CONV2D && n->group >= 0;
+	return (n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_DX) && n->group >= 0;
 }
 
 int cg_conv_epilogue_of(const ir_graph *g, int i, cg_conv_epi *epi, const ir_node **args, int *nargs)
@@ -313,21 +321,42 @@ int cg_conv_epilogue_of(const ir_graph *g, int i, cg_conv_epi *epi, const ir_nod
 			args[(*nargs)++] = m;
 			continue;
 		}
+		if (m->op == IR_OP_RELU_GRAD) {
+			IR_ASSERT(n->op == IR_OP_CONV2D_DX && m->in[0] == n);
+			epi->mask = true;
+			args[(*nargs)++] = m;
+			args[(*nargs)++] = m->in[1];
+			continue;
+		}
+		if (m->op == IR_OP_BN_DGAMMA) { /* then its dbeta */
+			IR_ASSERT(epi->mask && last + 1 < g->n && g->nodes[last + 1]->op == IR_OP_REDUCE_SUM);
+			epi->dgamma = true;
+			epi->eps = ir_node_float(m, IR_ATTR_EPS);
+			args[(*nargs)++] = m;
+			args[(*nargs)++] = m->in[1];
+			args[(*nargs)++] = m->in[2];
+			args[(*nargs)++] = g->nodes[++last];
+			continue;
+		}
 		IR_ASSERT(m->op == IR_OP_ADD || m->op == IR_OP_SUB);
 		epi->res = true;
 		epi->sub = m->op == IR_OP_SUB;
 		args[(*nargs)++] = m;
 		args[(*nargs)++] = m->in[0] == n ? m->in[1] : m->in[0];
 	}
-	IR_ASSERT(epi->res || epi->stats);
+	IR_ASSERT((epi->res || epi->stats || epi->mask) && *nargs <= CG_EPI_ARGS);
 	return last;
 }
 
 void cg_conv_epilogue_key(const cg_conv_epi *epi, char *key, size_t len)
 {
 	size_t at = strlen(key);
-	snprintf(key + at, len - at, " +%s%s", epi->res ? (epi->sub ? "sub" : "add") : "",
-		epi->stats ? "bn_stats" : "");
+	snprintf(key + at, len - at, " +%s%s%s%s", epi->res ? (epi->sub ? "sub" : "add") : "",
+		epi->mask ? "relu_grad" : "", epi->stats ? "bn_stats" : "", epi->dgamma ? "+bn_dgamma" : "");
+	if (epi->dgamma) {
+		at = strlen(key);
+		snprintf(key + at, len - at, " eps=%.17g", epi->eps);
+	}
 }
 
 static LLVMValueRef ld_f64(cg_kb *k, LLVMValueRef base, LLVMValueRef i)
@@ -362,7 +391,7 @@ static void chan_add(cg_kb *k, LLVMValueRef *na, LLVMValueRef *ma, LLVMValueRef 
 
 static void stats_begin(cg_kb *k, const ir_node *n)
 {
-	if (k->epi && k->epi->stats)
+	if (k->epi && (k->epi->stats || k->epi->dgamma))
 		cg_zero(k, stats_partials(k, n), cg_i64(k, stats_elems(n)));
 }
 
@@ -391,8 +420,9 @@ static LLVMValueRef tile_sum(cg_kb *k, LLVMValueRef y, int64_t C, int64_t hw, LL
 	return li.out[0];
 }
 
-/* z = o ± y over images first .. first+count-1. */
-static void residual_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count)
+/* z = o ± y (the add or sub), or relu_grad(y, o) (the mask), over images
+ * first .. first+count-1. */
+static void pair_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count)
 {
 	int64_t img = n->type.dim[1] * n->type.dim[2] * n->type.dim[3];
 	LLVMValueRef y = cg_arg(k, 0), z = cg_arg(k, n->nin + 2), o = cg_arg(k, n->nin + 3);
@@ -403,9 +433,48 @@ static void residual_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMVa
 	cg_loop l;
 	LLVMValueRef j = cg_for(k, &l, cg_i64(k, 0), cg_imul(k, count, cg_i64(k, img)));
 	LLVMValueRef a = cg_ld(k, o, j), b = cg_ld(k, y, j);
-	cg_st(k, z, j, k->epi->sub ? cg_fsub(k, a, b) : cg_fadd(k, a, b));
-	cg_parallel_loop(&l); /* z is o's storage or apart from both */
+	LLVMValueRef v = k->epi->mask ? cg_relu_select(k, a, b) : k->epi->sub ? cg_fsub(k, a, b) : cg_fadd(k, a, b);
+	cg_st(k, z, j, v);
+	cg_parallel_loop(&l); /* z is y's or o's storage, or apart from both */
 	cg_end_for(k, &l, NULL);
+}
+
+/* z = relu_grad(y, o) over images first .. first+count-1, and per channel
+ * the sums of z·(x - mean) and of z (bn_dgamma's, its operands x and
+ * stats) added to the thread's partials, in double, reassociable so that
+ * they vectorise. */
+static void mask_dgamma_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMValueRef count)
+{
+	int64_t C = n->type.dim[1], hw = n->type.dim[2] * n->type.dim[3];
+	int a = n->nin + 2;
+	LLVMValueRef y = cg_arg(k, 0), z = cg_arg(k, a), o = cg_arg(k, a + 1), x = cg_arg(k, a + 3);
+	LLVMValueRef st = cg_arg(k, a + 4), part = stats_partials(k, n);
+	cg_loop lc, li, lj;
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, C));
+	LLVMValueRef mean = cg_to_f64(k, cg_ld(k, st, c));
+	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
+	LLVMValueRef acc[2] = {cg_carry(k, &li, cg_f64(k, 0)), cg_carry(k, &li, cg_f64(k, 0))};
+	LLVMValueRef base = cg_imul(k, cg_iadd(k, cg_imul(k, cg_iadd(k, first, i), cg_i64(k, C)), c), cg_i64(k, hw));
+	LLVMValueRef j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, hw));
+	LLVMValueRef s[2] = {cg_carry(k, &lj, acc[0]), cg_carry(k, &lj, acc[1])};
+	LLVMValueRef at = cg_iadd(k, base, j);
+	LLVMValueRef zv = cg_relu_select(k, cg_ld(k, o, at), cg_ld(k, y, at));
+	cg_st(k, z, at, zv);
+	LLVMValueRef zd = cg_to_f64(k, zv);
+	LLVMValueRef next[2] = {cg_fadd(k, s[0], cg_fmul(k, zd, cg_fsub(k, cg_to_f64(k, cg_ld(k, x, at)), mean))),
+		cg_fadd(k, s[1], zd)};
+	for (int e = 0; e < 2; e++)
+		if (LLVMIsAInstruction(next[e]))
+			LLVMSetFastMathFlags(next[e], LLVMFastMathAllowReassoc);
+	cg_parallel_loop(&lj); /* z is y's or o's storage, or apart from them and x */
+	cg_end_for(k, &lj, next);
+	cg_end_for(k, &li, lj.out);
+	for (int e = 0; e < 2; e++) {
+		LLVMValueRef p = cg_iadd(k, cg_imul(k, c, cg_i64(k, 2)), cg_i64(k, e));
+		st_f64(k, part, p, cg_fadd(k, ld_f64(k, part, p), li.out[e]));
+	}
+	cg_keep_loop(&lc);
+	cg_end_for(k, &lc, NULL);
 }
 
 /* The statistics of images first .. first+count-1 of v into the thread's
@@ -433,8 +502,10 @@ void cg_conv_epilogue_tile(cg_kb *k, const ir_node *n, LLVMValueRef first, LLVMV
 {
 	if (!k->epi)
 		return;
-	if (k->epi->res)
-		residual_tile(k, n, first, count);
+	if (k->epi->dgamma)
+		mask_dgamma_tile(k, n, first, count);
+	else if (k->epi->res || k->epi->mask)
+		pair_tile(k, n, first, count);
 	if (k->epi->stats)
 		stats_tile(k, n, cg_arg(k, k->epi->res ? n->nin + 2 : 0), first, count);
 }
@@ -462,6 +533,30 @@ void cg_conv_stats_finish(cg_kb *k, const ir_node *n, int threads)
 	}
 	cg_st(k, st, c, cg_to_real(k, p[1]));
 	cg_st(k, st, cg_iadd(k, c, cg_i64(k, C)), cg_to_real(k, cg_fdiv(k, p[2], p[0])));
+	cg_end_for(k, &lc, NULL);
+}
+
+/* bn_dgamma's dgamma and dbeta of the threads' partials, added in thread
+ * order (as cg_conv_stats_finish). */
+void cg_conv_dgamma_finish(cg_kb *k, const ir_node *n, int threads)
+{
+	int64_t C = n->type.dim[1];
+	ir_conv_geom g = ir_conv_geom_of(n);
+	int64_t per = per_thread(&g, n), at = stats_at(&g, n);
+	int ran = conv_extent(n) <= 1 ? 1 : threads, a = n->nin + 2;
+	LLVMValueRef ws = cg_arg(k, n->nin + 1), st = cg_arg(k, a + 4);
+	cg_loop lc;
+	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, C)), sum[2] = {NULL, NULL};
+	for (int t = 0; t < ran; t++)
+		for (int e = 0; e < 2; e++) {
+			LLVMValueRef p = ld_f64(k, cg_gep(k, NULL, ws, cg_i64(k, t * per + at)),
+				cg_iadd(k, cg_imul(k, c, cg_i64(k, 2)), cg_i64(k, e)));
+			sum[e] = t == 0 ? p : cg_fadd(k, sum[e], p);
+		}
+	LLVMValueRef var = cg_to_f64(k, cg_ld(k, st, cg_iadd(k, c, cg_i64(k, C))));
+	LLVMValueRef inv = cg_fdiv(k, cg_f64(k, 1), cg_math(k, "llvm.sqrt", cg_fadd(k, var, cg_f64(k, k->epi->eps))));
+	cg_st(k, cg_arg(k, a + 2), c, cg_to_real(k, cg_fmul(k, sum[0], inv)));
+	cg_st(k, cg_arg(k, a + 5), c, cg_to_real(k, sum[1]));
 	cg_end_for(k, &lc, NULL);
 }
 
@@ -505,6 +600,7 @@ static void emit_conv2d(cg_kb *k, const ir_node *n)
 static void emit_conv2d_dx(cg_kb *k, const ir_node *n)
 {
 	ir_conv_geom g = ir_conv_geom_of(n);
+	stats_begin(k, n);
 	if (cg_conv_winograd(&g, n->type.dtype)) {
 		cg_conv_winograd_emit(k, n, &g, slice(k, n, per_thread(&g, n)));
 		return;
@@ -537,6 +633,7 @@ static void emit_conv2d_dx(cg_kb *k, const ir_node *n)
 	LLVMValueRef dxi = cg_gep(k, NULL, dx, cg_imul(k, img, cg_i64(k, g.c * g.h * g.w)));
 	col2im(k, &g, cg_gep(k, NULL, col, cg_imul(k, i, cg_i64(k, howo))), ld, dxi);
 	cg_end_for(k, &li, NULL);
+	cg_conv_epilogue_tile(k, n, first, count);
 	cg_end_for(k, &l, NULL);
 }
 

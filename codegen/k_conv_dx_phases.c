@@ -125,7 +125,7 @@ static void interleave(cg_kb *k, const ir_conv_geom *g, const phases *ph, LLVMVa
 	cg_interleave_row(k, cg_gep(k, NULL, dx, cg_imul(k, row, cg_i64(k, g->w))), even, odd, g->w);
 }
 
-void cg_conv_dx_phases_emit(cg_kb *k, const ir_conv_geom *g, LLVMValueRef ws)
+void cg_conv_dx_phases_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws)
 {
 	IR_ASSERT(cg_conv_dx_phases_fits(g));
 	phases ph = phases_of(g);
@@ -157,5 +157,6 @@ void cg_conv_dx_phases_emit(cg_kb *k, const ir_conv_geom *g, LLVMValueRef ws)
 		interleave(k, g, &ph, out, c, cg_i64(k, ph.h.count[1]), 0, plane);
 	cg_keep_loop(&lc);
 	cg_end_for(k, &lc, NULL);
+	cg_conv_epilogue_tile(k, n, img, cg_i64(k, 1));
 	cg_end_for(k, &l, NULL);
 }

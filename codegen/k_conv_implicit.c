@@ -254,7 +254,7 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 		return;
 	}
 	if (g->op == IR_OP_CONV2D_DX && g->s == 2) {
-		cg_conv_dx_phases_emit(k, g, ws);
+		cg_conv_dx_phases_emit(k, n, g, ws);
 		return;
 	}
 	if (g->op == IR_OP_CONV2D_DX) { /* out = dx, a = dy, b = w */
@@ -263,6 +263,7 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 		product(k, g, &p, true, g->c, g->h, g->w, b,
 			cg_gep(k, NULL, a, cg_imul(k, img, cg_i64(k, g->o * g->ho * g->wo))),
 			cg_gep(k, NULL, out, cg_imul(k, img, cg_i64(k, g->c * g->h * g->w))), ws);
+		cg_conv_epilogue_tile(k, n, img, cg_i64(k, 1));
 		cg_end_for(k, &l, NULL);
 		return;
 	}

@@ -188,7 +188,9 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, cons
 		node_label(n, "", label, sizeof label);
 		emit_mark(s, label);
 	}
-	void (*finish)(cg_kb *, const ir_node *, int) = epi && epi->stats ? cg_conv_stats_finish : impl->finish;
+	void (*finish)(cg_kb *, const ir_node *, int) = epi && epi->stats ? cg_conv_stats_finish
+	                                              : epi && epi->dgamma ? cg_conv_dgamma_finish
+	                                                                   : impl->finish;
 	bool small = !finish && !(impl->workspace && impl->workspace(n) > 0) && node_bytes(n) <= SMALL_BYTES;
 	int64_t extent = impl->extent(n);
 	call_kernel(s, fn, extent, impl->serial || small);
@@ -328,7 +330,7 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 			continue;
 		if (cg_conv_opens_epilogue(n)) { /* one kernel for the group */
 			cg_conv_epi epi;
-			const ir_node *args[3];
+			const ir_node *args[CG_EPI_ARGS];
 			int nargs, last = cg_conv_epilogue_of(g, i, &epi, args, &nargs);
 			emit_node(&s, n, cg_op_impl_get(n), &epi, args, nargs);
 			i = last;

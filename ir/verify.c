@@ -455,11 +455,29 @@ static bool reads_member(const ir_graph *g, const ir_node *n, int first, int i)
 	return false;
 }
 
+/* Is r a reduce_sum of bn_dgamma d's dy, of its type, over all but axis 1
+ * (batch norm's dbeta beside its dgamma)? */
+static bool dbeta_of(const ir_node *d, const ir_node *r)
+{
+	if (r->op != IR_OP_REDUCE_SUM || r->in[0] != d->in[0] || !ir_type_eq(&r->type, &d->type))
+		return false;
+	const ir_attr *axes = ir_node_attr(r, IR_ATTR_AXES);
+	if (axes->u.ints.n != d->in[0]->type.rank - 1)
+		return false;
+	for (int k = 0; k < axes->u.ints.n; k++)
+		if (axes->u.ints.v[k] != (k == 0 ? 0 : k + 1))
+			return false;
+	return true;
+}
+
 /* Can r follow member m of an epilogue group: the bn_stats of m's result,
- * or, after the convolution, an add or sub of its type reading it (sub:
- * as the one subtracted)? */
+ * or, after a conv2d, an add or sub of its type reading it (sub: as the
+ * one subtracted); after a conv2d_dx, a relu_grad of its type masking it
+ * (reading it as operand 0)? */
 static bool epilogue_follows(const ir_node *m, const ir_node *r)
 {
+	if (m->op == IR_OP_CONV2D_DX)
+		return r->op == IR_OP_RELU_GRAD && r->in[0] == m && r->in[1] != m && ir_type_eq(&r->type, &m->type);
 	if (r->op == IR_OP_BN_STATS)
 		return r->in[0] == m;
 	if (m->op != IR_OP_CONV2D || !ir_type_eq(&r->type, &m->type) || r->in[0] == r->in[1])
@@ -467,21 +485,40 @@ static bool epilogue_follows(const ir_node *m, const ir_node *r)
 	return (r->op == IR_OP_ADD && (r->in[0] == m || r->in[1] == m)) || (r->op == IR_OP_SUB && r->in[1] == m);
 }
 
+static bool opens_epilogue(const ir_node *n)
+{
+	return n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_DX;
+}
+
 /* An epilogue group (passes/fuse.c): a float conv2d first, then the
  * bn_stats of its result, or an add or sub reading it and maybe the
- * bn_stats of that.  Member i of the run from first. */
+ * bn_stats of that; or a float conv2d_dx, then the relu_grad masking it
+ * and maybe the bn_dgamma of that one's result and its dbeta.
+ * Member i of the run from first. */
 static void check_epilogue(verifier *v, int first, int i)
 {
 	const ir_graph *g = v->g;
 	const ir_node *n = g->nodes[i], *next = i + 1 < g->n ? g->nodes[i + 1] : NULL;
-	if (i > first && n->op == IR_OP_CONV2D)
+	if (i > first && opens_epilogue(n))
 		report(v, n, "is in group %d, but a convolution can only be a group's first member", n->group);
 	else if (i == first && !ir_dtype_is_float(n->type.dtype))
 		report(v, n, "is in group %d, but a convolution opens a group only on floats", n->group);
+	else if (i == first && n->op == IR_OP_CONV2D_DX && (!next || next->group != n->group || !epilogue_follows(n, next)))
+		report(v, n, "is in group %d, but a data gradient's group holds the relu_grad masking it, which must "
+			"follow it", n->group);
 	else if (i == first && (!next || next->group != n->group || !epilogue_follows(n, next)))
 		report(v, n, "is in group %d, but a convolution's group holds the bn_stats of its result or an add or "
 			"sub reading it, which must follow it", n->group);
-	else if (i > first + 1 && (i > first + 2 || g->nodes[i - 1]->op == IR_OP_BN_STATS ||
+	else if (i > first && g->nodes[first]->op == IR_OP_CONV2D_DX) {
+		const ir_node *d = i == first + 3 ? g->nodes[first + 2] : NULL;
+		bool ok = i == first + 1 ||
+			  (i == first + 2 && n->op == IR_OP_BN_DGAMMA && n->in[0] == g->nodes[first + 1] && next &&
+				  next->group == n->group && dbeta_of(n, next)) ||
+			  (d && d->op == IR_OP_BN_DGAMMA && dbeta_of(d, n));
+		if (!ok)
+			report(v, n, "is in group %d, which a data gradient opens: it holds the relu_grad masking it and "
+				"then, optionally, the bn_dgamma of that one's result and its dbeta, nothing else", n->group);
+	} else if (i > first + 1 && (i > first + 2 || g->nodes[i - 1]->op == IR_OP_BN_STATS ||
 				   !epilogue_follows(g->nodes[i - 1], n) || n->op != IR_OP_BN_STATS))
 		report(v, n, "is in group %d, which a convolution opens: it holds at most an add or sub reading the "
 			"convolution and the bn_stats of that one's result", n->group);
@@ -501,13 +538,7 @@ static void check_dbeta(verifier *v, int first, int i)
 				n->group);
 		return;
 	}
-	bool ok = i == first + 1 && d->op == IR_OP_BN_DGAMMA && n->op == IR_OP_REDUCE_SUM && n->in[0] == d->in[0] &&
-		ir_type_eq(&n->type, &d->type);
-	const ir_attr *axes = ok ? ir_node_attr(n, IR_ATTR_AXES) : NULL;
-	ok = ok && axes->u.ints.n == d->in[0]->type.rank - 1;
-	for (int k = 0; ok && k < axes->u.ints.n; k++)
-		ok = axes->u.ints.v[k] == (k == 0 ? 0 : k + 1);
-	if (!ok)
+	if (i != first + 1 || d->op != IR_OP_BN_DGAMMA || !dbeta_of(d, n))
 		report(v, n, "is in group %d, which a bn_dgamma opens: it holds only the reduce_sum of the same dy over "
 			"all but the channel axis", n->group);
 }
@@ -544,7 +575,7 @@ static void check_groups(verifier *v)
 			if (ended[n->group])
 				report(v, n, "group %d is not contiguous in the schedule", n->group);
 		}
-		if (g->nodes[first]->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D) {
+		if (opens_epilogue(g->nodes[first]) || opens_epilogue(n)) {
 			check_epilogue(v, first, i);
 			continue;
 		}

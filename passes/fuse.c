@@ -36,7 +36,12 @@
  * (codegen/k_conv.c), pulled up to just after it: the bn_stats of its
  * result (so bn_stats' own pass over the tensor goes away); or the add or
  * sub reading it (the residual y1 = x1 + F(x2), the reconstruction
- * x2 = y2 - G(y1)), and then the bn_stats of that one's result.
+ * x2 = y2 - G(y1)), and then the bn_stats of that one's result.  A data
+ * gradient (conv2d_dx) opens one too: the relu_grad that masks it (the
+ * gradient through the ReLU before the convolution), then batch norm's
+ * bn_dgamma of that one's result with its dbeta (the reduce_sum beside
+ * it, as in a dbeta group), so relu_grad's pass over the tensor goes
+ * away and bn_dgamma's reads it while it is in cache.
  * REVC_EPILOGUE=0 in the environment turns them off, for comparisons (as
  * REVC_CONV forces a convolution's lowering). */
 #include <stdlib.h>
@@ -179,18 +184,72 @@ static ir_node *epilogue_reader(const ir_users *u, const ir_node *n, int at, boo
 	return best;
 }
 
-/* Makes the epilogue group conv2d n (at list position i) opens, if any:
- * its bn_stats; or the add or sub reading it, then that one's bn_stats if
- * it can follow.  Returns the group's last position, or -1; the free
- * sources the add or sub reads move up ahead of the convolution, as in
- * any group (deps_before). */
+/* Is r a reduce_sum of bn_dgamma d's dy over every axis but the channel
+ * one (BN's dbeta beside its dgamma)? */
+static bool dbeta_of(const ir_node *d, const ir_node *r)
+{
+	if (r->op != IR_OP_REDUCE_SUM || r->in[0] != d->in[0] || !ir_type_eq(&r->type, &d->type))
+		return false;
+	const ir_type *x = &d->in[0]->type;
+	const ir_attr *axes = ir_node_attr(r, IR_ATTR_AXES);
+	if (x->rank < 2 || axes->u.ints.n != x->rank - 1)
+		return false;
+	for (int i = 0; i < axes->u.ints.n; i++)
+		if (axes->u.ints.v[i] != (i == 0 ? 0 : i + 1))
+			return false;
+	return true;
+}
+
+/* The earliest relu_grad not grouped yet that masks conv2d_dx n (at list
+ * position `at`: n its operand 0, the mask another value) and can move up
+ * to at + 1, or NULL. */
+static ir_node *masking_reader(const ir_users *u, const ir_node *n, int at)
+{
+	ir_node *best = NULL;
+	for (int k = u->start[n->start_id]; k < u->start[n->start_id + 1]; k++) {
+		ir_node *c = u->user[k];
+		if (c->id <= at || c->group >= 0 || !deps_before(c, at) || (best && c->id >= best->id))
+			continue;
+		if (c->op == IR_OP_RELU_GRAD && c->in[0] == n && c->in[1] != n && ir_type_eq(&c->type, &n->type))
+			best = c;
+	}
+	return best;
+}
+
+/* The bn_dgamma not grouped yet of the result of m (at list position
+ * `at`) and its dbeta (dbeta_of), both able to move up to at + 1: in *d
+ * and *r, or false. */
+static bool dgamma_readers(const ir_users *u, const ir_node *m, int at, ir_node **d, ir_node **r)
+{
+	*d = *r = NULL;
+	for (int k = u->start[m->start_id]; k < u->start[m->start_id + 1]; k++) {
+		ir_node *c = u->user[k];
+		if (c->id > at && c->group < 0 && c->op == IR_OP_BN_DGAMMA && c->in[0] == m && deps_before(c, at) &&
+			(!*d || c->id < (*d)->id))
+			*d = c;
+	}
+	for (int k = *d ? u->start[m->start_id] : 0; *d && k < u->start[m->start_id + 1]; k++) {
+		ir_node *c = u->user[k];
+		if (c->id > at && c->group < 0 && dbeta_of(*d, c) && deps_before(c, at) && (!*r || c->id < (*r)->id))
+			*r = c;
+	}
+	return *d && *r;
+}
+
+/* Makes the epilogue group convolution n (at list position i) opens, if
+ * any: a conv2d's bn_stats; or the add or sub reading it, then that one's
+ * bn_stats if it can follow; a conv2d_dx's masking relu_grad, then the
+ * bn_dgamma of that one's result and its dbeta if they can follow.  Returns the
+ * group's last position, or -1; the free sources the add or sub reads move
+ * up ahead of the convolution, as in any group (deps_before). */
 static int epilogue_group(ir_graph *g, const ir_users *u, int i, int group)
 {
 	ir_node *n = g->nodes[i];
-	if (n->op != IR_OP_CONV2D || !ir_dtype_is_float(n->type.dtype) || epilogues_off())
+	bool dx = n->op == IR_OP_CONV2D_DX;
+	if ((n->op != IR_OP_CONV2D && !dx) || !ir_dtype_is_float(n->type.dtype) || epilogues_off())
 		return -1;
-	ir_node *m = epilogue_reader(u, n, i, true);
-	if (!m)
+	ir_node *m = dx ? masking_reader(u, n, i) : epilogue_reader(u, n, i, true);
+	if (!m && !dx)
 		m = epilogue_reader(u, n, i, false);
 	if (!m)
 		return -1;
@@ -200,10 +259,21 @@ static int epilogue_group(ir_graph *g, const ir_users *u, int i, int group)
 	}
 	move_up(g, m->id, i + 1);
 	int last = i + 1;
-	ir_node *st = m->op == IR_OP_BN_STATS ? NULL : epilogue_reader(u, m, last, true);
+	ir_node *st = m->op == IR_OP_BN_STATS || dx ? NULL : epilogue_reader(u, m, last, true);
 	if (st) {
 		move_up(g, st->id, last + 1);
 		last++;
+	}
+	ir_node *d, *r;
+	if (dx && dgamma_readers(u, m, last, &d, &r)) {
+		for (ir_node *s; (s = late_operand(d, last));) { /* a free source: ahead of the group */
+			move_up(g, s->id, i);
+			i++;
+			last++;
+		}
+		move_up(g, d->id, last + 1);
+		move_up(g, r->id, last + 2);
+		last += 2;
 	}
 	for (int k = i; k <= last; k++)
 		g->nodes[k]->group = group;
@@ -218,22 +288,6 @@ static bool runs_before(const ir_node *c, int last)
 			return false;
 	for (int k = 0; k < c->nafter; k++)
 		if (c->after[k]->id > last)
-			return false;
-	return true;
-}
-
-/* Is r a reduce_sum of bn_dgamma d's dy over every axis but the channel
- * one (BN's dbeta beside its dgamma)? */
-static bool dbeta_of(const ir_node *d, const ir_node *r)
-{
-	if (r->op != IR_OP_REDUCE_SUM || r->in[0] != d->in[0] || !ir_type_eq(&r->type, &d->type))
-		return false;
-	const ir_type *x = &d->in[0]->type;
-	const ir_attr *axes = ir_node_attr(r, IR_ATTR_AXES);
-	if (x->rank < 2 || axes->u.ints.n != x->rank - 1)
-		return false;
-	for (int i = 0; i < axes->u.ints.n; i++)
-		if (axes->u.ints.v[i] != (i == 0 ? 0 : i + 1))
 			return false;
 	return true;
 }

@@ -1,6 +1,8 @@
-/* test_cg_epilogue.c: the batch-norm statistics epilogue of convolutions
- * (passes/fuse.c's epilogue groups, codegen/k_conv.c): a conv2d and the
- * bn_stats of its result, computed by one kernel.
+/* test_cg_epilogue.c: the epilogues of convolutions (passes/fuse.c's
+ * epilogue groups, codegen/k_conv.c): a conv2d and the bn_stats of its
+ * result (or the add or sub reading it), computed by one kernel; a
+ * conv2d_dx and the relu_grad masking it, and maybe the bn_dgamma of
+ * that one's result and its dbeta, likewise.
  *
  * The oracle is the interpreter, which runs bn_stats' own two passes over
  * the whole tensor: the JIT's statistics (per tile a mean and the sum of
@@ -17,7 +19,14 @@
  * statistics are computed in double from each backend's own f32 result:
  * with the direct lowering they differ by 1e-8 at most); f64 1.8e-15.
  * Bounds 1e-6 and 1e-12; a statistic missing a tile, a thread or a
- * channel is off by O(1/tiles). */
+ * channel is off by O(1/tiles).
+ *
+ * The masked data gradient's oracle is the interpreter too, its relu_grad
+ * a pass of its own: the select is exact, so the outputs differ by the
+ * data gradient's own rounding (bounds 1e-5 and 1e-12, as the sub's); an
+ * element or an image left unmasked is off by O(1).  So are bn_dgamma's
+ * sums, in double (in another order than the interpreter's), when a tile,
+ * a thread or a channel is missed. */
 #include <check.h>
 #include <math.h>
 #include <stdarg.h>
@@ -35,6 +44,8 @@ typedef enum {
 	ADD_STATS, /* z = o + y, bn_stats(z), bn_norm(z) */
 	SUB,       /* z = o - y (the reconstruction) */
 	YADD_STATS, /* z = y + o, bn_stats(z), with y an output too */
+	MASK,      /* y = conv2d_dx(dy, w), z = relu_grad(y, o) */
+	DGAMMA,    /* MASK, then bn_dgamma(z, b, bn_stats(b)) and reduce_sum(z) */
 } form;
 
 typedef struct {
@@ -58,6 +69,19 @@ static const epi_case cases[] = {
 	{{3, 5, 9, 9, 7, 3, 1, {1, 1, 1, 1}}, "blas", false, ADD_STATS},
 	{{1, 3, 7, 7, 4, 3, 1, {1, 1, 1, 1}}, "direct", false, STATS},   /* one image: extent 1, thread 0 alone */
 	{{4, 5, 7, 9, 5, 3, 1, {1, 1, 1, 1}}, "direct", false, SUB},
+	{{3, 5, 9, 11, 7, 3, 1, {1, 1, 1, 1}}, "direct", false, MASK},   /* on the padded image */
+	{{3, 4, 9, 8, 5, 3, 2, {0, 1, 0, 1}}, "direct", false, MASK},   /* stride 2: phases, odd rows */
+	{{2, 6, 5, 5, 3, 1, 2, {0, 0, 0, 0}}, "direct", false, MASK},   /* 1x1 at stride 2: unfolded */
+	{{7, 8, 8, 8, 8, 3, 1, {1, 1, 1, 1}}, "winograd2", true, MASK}, /* several images per index */
+	{{3, 5, 9, 11, 6, 3, 1, {1, 1, 1, 1}}, "winograd4", true, MASK}, /* partial tiles */
+	{{3, 5, 9, 9, 7, 3, 1, {1, 1, 1, 1}}, "blas", false, MASK},
+	{{1, 3, 7, 7, 4, 3, 1, {1, 1, 1, 1}}, "direct", false, MASK},   /* one image */
+	{{3, 5, 9, 11, 7, 3, 1, {1, 1, 1, 1}}, "direct", false, DGAMMA},
+	{{3, 4, 9, 8, 5, 3, 2, {0, 1, 0, 1}}, "direct", false, DGAMMA},
+	{{7, 8, 8, 8, 8, 3, 1, {1, 1, 1, 1}}, "winograd2", true, DGAMMA},
+	{{3, 5, 9, 11, 6, 3, 1, {1, 1, 1, 1}}, "winograd4", true, DGAMMA},
+	{{3, 5, 9, 9, 7, 3, 1, {1, 1, 1, 1}}, "blas", false, DGAMMA},
+	{{1, 3, 7, 7, 4, 3, 1, {1, 1, 1, 1}}, "direct", false, DGAMMA},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -70,6 +94,15 @@ __attribute__((format(printf, 4, 5))) static void line(char *buf, size_t len, si
 	va_end(ap);
 	ck_assert(k > 0 && (size_t)k < len - *at);
 	*at += (size_t)k;
+}
+
+/* The graph of IR text, planned with e's lowering forced. */
+static ir_graph *planned(const epi_case *e, const char *text, int threads)
+{
+	setenv("REVC_CONV", e->mode, 1);
+	ir_graph *g = cgt_parse("epilogue", text);
+	cgt_plan(g, threads);
+	return g;
 }
 
 /* The graph of case e: the statistics (if any) are output "stats". */
@@ -91,6 +124,27 @@ static ir_graph *epilogue_graph(const epi_case *e, ir_dtype dt, int threads)
 	snprintf(conv, sizeof conv, "{stride=%lld, pad=[%lld,%lld,%lld,%lld]}", (long long)c->s, (long long)c->pad[0],
 		(long long)c->pad[1], (long long)c->pad[2], (long long)c->pad[3]);
 	size_t at = 0, len = sizeof text;
+	if (e->f == MASK || e->f == DGAMMA) { /* dy of y's type in, the data gradient of x's type out, masked by o */
+		char xc[96], xs[96];
+		snprintf(xc, sizeof xc, "%s[%lld]", t, (long long)c->c);
+		snprintf(xs, sizeof xs, "%s[2,%lld]", t, (long long)c->c);
+		/* b's statistics first (an edge), as batch norm's forward computed them */
+		line(text, len, &at, "graph @epilogue {\n  %%0 = input {name=\"b\"} : %s\n", x);
+		line(text, len, &at, "  %%1 = bn_stats(%%0) : %s\n", xs);
+		line(text, len, &at, "  %%2 = input {name=\"dy\"} : %s\n", y);
+		line(text, len, &at, "  %%3 = input {name=\"w\"} : %s\n", w);
+		line(text, len, &at, "  %%4 = conv2d_dx(%%2, %%3) %s : %s after(%%1)\n", conv, x);
+		line(text, len, &at, "  %%5 = input {name=\"o\"} : %s\n", x);
+		line(text, len, &at, "  %%6 = relu_grad(%%4, %%5) : %s\n  %%7 = output(%%6) {name=\"z\"} : %s\n", x, x);
+		if (e->f == DGAMMA) {
+			line(text, len, &at, "  %%8 = bn_dgamma(%%6, %%0, %%1) {eps=0.001} : %s\n", xc);
+			line(text, len, &at, "  %%9 = reduce_sum(%%6) {axes=[0,2,3]} : %s\n", xc);
+			line(text, len, &at, "  %%10 = output(%%8) {name=\"dgamma\"} : %s\n", xc);
+			line(text, len, &at, "  %%11 = output(%%9) {name=\"dbeta\"} : %s\n", xc);
+		}
+		line(text, len, &at, "}\n");
+		return planned(e, text, threads);
+	}
 	line(text, len, &at, "graph @epilogue {\n  %%0 = input {name=\"x\"} : %s\n", x);
 	line(text, len, &at, "  %%1 = input {name=\"w\"} : %s\n", w);
 	line(text, len, &at, "  $bn.gamma = param : %s\n  $bn.beta = param : %s\n", ch, ch);
@@ -116,23 +170,21 @@ static ir_graph *epilogue_graph(const epi_case *e, ir_dtype dt, int threads)
 			line(text, len, &at, "  %%12 = output(%%4) {name=\"y\"} : %s\n", y);
 	}
 	line(text, len, &at, "}\n");
-	setenv("REVC_CONV", e->mode, 1);
-	ir_graph *g = cgt_parse("epilogue", text);
-	cgt_plan(g, threads);
-	return g;
+	return planned(e, text, threads);
 }
 
-/* The conv2d opens an epilogue group with the rest of the case's form
- * right after it. */
+/* The convolution opens an epilogue group with the rest of the case's
+ * form right after it. */
 static void assert_epilogue(const ir_graph *g, form f)
 {
-	static const int members[] = {[STATS] = 2, [ADD_STATS] = 3, [SUB] = 2, [YADD_STATS] = 3};
+	static const int members[] = {[STATS] = 2, [ADD_STATS] = 3, [SUB] = 2, [YADD_STATS] = 3, [MASK] = 2,
+		[DGAMMA] = 4};
 	int found = 0;
 	for (int i = 0; i < g->n; i++) {
 		const ir_node *n = g->nodes[i];
-		if (n->op != IR_OP_CONV2D)
+		if (n->op != (f == MASK || f == DGAMMA ? IR_OP_CONV2D_DX : IR_OP_CONV2D))
 			continue;
-		ck_assert_msg(cg_conv_opens_epilogue(n), "the conv2d is in no epilogue group");
+		ck_assert_msg(cg_conv_opens_epilogue(n), "the convolution is in no epilogue group");
 		int k = 1;
 		while (i + k < g->n && g->nodes[i + k]->group == n->group)
 			k++;
@@ -151,7 +203,7 @@ START_TEST(test_epilogue)
 		return;
 	ir_graph *g = epilogue_graph(e, dt, threads);
 	assert_epilogue(g, e->f);
-	if (e->f == SUB) {
+	if (e->f == SUB || e->f == MASK || e->f == DGAMMA) {
 		double err = cgt_compare(g, threads, 9 + (uint64_t)_i, 1);
 		ck_assert_msg(err <= (dt == IR_F32 ? 1e-5 : 1e-12), "case %d (%s), %d threads: %g", _i % NCASES,
 			e->mode, threads, err);
