@@ -249,6 +249,11 @@ static int by_value(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+void drv_sort_values(double *x, int64_t n)
+{
+	qsort(x, (size_t)n, sizeof *x, by_value);
+}
+
 /* Times b->steps runs of x after a warm-up: their median and minimum, and
  * the least processor time one took.  With a pool, its profile times the
  * calls of the timed steps. */
@@ -277,12 +282,42 @@ static bool time_steps(rt_exec *x, const revc_bench_options *b, revc_bench_resul
 		r->mean_seconds = 0;
 		for (int64_t s = 0; s < b->steps; s++)
 			r->mean_seconds += times[s] / (double)b->steps;
-		qsort(times, (size_t)b->steps, sizeof *times, by_value);
+		drv_sort_values(times, b->steps);
 		r->median_seconds = times[b->steps / 2];
 		r->min_seconds = times[0];
 	}
 	free(times);
 	return ok ? true : drv_error_rt(err, &e);
+}
+
+bool drv_bench_compile(revc_model *m, const revc_options *o, bool *cut, revc_error **err)
+{
+	revc_options opts;
+	if (o)
+		opts = *o;
+	else
+		revc_options_init(&opts);
+	*cut = false;
+	if (!m->is_spec)
+		return drv_errorf(err, REVC_ERR_USAGE, "the benchmark needs a model from a spec; %s is an IR file", m->name);
+	opts.graphs = REVC_GRAPH_STEP;
+	opts.dtype = REVC_F32;
+	opts.no_run = true;
+	if (!revc_model_compile(m, &opts, err))
+		return false;
+	*cut = m->cut;
+	return true;
+}
+
+rt_exec *drv_bench_prepare(revc_model *m, revc_error **err)
+{
+	if (!revc_model_prepare(m, err))
+		return NULL;
+	/* Random data; a tiny learning rate keeps the parameters sane. */
+	rt_exec *x = m->x[DRV_STEP];
+	drv_check_batch(x, (uint64_t)m->spec.spec.seed, m->classes);
+	*(float *)rt_exec_input(x, "lr", NULL) = 1e-4f;
+	return x;
 }
 
 bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *b, revc_bench_result *r,
@@ -299,27 +334,19 @@ bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *
 		opts = *o;
 	else
 		revc_options_init(&opts);
-	if (!m->is_spec)
-		return drv_errorf(err, REVC_ERR_USAGE, "the benchmark needs a model from a spec; %s is an IR file", m->name);
 	if (bo.steps < 1)
 		return drv_errorf(err, REVC_ERR_USAGE, "the benchmark needs at least one timed step");
-	opts.graphs = REVC_GRAPH_STEP;
-	opts.dtype = REVC_F32;
-	opts.no_run = true;
-	if (!revc_model_compile(m, &opts, err))
+	if (!drv_bench_compile(m, &opts, &r->cut, err))
 		return false;
-	if ((r->cut = m->cut))
+	if (r->cut)
 		return true;
 	bool profile = bo.profile && opts.engine == REVC_JIT;
 	m->engine.cg.profile = profile;
 	double t0 = now();
-	if (!revc_model_prepare(m, err))
+	rt_exec *x = drv_bench_prepare(m, err);
+	if (!x)
 		return false;
 	r->compile_seconds = now() - t0;
-	/* Random data; a tiny learning rate keeps the parameters sane. */
-	rt_exec *x = m->x[DRV_STEP];
-	drv_check_batch(x, (uint64_t)m->spec.spec.seed, m->classes);
-	*(float *)rt_exec_input(x, "lr", NULL) = 1e-4f;
 	r->round_trip_ns[0] = rt_probe_round_trip_ns();
 	if (!time_steps(x, &bo, r, NULL, err))
 		return false;

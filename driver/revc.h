@@ -793,6 +793,28 @@ typedef struct {
 bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *b, revc_bench_result *r,
 	revc_error **err);
 
+/* Two builds of one step timed side by side (driver/bench_versus.c): A
+ * as o says, B with an environment variable set while it is built
+ * (REVC_EPILOGUE=0, REVC_CONV=direct, or a switch a change under test
+ * reads).  Their steps alternate, A B, B A, ..., so that a shared host's
+ * drift falls on both; the ratio of each pair's times gives B/A to about
+ * a percent where separate runs scatter by tens of percent. */
+typedef struct {
+	int64_t pairs;
+	double median_seconds[2], min_seconds[2]; /* A's, B's */
+	int kernels[2], calls[2];                 /* the JIT's, as revc_bench_result's */
+	/* B's time over A's in each pair: the median and the quartiles */
+	double ratio_median, ratio_low, ratio_high;
+	double round_trip_ns[2];                  /* as revc_bench_result's */
+} revc_versus_result;
+
+/* Compiles spec models a and b (two models of the same spec and settings)
+ * under o, b with `setting` ("NAME=VALUE") in the environment meanwhile
+ * (restored afterwards), and times bo->steps pairs of their steps after a
+ * warm-up step of each.  bo's other fields do not apply. */
+bool revc_bench_versus(revc_model *a, revc_model *b, const char *setting, const revc_options *o,
+	const revc_bench_options *bo, revc_versus_result *r, revc_error **err);
+
 /* ---- distributed training (driver/world.c; docs/distributed.md) ----------- */
 
 /* Joins the world of processes an MPI launcher started this one in (mpirun

@@ -134,6 +134,15 @@ double drv_gemm_flops(const drv_gemm_shape *s, int n);
  * shape timed on its own, best of a few runs. */
 double drv_gemm_seconds(const drv_gemm_shape *s, int n, int threads);
 
+/* Compiles spec model m's training step (f32) under o for timing: true
+ * with *cut set when the pass options stopped the pipeline before it. */
+bool drv_bench_compile(revc_model *m, const revc_options *o, bool *cut, revc_error **err);
+/* Prepares the compiled step to run (the JIT's compile) on the random
+ * check batch at a tiny learning rate: its exec, or NULL. */
+rt_exec *drv_bench_prepare(revc_model *m, revc_error **err);
+/* x (n values) sorted, ascending. */
+void drv_sort_values(double *x, int64_t n);
+
 /* ---- JSON (json.c) ------------------------------------------------------- */
 
 /* Writes s escaped for the inside of a JSON string. */

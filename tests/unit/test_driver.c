@@ -447,6 +447,46 @@ START_TEST(test_bench)
 }
 END_TEST
 
+/* revc_bench_versus builds B with the setting in the environment and puts
+ * back what was there (a value, or nothing); A is built without it.  With
+ * REVC_EPILOGUE=0 B has no convolution epilogues, so more kernel calls.
+ * A bad setting is a usage error.  (No figure of time is asserted.) */
+START_TEST(test_bench_versus)
+{
+	revc_options o;
+	revc_options_init(&o);
+	revc_bench_options b;
+	revc_bench_options_init(&b);
+	b.steps = 2;
+	revc_versus_result r;
+	revc_error *err = NULL;
+	for (int was = 0; was < 2; was++) {
+		if (was)
+			setenv("REVC_EPILOGUE", "1", 1);
+		else
+			unsetenv("REVC_EPILOGUE");
+		revc_model *m = tiny_model(), *m2 = tiny_model();
+		ck_assert_msg(revc_bench_versus(m, m2, "REVC_EPILOGUE=0", &o, &b, &r, &err), "%s", revc_error_message(err));
+		const char *now = getenv("REVC_EPILOGUE");
+		ck_assert(was ? now && strcmp(now, "1") == 0 : !now);
+		ck_assert_int_eq(r.pairs, 2);
+		ck_assert_msg(r.calls[1] > r.calls[0] && r.calls[0] > 0, "calls %d, %d", r.calls[0], r.calls[1]);
+		ck_assert(r.min_seconds[0] > 0 && r.min_seconds[0] <= r.median_seconds[0]);
+		ck_assert(r.min_seconds[1] > 0 && r.min_seconds[1] <= r.median_seconds[1]);
+		ck_assert(r.ratio_low > 0 && r.ratio_low <= r.ratio_median && r.ratio_median <= r.ratio_high);
+		revc_model_free(m);
+		revc_model_free(m2);
+	}
+	unsetenv("REVC_EPILOGUE");
+	revc_model *m = tiny_model(), *m2 = tiny_model();
+	ck_assert(!revc_bench_versus(m, m2, "REVC EPILOGUE=0", &o, &b, &r, &err));
+	ck_assert_int_eq(revc_error_kind_of(err), REVC_ERR_USAGE);
+	revc_error_free(err);
+	revc_model_free(m);
+	revc_model_free(m2);
+}
+END_TEST
+
 /* Counts the .npy files in dir, and those whose name ends in suffix. */
 static int npy_files(const char *dir, const char *suffix, int *with)
 {
@@ -602,6 +642,7 @@ int main(void)
 	tcase_add_test(tc, test_param_pointer_sees_step);
 	tcase_add_test(tc, test_check_gradients);
 	tcase_add_test(tc, test_bench);
+	tcase_add_test(tc, test_bench_versus);
 	tcase_add_test(tc, test_npy_batch_and_dirs);
 	tcase_add_test(tc, test_emit_defaults);
 	suite_add_tcase(s, tc);
