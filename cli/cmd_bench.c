@@ -274,13 +274,28 @@ static void print_json(const bench_info *i, const revc_bench_result *r)
 	printf("}\n");
 }
 
+/* The first line of the text form. */
+static void print_title(const bench_args *o, const revc_model *m)
+{
+	printf("revc bench: %s, batch %lld, strategy %s, engine %s, %lld threads\n", revc_model_name(m),
+		(long long)revc_model_batch(m), revc_strategy_name(o->o.strategy), revc_model_engine(m),
+		(long long)o->o.threads);
+}
+
+/* The host line, when the probe measured both round trips. */
+static void print_host(const double round_trip_ns[2])
+{
+	if (round_trip_ns[0] >= 0 && round_trip_ns[1] >= 0)
+		printf("  host          a cache line's round trip between two threads: %.0f ns before, %.0f ns after\n",
+			round_trip_ns[0], round_trip_ns[1]);
+}
+
 static void print_text(const bench_info *i, const revc_bench_result *r)
 {
 	const revc_model *m = i->m;
 	const bench_args *o = i->o;
 	int64_t batch = revc_model_batch(m);
-	printf("revc bench: %s, batch %lld, strategy %s, engine %s, %lld threads\n", revc_model_name(m),
-		(long long)batch, revc_strategy_name(o->o.strategy), revc_model_engine(m), (long long)o->o.threads);
+	print_title(o, m);
 	if (revc_model_cpu(m))
 		printf("  machine       code for %s%s, OpenBLAS %s kernels\n", revc_model_cpu(m),
 			r->cpu_native ? " (native)" : "", r->blas_core);
@@ -289,9 +304,7 @@ static void print_text(const bench_info *i, const revc_bench_result *r)
 	printf("  step time     median %.4f s, min %.4f s over %lld steps\n", r->median_seconds, r->min_seconds,
 		(long long)o->b.steps);
 	printf("  processor     min %.4f s a step, every thread's time (spinning included)\n", r->min_cpu_seconds);
-	if (r->round_trip_ns[0] >= 0 && r->round_trip_ns[1] >= 0)
-		printf("  host          a cache line's round trip between two threads: %.0f ns before, %.0f ns after\n",
-			r->round_trip_ns[0], r->round_trip_ns[1]);
+	print_host(r->round_trip_ns);
 	printf("  throughput    %.1f images/s\n", (double)batch / r->median_seconds);
 	printf("  compute       %.2f GFLOP per step (convolutions and matrix products), %.1f GFLOP/s\n", r->flops / 1e9,
 		r->flops / r->median_seconds / 1e9);
@@ -339,9 +352,7 @@ static void print_versus(const bench_args *o, const revc_model *m, const revc_ve
 			printf(",\"round_trip_ns\":null}\n");
 		return;
 	}
-	printf("revc bench: %s, batch %lld, strategy %s, engine %s, %lld threads\n", revc_model_name(m),
-		(long long)revc_model_batch(m), revc_strategy_name(o->o.strategy), revc_model_engine(m),
-		(long long)o->o.threads);
+	print_title(o, m);
 	printf("  versus        A as given, B built with %s; %lld pairs of steps, alternated\n", o->versus,
 		(long long)r->pairs);
 	for (int k = 0; k < 2; k++)
@@ -349,9 +360,7 @@ static void print_versus(const bench_args *o, const revc_model *m, const revc_ve
 			r->median_seconds[k], r->min_seconds[k], r->kernels[k], r->calls[k]);
 	printf("  B / A         %.4f, the median of the pairs' ratios (quartiles %.4f and %.4f)\n", r->ratio_median,
 		r->ratio_low, r->ratio_high);
-	if (r->round_trip_ns[0] >= 0 && r->round_trip_ns[1] >= 0)
-		printf("  host          a cache line's round trip between two threads: %.0f ns before, %.0f ns after\n",
-			r->round_trip_ns[0], r->round_trip_ns[1]);
+	print_host(r->round_trip_ns);
 }
 
 /* --versus: opens the spec a second time and times the two builds. */

@@ -22,7 +22,7 @@ static double clock_seconds(clockid_t clock)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double now(void)
+double drv_bench_now(void)
 {
 	return clock_seconds(CLOCK_MONOTONIC);
 }
@@ -97,11 +97,11 @@ double drv_gemm_seconds(const drv_gemm_shape *s, int n, int threads)
 		int reps = (int)fmin(200, fmax(3, 2e8 / (2.0 * (double)a * (double)s[i].n + 1)));
 		double best = INFINITY;
 		for (int trial = 0; trial < 3; trial++) {
-			double t0 = now();
+			double t0 = drv_bench_now();
 			for (int r = 0; r < reps; r++)
 				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)s[i].m, (blasint)s[i].n,
 					(blasint)s[i].k, 1, A, (blasint)s[i].k, B, (blasint)s[i].n, 0, C, (blasint)s[i].n);
-			best = fmin(best, (now() - t0) / reps);
+			best = fmin(best, (drv_bench_now() - t0) / reps);
 		}
 		total += best * (double)s[i].count;
 		free(A);
@@ -271,10 +271,10 @@ static bool time_steps(rt_exec *x, const revc_bench_options *b, revc_bench_resul
 			b->on_step(b->user, s + 1, b->steps);
 		if (pool && s == 0)
 			rt_pool_profile(pool, true);
-		double s0 = now(), c0 = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+		double s0 = drv_bench_now(), c0 = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
 		ok = rt_exec_run(x, &e);
 		if (s >= 0) {
-			times[s] = now() - s0;
+			times[s] = drv_bench_now() - s0;
 			r->min_cpu_seconds = fmin(r->min_cpu_seconds, clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0);
 		}
 	}
@@ -342,11 +342,11 @@ bool revc_bench(revc_model *m, const revc_options *o, const revc_bench_options *
 		return true;
 	bool profile = bo.profile && opts.engine == REVC_JIT;
 	m->engine.cg.profile = profile;
-	double t0 = now();
+	double t0 = drv_bench_now();
 	rt_exec *x = drv_bench_prepare(m, err);
 	if (!x)
 		return false;
-	r->compile_seconds = now() - t0;
+	r->compile_seconds = drv_bench_now() - t0;
 	r->round_trip_ns[0] = rt_probe_round_trip_ns();
 	if (!time_steps(x, &bo, r, NULL, err))
 		return false;

@@ -12,16 +12,8 @@
  * reads), 200 pairs of fashion's step gave medians of 0.988 to 1.003. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tools.h"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Is s "NAME=VALUE", NAME a variable's name? */
 static bool setting_ok(const char *s)
@@ -62,10 +54,10 @@ static rt_exec *build_with(revc_model *b, const char *setting, const revc_option
 static bool run(rt_exec *x, double *seconds, revc_error **err)
 {
 	rt_err e;
-	double t0 = now();
+	double t0 = drv_bench_now();
 	if (!rt_exec_run(x, &e))
 		return drv_error_rt(err, &e);
-	*seconds = now() - t0;
+	*seconds = drv_bench_now() - t0;
 	return true;
 }
 

@@ -140,6 +140,8 @@ bool drv_bench_compile(revc_model *m, const revc_options *o, bool *cut, revc_err
 /* Prepares the compiled step to run (the JIT's compile) on the random
  * check batch at a tiny learning rate: its exec, or NULL. */
 rt_exec *drv_bench_prepare(revc_model *m, revc_error **err);
+/* Seconds on the monotonic clock. */
+double drv_bench_now(void);
 /* x (n values) sorted, ascending. */
 void drv_sort_values(double *x, int64_t n);
 

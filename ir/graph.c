@@ -279,3 +279,17 @@ ir_pos ir_graph_pass_pos(const ir_graph *g, const char *pass)
 	int i = pass_index(g, pass);
 	return i >= 0 ? g->pass_pos[i] : (ir_pos){0};
 }
+
+bool ir_node_is_dbeta(const ir_node *d, const ir_node *r)
+{
+	if (r->op != IR_OP_REDUCE_SUM || r->in[0] != d->in[0] || !ir_type_eq(&r->type, &d->type))
+		return false;
+	const ir_type *x = &d->in[0]->type;
+	const ir_attr *axes = ir_node_attr(r, IR_ATTR_AXES);
+	if (x->rank < 2 || axes->u.ints.n != x->rank - 1)
+		return false;
+	for (int i = 0; i < axes->u.ints.n; i++)
+		if (axes->u.ints.v[i] != (i == 0 ? 0 : i + 1))
+			return false;
+	return true;
+}

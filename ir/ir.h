@@ -339,6 +339,10 @@ void ir_node_add_after(ir_graph *g, ir_node *n, ir_node *dep);
  * into operand 0's storage). */
 bool ir_node_has_own_buffer(const ir_node *n);
 
+/* Is r a reduce_sum of bn_dgamma d's dy, of its type, over every axis but
+ * the channel one (batch norm's dbeta beside its dgamma)? */
+bool ir_node_is_dbeta(const ir_node *d, const ir_node *r);
+
 /* "%12" (the parsed label, else the list index) or "$name", for messages. */
 const char *ir_node_ref(const ir_node *n, char *buf, size_t len);
 /* A diagnostic at node n, as the verifier words them: "%12 (conv2d): msg". */

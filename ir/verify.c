@@ -455,21 +455,6 @@ static bool reads_member(const ir_graph *g, const ir_node *n, int first, int i)
 	return false;
 }
 
-/* Is r a reduce_sum of bn_dgamma d's dy, of its type, over all but axis 1
- * (batch norm's dbeta beside its dgamma)? */
-static bool dbeta_of(const ir_node *d, const ir_node *r)
-{
-	if (r->op != IR_OP_REDUCE_SUM || r->in[0] != d->in[0] || !ir_type_eq(&r->type, &d->type))
-		return false;
-	const ir_attr *axes = ir_node_attr(r, IR_ATTR_AXES);
-	if (axes->u.ints.n != d->in[0]->type.rank - 1)
-		return false;
-	for (int k = 0; k < axes->u.ints.n; k++)
-		if (axes->u.ints.v[k] != (k == 0 ? 0 : k + 1))
-			return false;
-	return true;
-}
-
 /* Can r follow member m of an epilogue group: the bn_stats of m's result,
  * or, after a conv2d, an add or sub of its type reading it (sub: as the
  * one subtracted); after a conv2d_dx, a relu_grad of its type masking it
@@ -513,8 +498,8 @@ static void check_epilogue(verifier *v, int first, int i)
 		const ir_node *d = i == first + 3 ? g->nodes[first + 2] : NULL;
 		bool ok = i == first + 1 ||
 			  (i == first + 2 && n->op == IR_OP_BN_DGAMMA && n->in[0] == g->nodes[first + 1] && next &&
-				  next->group == n->group && dbeta_of(n, next)) ||
-			  (d && d->op == IR_OP_BN_DGAMMA && dbeta_of(d, n));
+				  next->group == n->group && ir_node_is_dbeta(n, next)) ||
+			  (d && d->op == IR_OP_BN_DGAMMA && ir_node_is_dbeta(d, n));
 		if (!ok)
 			report(v, n, "is in group %d, which a data gradient opens: it holds the relu_grad masking it and "
 				"then, optionally, the bn_dgamma of that one's result and its dbeta, nothing else", n->group);
@@ -538,7 +523,7 @@ static void check_dbeta(verifier *v, int first, int i)
 				n->group);
 		return;
 	}
-	if (i != first + 1 || d->op != IR_OP_BN_DGAMMA || !dbeta_of(d, n))
+	if (i != first + 1 || d->op != IR_OP_BN_DGAMMA || !ir_node_is_dbeta(d, n))
 		report(v, n, "is in group %d, which a bn_dgamma opens: it holds only the reduce_sum of the same dy over "
 			"all but the channel axis", n->group);
 }

@@ -184,22 +184,6 @@ static ir_node *epilogue_reader(const ir_users *u, const ir_node *n, int at, boo
 	return best;
 }
 
-/* Is r a reduce_sum of bn_dgamma d's dy over every axis but the channel
- * one (BN's dbeta beside its dgamma)? */
-static bool dbeta_of(const ir_node *d, const ir_node *r)
-{
-	if (r->op != IR_OP_REDUCE_SUM || r->in[0] != d->in[0] || !ir_type_eq(&r->type, &d->type))
-		return false;
-	const ir_type *x = &d->in[0]->type;
-	const ir_attr *axes = ir_node_attr(r, IR_ATTR_AXES);
-	if (x->rank < 2 || axes->u.ints.n != x->rank - 1)
-		return false;
-	for (int i = 0; i < axes->u.ints.n; i++)
-		if (axes->u.ints.v[i] != (i == 0 ? 0 : i + 1))
-			return false;
-	return true;
-}
-
 /* The earliest relu_grad not grouped yet that masks conv2d_dx n (at list
  * position `at`: n its operand 0, the mask another value) and can move up
  * to at + 1, or NULL. */
@@ -217,8 +201,8 @@ static ir_node *masking_reader(const ir_users *u, const ir_node *n, int at)
 }
 
 /* The bn_dgamma not grouped yet of the result of m (at list position
- * `at`) and its dbeta (dbeta_of), both able to move up to at + 1: in *d
- * and *r, or false. */
+ * `at`) and its dbeta (ir_node_is_dbeta), both able to move up to at + 1:
+ * in *d and *r, or false. */
 static bool dgamma_readers(const ir_users *u, const ir_node *m, int at, ir_node **d, ir_node **r)
 {
 	*d = *r = NULL;
@@ -228,12 +212,15 @@ static bool dgamma_readers(const ir_users *u, const ir_node *m, int at, ir_node 
 			(!*d || c->id < (*d)->id))
 			*d = c;
 	}
-	for (int k = *d ? u->start[m->start_id] : 0; *d && k < u->start[m->start_id + 1]; k++) {
+	if (!*d)
+		return false;
+	for (int k = u->start[m->start_id]; k < u->start[m->start_id + 1]; k++) {
 		ir_node *c = u->user[k];
-		if (c->id > at && c->group < 0 && dbeta_of(*d, c) && deps_before(c, at) && (!*r || c->id < (*r)->id))
+		if (c->id > at && c->group < 0 && ir_node_is_dbeta(*d, c) && deps_before(c, at) &&
+			(!*r || c->id < (*r)->id))
 			*r = c;
 	}
-	return *d && *r;
+	return *r != NULL;
 }
 
 /* Makes the epilogue group convolution n (at list position i) opens, if
@@ -293,7 +280,7 @@ static bool runs_before(const ir_node *c, int last)
 }
 
 /* Makes the dbeta group node i opens or closes: a float bn_dgamma first,
- * then the reduce_sum of the same dy (dbeta_of), so one kernel reads dy
+ * then the reduce_sum of the same dy (ir_node_is_dbeta), so one kernel reads dy
  * once for both sums (codegen/k_bn.c).  Whichever of the two runs later
  * moves up to the other: the reduce_sum when it reads nothing but dy, the
  * bn_dgamma when its operands all run before the reduce_sum.  Returns the
@@ -310,7 +297,7 @@ static int dbeta_group(ir_graph *g, const ir_users *u, int i, int group)
 		if (c->id <= i || c->group >= 0)
 			continue;
 		ir_node *d = n->op == IR_OP_BN_DGAMMA ? n : c, *r = n->op == IR_OP_BN_DGAMMA ? c : n;
-		if (d->op != IR_OP_BN_DGAMMA || !dbeta_of(d, r) || !runs_before(c, i - (c == d)))
+		if (d->op != IR_OP_BN_DGAMMA || !ir_node_is_dbeta(d, r) || !runs_before(c, i - (c == d)))
 			continue;
 		move_up(g, c->id, c == d ? i : i + 1);
 		g->nodes[i]->group = g->nodes[i + 1]->group = group;
