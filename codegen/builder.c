@@ -19,6 +19,7 @@ void cg_kb_begin(cg_kb *k, cg_module *m, LLVMValueRef fn, ir_dtype dt)
 	k->hi = LLVMGetParam(fn, 2);
 	k->tid = LLVMGetParam(fn, 3);
 	k->epi = NULL;
+	k->pro = NULL;
 	LLVMPositionBuilderAtEnd(k->b, LLVMAppendBasicBlockInContext(m->ctx, fn, "entry"));
 }
 

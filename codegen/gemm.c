@@ -134,7 +134,8 @@ static void vsums(cg_kb *k, const LLVMValueRef *v, int n, LLVMValueRef *sums)
 
 /* ---- rows of padded and phase-split planes --------------------------------- */
 
-void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int s, int64_t off, int64_t w)
+void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int s, int64_t off, int64_t w,
+	LLVMValueRef sc, LLVMValueRef shift)
 {
 	IR_ASSERT(s == 1 || s == 2);
 	int64_t L = lanes(k);
@@ -155,6 +156,10 @@ void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int 
 			for (int i = 0; i < L; i++)
 				idx[i] = LLVMConstInt(k->m->i32, (unsigned long long)(2 * i), 0);
 			x = LLVMBuildShuffleVector(k->b, v[0], v[1], LLVMConstVector(idx, (unsigned)L), "");
+		}
+		if (sc) { /* a prologue on the lanes whose source is in [0, w) */
+			int64_t a = e0 >= 0 ? 0 : (-e0 + s - 1) / s, b = w - 1 - e0 < 0 ? 0 : (w - 1 - e0) / s + 1;
+			x = cg_conv_prologue_vec(k, x, a, b < cnt ? b : cnt, sc, shift);
 		}
 		cg_vstore(k, dst, cg_i64(k, j0), x, (int)cnt);
 	}

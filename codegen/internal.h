@@ -144,6 +144,7 @@ typedef struct {
 	ir_dtype dt;
 	LLVMTypeRef real; /* float or double */
 	const struct cg_conv_epi_s *epi; /* a convolution's epilogue (k_conv.c), or NULL */
+	const struct cg_conv_pro_s *pro; /* a conv2d's prologue (k_conv_prologue.c), or NULL */
 } cg_kb;
 
 /* The kernel whose signature is key, callable from m's step: *fresh says
@@ -292,8 +293,11 @@ void cg_gemm_ab(cg_kb *k, const cg_ab *g);
 /* dst[j] = src[s·j + off] where 0 <= s·j + off < w, else 0, for j in
  * [0, n): a row of a zero-bordered plane (s = 1) or of one phase of a
  * plane split by stride (s = 2), in whole vectors, masked at the ends.
- * Elements of src outside [0, w) are not read. */
-void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int s, int64_t off, int64_t w);
+ * Elements of src outside [0, w) are not read.  With sc (and shift),
+ * a convolution's prologue is applied to the elements read
+ * (cg_conv_prologue_vec); NULL for a plain copy. */
+void cg_gather_row(cg_kb *k, LLVMValueRef dst, LLVMValueRef src, int64_t n, int s, int64_t off, int64_t w,
+	LLVMValueRef sc, LLVMValueRef shift);
 /* dst[2j] = even[j] and dst[2j + 1] = odd[j] for the n elements of dst: a
  * row put back together from its two phases (the inverse of
  * cg_gather_row at s = 2), in whole vectors, masked at the end.  even's
@@ -400,7 +404,7 @@ bool cg_conv_on_blas(void);
  * thread, where conv2d_dw's partial sum starts in it, and the body. */
 bool cg_conv_implicit(const ir_conv_geom *g);
 int64_t cg_conv_implicit_tile(const ir_conv_geom *g);
-int64_t cg_conv_implicit_workspace(const ir_conv_geom *g);
+int64_t cg_conv_implicit_workspace(const ir_conv_geom *g, bool pro);
 int64_t cg_conv_implicit_partial(const ir_conv_geom *g);
 void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws);
 /* The stride-2 data gradient by the phases of dX (k_conv_dx_phases.c):
@@ -410,9 +414,10 @@ bool cg_conv_dx_phases_fits(const ir_conv_geom *g);
 int64_t cg_conv_dx_phases_workspace(const ir_conv_geom *g);
 void cg_conv_dx_phases_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LLVMValueRef ws);
 /* Copies src's planes (h x w) into dst's (hp x wp) at (top, left), with
- * zero borders. */
+ * zero borders; with `pro`, the kernel's prologue applied to what is
+ * copied (src being one image's planes, one per channel). */
 void cg_conv_pad_planes(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t top, int64_t left, int64_t hp,
-	int64_t wp, LLVMValueRef src, LLVMValueRef dst);
+	int64_t wp, LLVMValueRef src, LLVMValueRef dst, bool pro);
 /* Winograd (k_conv_winograd.c): whether g in dt can be computed so (a 3x3
  * stride-1 conv2d, conv2d_dx or conv2d_dw in f32), whether it is, its parallel
  * extent, its workspace elements per thread, and the body. */
@@ -443,6 +448,42 @@ typedef struct cg_conv_epi_s {
 	double eps;    /* the bn_dgamma's */
 } cg_conv_epi;
 #define CG_EPI_ARGS 6 /* the most buffers an epilogue adds */
+
+/* Convolution prologues (k_conv_prologue.c): a conv2d that follows the
+ * bn_norm and relu of a prologue group (passes/fuse.c) reads the bn_norm's
+ * input as its x and applies batch norm and ReLU to each element as it
+ * copies it (its padded copy, or its unfolded columns): relu(x·sc + shift),
+ * one fused multiply-add in the tensor's type with the channel's sc and
+ * shift as the bn_norm kernel computes them, rounded to that type.  The
+ * bn_norm's statistics, gamma and beta are the kernel's arguments
+ * CG_PRO_ARG, + 1 and + 2. */
+typedef struct cg_conv_pro_s {
+	double eps;       /* the bn_norm's */
+	int64_t channels; /* x's */
+} cg_conv_pro;
+#define CG_PRO_ARG (4 + CG_EPI_ARGS) /* after y, x, w, the workspace and an epilogue's */
+
+/* Does the group g->nodes[i] opens have a prologue: a bn_norm, its relu
+ * and a conv2d?  Then *pro is filled in. */
+bool cg_conv_opens_prologue(const ir_graph *g, int i, cg_conv_pro *pro);
+/* Is conv2d n the convolution of a prologue group (its x a relu in its
+ * group)? */
+bool cg_conv_has_prologue(const ir_node *n);
+/* Appends the prologue's part of the kernel cache's key. */
+void cg_conv_prologue_key(const cg_conv_pro *pro, char *key, size_t len);
+/* Channel c's sc and shift (in the tensor's type), from the kernel's
+ * arguments. */
+void cg_conv_prologue_coeffs(cg_kb *k, LLVMValueRef c, LLVMValueRef *sc, LLVMValueRef *shift);
+/* relu(x·sc + shift) for one element x. */
+LLVMValueRef cg_conv_prologue_apply(cg_kb *k, LLVMValueRef x, LLVMValueRef sc, LLVMValueRef shift);
+/* The same for a vector's lanes [lo, hi); the others are zero. */
+LLVMValueRef cg_conv_prologue_vec(cg_kb *k, LLVMValueRef v, int64_t lo, int64_t hi, LLVMValueRef sc,
+	LLVMValueRef shift);
+
+/* Batch norm's sc = gamma / sqrt(var + eps) and shift = beta - mean·sc, in
+ * double (k_elementwise.c's bn_norm and bn_infer, and prologues). */
+void cg_bn_coeffs(cg_kb *k, LLVMValueRef mean, LLVMValueRef var, LLVMValueRef gamma, LLVMValueRef beta, double eps,
+	LLVMValueRef *sc, LLVMValueRef *shift);
 
 /* Does bn_dgamma n open a dbeta group (passes/fuse.c), its kernel also
  * writing the group's reduce_sum, its argument nin + 2 (k_bn.c)? */

@@ -271,6 +271,13 @@ static bool by_images(const ir_node *n)
 	return n->op == IR_OP_BN_DGAMMA || n->type.dtype == IR_F32;
 }
 
+void cg_bn_coeffs(cg_kb *k, LLVMValueRef mean, LLVMValueRef var, LLVMValueRef gamma, LLVMValueRef beta, double eps,
+	LLVMValueRef *sc, LLVMValueRef *shift)
+{
+	*sc = cg_fdiv(k, gamma, cg_math(k, "llvm.sqrt", cg_fadd(k, var, cg_f64(k, eps))));
+	*shift = cg_fsub(k, beta, cg_fmul(k, mean, *sc));
+}
+
 bool cg_bn_opens_dbeta(const ir_node *n)
 {
 	return n->op == IR_OP_BN_DGAMMA && n->group >= 0;

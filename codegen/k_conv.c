@@ -86,7 +86,7 @@ static int64_t chosen_elems(const ir_conv_geom *g, const ir_node *n)
 	if (cg_conv_winograd(g, n->type.dtype))
 		return cg_conv_winograd_workspace(g, n->type.dtype);
 	if (cg_conv_implicit(g))
-		return cg_conv_implicit_workspace(g);
+		return cg_conv_implicit_workspace(g, cg_conv_has_prologue(n));
 	int64_t e = col_elems(g) + y_elems(g);
 	if (n->op == IR_OP_CONV2D_DW)
 		e += g->o * g->c * g->kh * g->kw;
@@ -196,6 +196,9 @@ static void fold(cg_kb *k, const ir_conv_geom *g, LLVMValueRef img, LLVMValueRef
 	LLVMValueRef plane = cg_gep(k, NULL, img, cg_imul(k, c, cg_i64(k, g->h * g->w)));
 	LLVMValueRef dst = cg_gep(k, NULL, col, cg_imul(k, row, cg_i64(k, ld)));
 	LLVMValueRef offh = cg_isub(k, kh, cg_i64(k, g->pt)), offw = cg_isub(k, kw, cg_i64(k, g->pl));
+	LLVMValueRef sc = NULL, shift = NULL;
+	if (unfold && k->pro) /* only conv2d's kernels have one */
+		cg_conv_prologue_coeffs(k, c, &sc, &shift);
 	LLVMValueRef oh0, oh1, ow0, ow1;
 	valid_range(k, offh, g->s, g->h, g->ho, &oh0, &oh1);
 	valid_range(k, offw, g->s, g->w, g->wo, &ow0, &ow1);
@@ -218,7 +221,9 @@ static void fold(cg_kb *k, const ir_conv_geom *g, LLVMValueRef img, LLVMValueRef
 	}
 	LLVMValueRef ow = cg_for(k, &li, ow0, ow1);
 	LLVMValueRef iw = cg_iadd(k, cg_imul(k, ow, cg_i64(k, g->s)), offw);
-	if (unfold)
+	if (unfold && k->pro)
+		cg_st(k, crow, ow, cg_conv_prologue_apply(k, cg_ld(k, irow, iw), sc, shift));
+	else if (unfold)
 		cg_st(k, crow, ow, cg_ld(k, irow, iw));
 	else
 		cg_st(k, irow, iw, cg_fadd(k, cg_ld(k, irow, iw), cg_ld(k, crow, ow)));

@@ -135,7 +135,7 @@ void cg_conv_dx_phases_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, L
 	LLVMValueRef img = cg_for(k, &l, k->lo, k->hi);
 	LLVMValueRef b = cg_gep(k, NULL, dy, cg_imul(k, img, cg_i64(k, g->o * g->ho * g->wo)));
 	if (pads_dy(g, &ph)) {
-		cg_conv_pad_planes(k, g->o, g->ho, g->wo, ph.h.lo, ph.w.lo, ph.h.size, ph.w.size, b, ws);
+		cg_conv_pad_planes(k, g->o, g->ho, g->wo, ph.h.lo, ph.w.lo, ph.h.size, ph.w.size, b, ws, false);
 		b = ws;
 	}
 	for (int p = 0; p < 2; p++)

@@ -94,13 +94,18 @@ static void source_rows(const padding *p, int64_t first, int64_t *i0, int64_t *i
 	*i1 = *i1 < *i0 ? *i0 : *i1 > p->hp ? p->hp : *i1;
 }
 
-/* Copies src's planes into dst with zero borders (split into phases). */
-static void pad_planes(cg_kb *k, const padding *p, LLVMValueRef src, LLVMValueRef dst)
+/* Copies src's planes into dst with zero borders (split into phases);
+ * with `pro`, the kernel's prologue applied to the copied elements (plane
+ * c being channel c). */
+static void pad_planes(cg_kb *k, const padding *p, LLVMValueRef src, LLVMValueRef dst, bool pro)
 {
 	cg_loop lc, lr;
 	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, p->planes));
 	LLVMValueRef in = cg_gep(k, NULL, src, cg_imul(k, c, cg_i64(k, p->h * p->w)));
 	LLVMValueRef plane = cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, plane_elems(p))));
+	LLVMValueRef sc = NULL, shift = NULL;
+	if (pro)
+		cg_conv_prologue_coeffs(k, c, &sc, &shift);
 	for (int ph = 0; ph < p->s * p->s; ph++) {
 		int64_t first = ph / p->s - p->top, i0, i1;
 		LLVMValueRef out = cg_gep(k, NULL, plane, cg_i64(k, ph * p->hp * p->wp));
@@ -114,7 +119,7 @@ static void pad_planes(cg_kb *k, const padding *p, LLVMValueRef src, LLVMValueRe
 		LLVMValueRef i = cg_for(k, &lr, cg_i64(k, i0), cg_i64(k, i1));
 		LLVMValueRef from = cg_imul(k, cg_iadd(k, cg_imul(k, i, cg_i64(k, p->s)), cg_i64(k, first)), cg_i64(k, p->w));
 		cg_gather_row(k, cg_gep(k, NULL, out, cg_imul(k, i, cg_i64(k, p->wp))), cg_gep(k, NULL, in, from), p->wp,
-			p->s, ph % p->s - p->left, p->w);
+			p->s, ph % p->s - p->left, p->w, sc, shift);
 		cg_keep_loop(&lr);
 		cg_end_for(k, &lr, NULL);
 	}
@@ -123,10 +128,10 @@ static void pad_planes(cg_kb *k, const padding *p, LLVMValueRef src, LLVMValueRe
 }
 
 void cg_conv_pad_planes(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t top, int64_t left, int64_t hp,
-	int64_t wp, LLVMValueRef src, LLVMValueRef dst)
+	int64_t wp, LLVMValueRef src, LLVMValueRef dst, bool pro)
 {
 	padding p = {planes, h, w, top, left, hp, wp, 1};
-	pad_planes(k, &p, src, dst);
+	pad_planes(k, &p, src, dst, pro);
 }
 
 /* dst (planes of h x w) = the first w columns of each row of src (rows of
@@ -137,7 +142,7 @@ static void drop_columns(cg_kb *k, int64_t planes, int64_t h, int64_t w, int64_t
 	cg_loop lr;
 	LLVMValueRef r = cg_for(k, &lr, cg_i64(k, 0), cg_i64(k, planes * h));
 	LLVMValueRef in = cg_gep(k, NULL, src, cg_imul(k, r, cg_i64(k, wp)));
-	cg_gather_row(k, cg_gep(k, NULL, dst, cg_imul(k, r, cg_i64(k, w))), in, w, 1, 0, w);
+	cg_gather_row(k, cg_gep(k, NULL, dst, cg_imul(k, r, cg_i64(k, w))), in, w, 1, 0, w, NULL, NULL);
 	cg_keep_loop(&lr);
 	cg_end_for(k, &lr, NULL);
 }
@@ -195,12 +200,19 @@ static int64_t out_rows_elems(int64_t planes, int64_t h, int64_t w, int64_t wp)
 	return wp != w ? planes * h * wp : 0;
 }
 
-int64_t cg_conv_implicit_workspace(const ir_conv_geom *g)
+/* The forward product's copy of x: padded, or with a prologue (which
+ * needs a copy to apply itself to) whole. */
+static int64_t x_copy_elems(const padding *x, bool pro)
+{
+	return pro && !pads(x) ? x->planes * plane_elems(x) : padded_elems(x);
+}
+
+int64_t cg_conv_implicit_workspace(const ir_conv_geom *g, bool pro)
 {
 	padding x = x_padding(g), dy = dy_padding(g);
 	switch (g->op) {
 	case IR_OP_CONV2D:
-		return padded_elems(&x) + out_rows_elems(g->o, g->ho, g->wo, x.wp);
+		return x_copy_elems(&x, pro) + out_rows_elems(g->o, g->ho, g->wo, x.wp);
 	case IR_OP_CONV2D_DX:
 		if (g->s == 2)
 			return cg_conv_dx_phases_workspace(g);
@@ -219,11 +231,12 @@ static void product(cg_kb *k, const ir_conv_geom *g, const padding *p, bool flip
 	int64_t wo, LLVMValueRef w, LLVMValueRef in, LLVMValueRef out, LLVMValueRef ws)
 {
 	LLVMValueRef b = in;
-	if (pads(p)) {
-		pad_planes(k, p, in, ws);
+	bool pro = k->pro != NULL; /* only conv2d's kernels have one */
+	if (pads(p) || pro) {
+		pad_planes(k, p, in, ws, pro);
 		b = ws;
 	}
-	LLVMValueRef rows = cg_gep(k, NULL, ws, cg_i64(k, padded_elems(p)));
+	LLVMValueRef rows = cg_gep(k, NULL, ws, cg_i64(k, x_copy_elems(p, pro)));
 	bool direct = p->wp == wo;
 	int64_t a_tap[CG_MAX_TAPS], b_tap[CG_MAX_TAPS], K = g->kh * g->kw;
 	int nt = taps(g, p, flip, a_tap, b_tap);
@@ -284,10 +297,10 @@ void cg_conv_implicit_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 		LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
 		LLVMValueRef mine = cg_gep(k, NULL, ws, cg_imul(k, i, cg_i64(k, per)));
 		if (pads(&px))
-			pad_planes(k, &px, cg_gep(k, NULL, xs, cg_imul(k, i, cg_i64(k, x_is))), mine);
+			pad_planes(k, &px, cg_gep(k, NULL, xs, cg_imul(k, i, cg_i64(k, x_is))), mine, false);
 		if (pads(&pd))
 			pad_planes(k, &pd, cg_gep(k, NULL, dys, cg_imul(k, i, cg_i64(k, dy_is))),
-				cg_gep(k, NULL, mine, cg_i64(k, padded_elems(&px))));
+				cg_gep(k, NULL, mine, cg_i64(k, padded_elems(&px))), false);
 		cg_keep_loop(&li);
 		cg_end_for(k, &li, NULL);
 	}

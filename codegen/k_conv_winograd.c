@@ -251,7 +251,7 @@ static void plane_cols(cg_kb *k, const cg_wino *w, LLVMValueRef src, int64_t pla
 	LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), count);
 	LLVMValueRef plane = cg_iadd(k, cg_imul(k, i, cg_i64(k, planes)), c);
 	cg_conv_pad_planes(k, 1, h, wd, top, left, hp, w->wq, cg_gep(k, NULL, src, cg_imul(k, plane, cg_i64(k, h * wd))),
-		pl);
+		pl, false);
 	cg_wino_transform_rows(k, w, z, pl, cg_i64(k, 0), w->th, cg_gep(k, NULL, dst, cg_imul(k, c, cg_i64(k, w->cols))),
 		ds, cg_imul(k, i, cg_i64(k, w->tiles)));
 	cg_keep_loop(&li);
@@ -348,7 +348,7 @@ static void chunk(cg_kb *k, const cg_wino *w, const bufs *b, LLVMValueRef in, LL
 	LLVMValueRef j = cg_for(k, &lj, cg_i64(k, 0), cg_i64(k, imgs));
 	if (pad)
 		cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wq,
-			cg_gep(k, NULL, in, cg_imul(k, j, cg_i64(k, w->cin * w->h * w->w))), b->p);
+			cg_gep(k, NULL, in, cg_imul(k, j, cg_i64(k, w->cin * w->h * w->w))), b->p, k->pro != NULL);
 	LLVMValueRef c = cg_for(k, &lc, cg_i64(k, 0), cg_i64(k, w->cin));
 	LLVMValueRef pl = cg_gep(k, NULL, b->p, cg_imul(k, c, cg_i64(k, w->hp * w->wq)));
 	LLVMValueRef dst = cg_gep(k, NULL, b->v,
@@ -396,7 +396,7 @@ static void images_fused(cg_kb *k, const cg_wino *w, const bufs *b, LLVMValueRef
 		LLVMValueRef i = cg_for(k, &li, cg_i64(k, 0), cg_i64(k, count));
 		LLVMValueRef x = cg_gep(k, NULL, in, cg_imul(k, i, cg_i64(k, isz)));
 		LLVMValueRef yi = cg_gep(k, NULL, y, cg_imul(k, i, cg_i64(k, osz)));
-		cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wq, x, b->p);
+		cg_conv_pad_planes(k, w->cin, w->h, w->w, w->top, w->left, w->hp, w->wq, x, b->p, k->pro != NULL);
 		if (full > 0) {
 			LLVMValueRef q = cg_for(k, &lq, cg_i64(k, 0), cg_i64(k, full));
 			chunk(k, w, b, x, yi, 1, cg_imul(k, q, cg_i64(k, w->rows)), w->rows, false, false);

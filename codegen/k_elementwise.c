@@ -415,8 +415,8 @@ static LLVMValueRef compute(emitter *e, int i, LLVMValueRef idx)
 		LLVMValueRef var = cg_to_f64(k, norm ? e->pre_var[i] : e->pre[i][2]);
 		LLVMValueRef gamma = cg_to_f64(k, e->pre[i][norm ? 2 : 3]);
 		LLVMValueRef beta = cg_to_f64(k, e->pre[i][norm ? 3 : 4]);
-		LLVMValueRef sc = cg_fdiv(k, gamma, cg_math(k, "llvm.sqrt", cg_fadd(k, var, cg_f64(k, ir_node_float(n, IR_ATTR_EPS)))));
-		LLVMValueRef shift = cg_fsub(k, beta, cg_fmul(k, mean, sc));
+		LLVMValueRef sc, shift;
+		cg_bn_coeffs(k, mean, var, gamma, beta, ir_node_float(n, IR_ATTR_EPS), &sc, &shift);
 		return cg_to_real(k, cg_fma(k, f64v(e, i, 0, idx), sc, shift));
 	}
 	case IR_OP_BN_DX: {

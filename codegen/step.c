@@ -153,15 +153,30 @@ static LLVMValueRef workspace_ptr(stepper *s, const ir_node *n)
 	return LLVMBuildGEP2(s->b, LLVMInt8TypeInContext(s->m->ctx), s->arena, &idx, 1, "");
 }
 
-/* epi: the epilogue of the group n opens (cg_conv_epilogue_of), its
- * arguments' nodes epi_args[0 .. nepi), or NULL. */
-static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, const cg_conv_epi *epi,
-	const ir_node *const *epi_args, int nepi)
+/* What a node's kernel computes besides the node: a convolution's
+ * epilogue (cg_conv_epilogue_of) and prologue (cg_conv_opens_prologue),
+ * or a bn_dgamma's dbeta; the nodes whose buffers the epilogue (or the
+ * dbeta) adds, args[0 .. nargs). */
+typedef struct {
+	const cg_conv_epi *epi;
+	const ir_node *args[CG_EPI_ARGS];
+	int nargs;
+	const cg_conv_pro *pro;
+	const ir_node *norm; /* the prologue's bn_norm */
+} fused;
+
+/* n's kernel, with what f adds (f may be NULL). */
+static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, const fused *f)
 {
+	static const fused none = {0};
+	f = f ? f : &none;
+	const cg_conv_epi *epi = f->epi;
 	char key[1024];
 	cg_node_signature(n, key, sizeof key);
 	if (epi)
 		cg_conv_epilogue_key(epi, key, sizeof key);
+	if (f->pro)
+		cg_conv_prologue_key(f->pro, key, sizeof key);
 	if (cg_bn_opens_dbeta(n))
 		snprintf(key + strlen(key), sizeof key - strlen(key), " +dbeta");
 	bool fresh;
@@ -172,17 +187,23 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, cons
 		cg_kb k;
 		cg_kb_begin(&k, home.m, home.fn, n->type.dtype);
 		k.epi = epi;
+		k.pro = f->pro;
 		impl->emit(&k, n);
 		cg_kb_end(&k);
 		LLVMPositionBuilderAtEnd(s->b, at);
 	}
 	set_arg(s, 0, value_ptr(s, n));
-	for (int k = 0; k < n->nin; k++)
-		set_arg(s, k + 1, value_ptr(s, n->in[k]));
+	for (int k = 0; k < n->nin; k++) /* a prologue's conv2d reads the bn_norm's x */
+		set_arg(s, k + 1, value_ptr(s, k == 0 && f->pro ? f->norm->in[0] : n->in[k]));
 	if (impl->workspace && impl->workspace(n) > 0)
 		set_arg(s, n->nin + 1, workspace_ptr(s, n));
-	for (int a = 0; a < nepi; a++)
-		set_arg(s, n->nin + 2 + a, value_ptr(s, epi_args[a]));
+	for (int a = 0; a < f->nargs; a++)
+		set_arg(s, n->nin + 2 + a, value_ptr(s, f->args[a]));
+	if (f->pro) {
+		IR_ASSERT(n->nin + 2 + CG_EPI_ARGS == CG_PRO_ARG);
+		for (int a = 0; a < 3; a++) /* stats, gamma, beta */
+			set_arg(s, CG_PRO_ARG + a, value_ptr(s, f->norm->in[a + 1]));
+	}
 	char label[256];
 	if (s->m->profile) {
 		node_label(n, "", label, sizeof label);
@@ -209,6 +230,7 @@ static void emit_node(stepper *s, const ir_node *n, const cg_op_impl *impl, cons
 		cg_kb k;
 		cg_kb_begin(&k, home.m, home.fn, n->type.dtype);
 		k.epi = epi;
+		k.pro = f->pro;
 		finish(&k, n, ran);
 		cg_kb_end(&k);
 		LLVMPositionBuilderAtEnd(s->b, at);
@@ -296,6 +318,7 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 		if (g->nodes[i]->nin + 2 > s.nargs)
 			s.nargs = g->nodes[i]->nin + 2;
 	s.nargs = s.nargs < CG_MAX_GROUP_ARGS ? CG_MAX_GROUP_ARGS : s.nargs;
+	s.nargs = s.nargs < CG_PRO_ARG + 3 ? CG_PRO_ARG + 3 : s.nargs;
 
 	LLVMTypeRef pt[5] = {m->ptr, m->ptr, m->ptr, m->ptr, m->ptr};
 	LLVMTypeRef fty = LLVMFunctionType(m->vd, pt, 5, 0);
@@ -328,17 +351,30 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 			continue;
 		if (n->op == IR_OP_OUTPUT)
 			continue;
+		cg_conv_epi epi;
+		cg_conv_pro pro;
 		if (cg_conv_opens_epilogue(n)) { /* one kernel for the group */
-			cg_conv_epi epi;
-			const ir_node *args[CG_EPI_ARGS];
-			int nargs, last = cg_conv_epilogue_of(g, i, &epi, args, &nargs);
-			emit_node(&s, n, cg_op_impl_get(n), &epi, args, nargs);
+			fused f = {.epi = &epi};
+			int last = cg_conv_epilogue_of(g, i, &epi, f.args, &f.nargs);
+			emit_node(&s, n, cg_op_impl_get(n), &f);
+			i = last;
+			continue;
+		}
+		if (cg_conv_opens_prologue(g, i, &pro)) { /* bn_norm, relu, conv2d and its epilogue: one kernel */
+			const ir_node *c = g->nodes[i + 2];
+			fused f = {.pro = &pro, .norm = n};
+			int last = i + 2;
+			if (last + 1 < g->n && g->nodes[last + 1]->group == c->group) {
+				last = cg_conv_epilogue_of(g, i + 2, &epi, f.args, &f.nargs);
+				f.epi = &epi;
+			}
+			emit_node(&s, c, cg_op_impl_get(c), &f);
 			i = last;
 			continue;
 		}
 		if (cg_bn_opens_dbeta(n)) { /* the reduce_sum after it, in its kernel */
-			const ir_node *dbeta = g->nodes[i + 1];
-			emit_node(&s, n, cg_op_impl_get(n), NULL, &dbeta, 1);
+			fused f = {.args = {g->nodes[i + 1]}, .nargs = 1};
+			emit_node(&s, n, cg_op_impl_get(n), &f);
 			i++;
 			continue;
 		}
@@ -358,7 +394,7 @@ LLVMValueRef cg_emit_step(cg_module *m, const ir_graph *g, const char *name, ir_
 			ok = false;
 			break;
 		}
-		emit_node(&s, n, impl, NULL, NULL, 0);
+		emit_node(&s, n, impl, NULL);
 	}
 	emit_mark(&s, NULL);
 	LLVMBuildRetVoid(s.b);

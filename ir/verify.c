@@ -478,20 +478,25 @@ static bool opens_epilogue(const ir_node *n)
 /* An epilogue group (passes/fuse.c): a float conv2d first, then the
  * bn_stats of its result, or an add or sub reading it and maybe the
  * bn_stats of that; or a float conv2d_dx, then the relu_grad masking it
- * and maybe the bn_dgamma of that one's result and its dbeta.
- * Member i of the run from first. */
-static void check_epilogue(verifier *v, int first, int i)
+ * and maybe the bn_dgamma of that one's result and its dbeta.  After a
+ * prologue (`pro`: check_prologue) the conv2d may have no epilogue.
+ * Member i of the run from first, the convolution. */
+static void check_epilogue(verifier *v, int first, int i, bool pro)
 {
 	const ir_graph *g = v->g;
 	const ir_node *n = g->nodes[i], *next = i + 1 < g->n ? g->nodes[i + 1] : NULL;
+	bool last = !next || next->group != n->group;
 	if (i > first && opens_epilogue(n))
-		report(v, n, "is in group %d, but a convolution can only be a group's first member", n->group);
+		report(v, n, "is in group %d, but a convolution can only be a group's first member, or follow its "
+			"prologue's bn_norm and relu", n->group);
 	else if (i == first && !ir_dtype_is_float(n->type.dtype))
 		report(v, n, "is in group %d, but a convolution opens a group only on floats", n->group);
-	else if (i == first && n->op == IR_OP_CONV2D_DX && (!next || next->group != n->group || !epilogue_follows(n, next)))
+	else if (i == first && pro && last)
+		return;
+	else if (i == first && n->op == IR_OP_CONV2D_DX && (last || !epilogue_follows(n, next)))
 		report(v, n, "is in group %d, but a data gradient's group holds the relu_grad masking it, which must "
 			"follow it", n->group);
-	else if (i == first && (!next || next->group != n->group || !epilogue_follows(n, next)))
+	else if (i == first && (last || !epilogue_follows(n, next)))
 		report(v, n, "is in group %d, but a convolution's group holds the bn_stats of its result or an add or "
 			"sub reading it, which must follow it", n->group);
 	else if (i > first && g->nodes[first]->op == IR_OP_CONV2D_DX) {
@@ -507,6 +512,37 @@ static void check_epilogue(verifier *v, int first, int i)
 				   !epilogue_follows(g->nodes[i - 1], n) || n->op != IR_OP_BN_STATS))
 		report(v, n, "is in group %d, which a convolution opens: it holds at most an add or sub reading the "
 			"convolution and the bn_stats of that one's result", n->group);
+}
+
+/* The position of the conv2d of the prologue group that opens at `first`
+ * (passes/fuse.c): a bn_norm, the relu reading it, and a conv2d reading
+ * that one as its input x, the three in one group; or -1. */
+static int prologue_conv(const ir_graph *g, int first)
+{
+	if (first + 2 >= g->n)
+		return -1;
+	const ir_node *n = g->nodes[first], *r = g->nodes[first + 1], *c = g->nodes[first + 2];
+	if (n->op != IR_OP_BN_NORM || r->op != IR_OP_RELU || c->op != IR_OP_CONV2D || r->group != n->group ||
+		c->group != n->group || r->in[0] != n || c->in[0] != r)
+		return -1;
+	return first + 2;
+}
+
+/* Member i of a prologue group's bn_norm and relu (the run from first):
+ * floats, and read by nothing but the next member, since the conv2d's
+ * kernel never stores them. */
+static void check_prologue(verifier *v, int first, int i)
+{
+	const ir_graph *g = v->g;
+	const ir_node *n = g->nodes[i];
+	char r[80];
+	if (!ir_dtype_is_float(n->type.dtype))
+		report(v, n, "is in group %d, but a convolution's prologue is on floats only", n->group);
+	for (int j = 0; j < g->n; j++)
+		for (int k = 0; k < g->nodes[j]->nin; k++)
+			if (g->nodes[j]->in[k] == n && j != i + 1)
+				report(v, n, "is in group %d, a convolution's prologue, whose %s is not stored, but %s reads it",
+					n->group, i == first ? "batch norm" : "relu", ir_node_ref(g->nodes[j], r, sizeof r));
 }
 
 /* A dbeta group (passes/fuse.c): a float bn_dgamma first, then a
@@ -548,7 +584,7 @@ static void check_groups(verifier *v)
 		IR_DIE("out of memory");
 	char a[128], b[128];
 	ir_bcast kind = IR_BCAST_NONE; /* of the current run */
-	for (int i = 0, first = 0; i < g->n; i++) {
+	for (int i = 0, first = 0, pro = -1; i < g->n; i++) {
 		const ir_node *n = g->nodes[i], *prev = i > 0 ? g->nodes[i - 1] : NULL;
 		if (prev && prev->group >= 0 && prev->group != n->group)
 			ended[prev->group] = true;
@@ -559,9 +595,14 @@ static void check_groups(verifier *v)
 			kind = IR_BCAST_NONE;
 			if (ended[n->group])
 				report(v, n, "group %d is not contiguous in the schedule", n->group);
+			pro = prologue_conv(g, first);
 		}
-		if (opens_epilogue(g->nodes[first]) || opens_epilogue(n)) {
-			check_epilogue(v, first, i);
+		if (pro >= 0 && i < pro) {
+			check_prologue(v, first, i);
+			continue;
+		}
+		if (pro >= 0 || opens_epilogue(g->nodes[first]) || opens_epilogue(n)) {
+			check_epilogue(v, pro >= 0 ? pro : first, i, pro >= 0);
 			continue;
 		}
 		if (g->nodes[first]->op == IR_OP_BN_DGAMMA || n->op == IR_OP_BN_DGAMMA) {

@@ -43,7 +43,15 @@
  * it, as in a dbeta group), so relu_grad's pass over the tensor goes
  * away and bn_dgamma's reads it while it is in cache.
  * REVC_EPILOGUE=0 in the environment turns them off, for comparisons (as
- * REVC_CONV forces a convolution's lowering). */
+ * REVC_CONV forces a convolution's lowering).
+ *
+ * A conv2d may also have a prologue: a group that opens with a bn_norm,
+ * then the relu reading it, then the conv2d reading that, and then the
+ * conv2d's epilogue if any.  The convolution's kernel applies batch norm
+ * and ReLU to each element of x as it copies it (codegen/k_conv_prologue.c),
+ * so the two results are never stored and nothing outside the group may
+ * read them: in the `revnet` step, the forward pass's pre-activations.
+ * REVC_PROLOGUE=0 turns prologues off. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -226,10 +234,12 @@ static bool dgamma_readers(const ir_users *u, const ir_node *m, int at, ir_node 
 /* Makes the epilogue group convolution n (at list position i) opens, if
  * any: a conv2d's bn_stats; or the add or sub reading it, then that one's
  * bn_stats if it can follow; a conv2d_dx's masking relu_grad, then the
- * bn_dgamma of that one's result and its dbeta if they can follow.  Returns the
- * group's last position, or -1; the free sources the add or sub reads move
- * up ahead of the convolution, as in any group (deps_before). */
-static int epilogue_group(ir_graph *g, const ir_users *u, int i, int group)
+ * bn_dgamma of that one's result and its dbeta if they can follow.  The
+ * group starts at `first`: i, or a conv2d's prologue before it
+ * (prologue_group).  Returns the group's last position, or -1; the free
+ * sources the add or sub reads move up ahead of the group, as in any group
+ * (deps_before). */
+static int epilogue_group(ir_graph *g, const ir_users *u, int first, int i, int group)
 {
 	ir_node *n = g->nodes[i];
 	bool dx = n->op == IR_OP_CONV2D_DX;
@@ -241,7 +251,8 @@ static int epilogue_group(ir_graph *g, const ir_users *u, int i, int group)
 	if (!m)
 		return -1;
 	for (ir_node *s; (s = late_operand(m, i));) { /* a free source: ahead of the group */
-		move_up(g, s->id, i);
+		move_up(g, s->id, first);
+		first++;
 		i++;
 	}
 	move_up(g, m->id, i + 1);
@@ -254,16 +265,69 @@ static int epilogue_group(ir_graph *g, const ir_users *u, int i, int group)
 	ir_node *d, *r;
 	if (dx && dgamma_readers(u, m, last, &d, &r)) {
 		for (ir_node *s; (s = late_operand(d, last));) { /* a free source: ahead of the group */
-			move_up(g, s->id, i);
-			i++;
+			move_up(g, s->id, first);
+			first++;
 			last++;
 		}
 		move_up(g, d->id, last + 1);
 		move_up(g, r->id, last + 2);
 		last += 2;
 	}
-	for (int k = i; k <= last; k++)
+	for (int k = first; k <= last; k++)
 		g->nodes[k]->group = group;
+	return last;
+}
+
+static bool prologues_off(void)
+{
+	const char *e = getenv("REVC_PROLOGUE");
+	return e && strcmp(e, "0") == 0;
+}
+
+/* The one reader of n (by the ids before any move), or NULL when it has
+ * none or several (an output counts as one). */
+static ir_node *only_reader(const ir_users *u, const ir_node *n)
+{
+	int s = n->start_id;
+	return u->start[s + 1] - u->start[s] == 1 ? u->user[u->start[s]] : NULL;
+}
+
+/* Makes the prologue group bn_norm n (at list position i) opens, if any:
+ * n, the relu that alone reads it, the conv2d that alone reads that one
+ * (as its input x), and then the conv2d's epilogue, if it has one.  The
+ * convolution's kernel applies batch norm and ReLU to x's elements as it
+ * copies them (codegen/k_conv_prologue.c), so neither result is stored:
+ * nothing else may read them.  The relu and the conv2d move up to just
+ * after n when everything they depend on runs by then (the filter, a free
+ * source, ahead of the group).  Returns the group's last position, or -1. */
+static int prologue_group(ir_graph *g, const ir_users *u, int i, int group)
+{
+	ir_node *n = g->nodes[i];
+	if (n->op != IR_OP_BN_NORM || !ir_dtype_is_float(n->type.dtype) || prologues_off())
+		return -1;
+	ir_node *r = only_reader(u, n), *c = r ? only_reader(u, r) : NULL;
+	if (!c || r->op != IR_OP_RELU || r->group >= 0 || r->id <= i || c->op != IR_OP_CONV2D || c->in[0] != r ||
+		c->in[1] == r || c->group >= 0 || !ir_type_eq(&c->in[0]->type, &n->type) || !deps_before(r, i))
+		return -1;
+	for (int k = 0; k < c->nafter; k++)
+		if (c->after[k]->id > i && c->after[k] != r)
+			return -1;
+	for (int k = 1; k < c->nin; k++)
+		if (c->in[k]->id > i && !free_source(c->in[k]))
+			return -1;
+	move_up(g, r->id, i + 1);
+	int first = i;
+	for (ir_node *s; (s = late_operand(c, first + 1));) { /* a free source: ahead of the group */
+		move_up(g, s->id, first);
+		first++;
+	}
+	move_up(g, c->id, first + 2);
+	int last = epilogue_group(g, u, first, first + 2, group);
+	if (last < 0) {
+		last = first + 2;
+		for (int k = first; k <= last; k++)
+			g->nodes[k]->group = group;
+	}
 	return last;
 }
 
@@ -317,9 +381,11 @@ int ps_fuse(ir_graph *g, ps_ctx *ctx)
 	}
 	int groups = 0;
 	for (int i = 0; i < g->n; i++) {
-		int end = epilogue_group(g, &u, i, groups);
+		int end = epilogue_group(g, &u, i, i, groups);
 		if (end < 0)
 			end = dbeta_group(g, &u, i, groups);
+		if (end < 0)
+			end = prologue_group(g, &u, i, groups);
 		if (end >= 0) {
 			groups++;
 			i = end;

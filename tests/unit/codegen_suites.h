@@ -37,6 +37,14 @@ typedef struct {
 	int64_t n, c, h, w, o, k, s, pad[4];
 } cgt_conv;
 ir_graph *cgt_conv_graph(const cgt_conv *c, ir_dtype dt, int threads);
+/* Conv c's types in IR text (x, w, y; a channel vector and batch-norm
+ * statistics of x's channels and of y's), and its attributes. */
+typedef struct {
+	char x[96], w[96], y[96], xc[96], xs[96], yc[96], ys[96], attrs[160];
+} cgt_conv_text;
+void cgt_conv_text_of(const cgt_conv *c, ir_dtype dt, cgt_conv_text *t);
+/* Appends a formatted line to buf (of len bytes, at *at). */
+__attribute__((format(printf, 4, 5))) void cgt_line(char *buf, size_t len, size_t *at, const char *fmt, ...);
 
 Suite *cg_ops_suite(void);
 Suite *cg_attn_suite(void);
@@ -45,6 +53,7 @@ Suite *cg_gelu_suite(void); /* fuse: GELU's accuracy in f32 */
 Suite *cg_winograd_suite(void);
 Suite *cg_conv_tune_suite(void); /* the measured choice of a lowering, cached */
 Suite *cg_epilogue_suite(void); /* the batch-norm statistics epilogue of convolutions */
+Suite *cg_prologue_suite(void); /* batch norm and ReLU computed by the next convolution */
 Suite *cg_split_suite(void); /* images per parallel index, even over two threads */
 Suite *cg_objcache_suite(void); /* compiled objects kept on disk */
 Suite *cg_conv_dx_suite(void); /* the stride-2 data gradient by the phases of dX */

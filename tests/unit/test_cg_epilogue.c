@@ -29,7 +29,6 @@
  * a thread or a channel is missed. */
 #include <check.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,17 +84,6 @@ static const epi_case cases[] = {
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
-/* Appends a formatted line to buf (of len bytes, at *at). */
-__attribute__((format(printf, 4, 5))) static void line(char *buf, size_t len, size_t *at, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int k = vsnprintf(buf + *at, len - *at, fmt, ap);
-	va_end(ap);
-	ck_assert(k > 0 && (size_t)k < len - *at);
-	*at += (size_t)k;
-}
-
 /* The graph of IR text, planned with e's lowering forced. */
 static ir_graph *planned(const epi_case *e, const char *text, int threads)
 {
@@ -108,68 +96,54 @@ static ir_graph *planned(const epi_case *e, const char *text, int threads)
 /* The graph of case e: the statistics (if any) are output "stats". */
 static ir_graph *epilogue_graph(const epi_case *e, ir_dtype dt, int threads)
 {
-	const cgt_conv *c = &e->c;
-	const char *t = dt == IR_F32 ? "f32" : "f64";
-	int64_t ho = (c->h + c->pad[0] + c->pad[1] - c->k) / c->s + 1;
-	int64_t wo = (c->w + c->pad[2] + c->pad[3] - c->k) / c->s + 1;
-	char x[96], w[96], y[96], ch[96], st[96], conv[160], text[4096];
-	snprintf(x, sizeof x, "%s[%lld,%lld,%lld,%lld]", t, (long long)c->n, (long long)c->c, (long long)c->h,
-		(long long)c->w);
-	snprintf(w, sizeof w, "%s[%lld,%lld,%lld,%lld]", t, (long long)c->o, (long long)c->c, (long long)c->k,
-		(long long)c->k);
-	snprintf(y, sizeof y, "%s[%lld,%lld,%lld,%lld]", t, (long long)c->n, (long long)c->o, (long long)ho,
-		(long long)wo);
-	snprintf(ch, sizeof ch, "%s[%lld]", t, (long long)c->o);
-	snprintf(st, sizeof st, "%s[2,%lld]", t, (long long)c->o);
-	snprintf(conv, sizeof conv, "{stride=%lld, pad=[%lld,%lld,%lld,%lld]}", (long long)c->s, (long long)c->pad[0],
-		(long long)c->pad[1], (long long)c->pad[2], (long long)c->pad[3]);
+	cgt_conv_text t;
+	cgt_conv_text_of(&e->c, dt, &t);
+	char text[4096];
 	size_t at = 0, len = sizeof text;
 	if (e->f == MASK || e->f == DGAMMA) { /* dy of y's type in, the data gradient of x's type out, masked by o */
-		char xc[96], xs[96];
-		snprintf(xc, sizeof xc, "%s[%lld]", t, (long long)c->c);
-		snprintf(xs, sizeof xs, "%s[2,%lld]", t, (long long)c->c);
 		/* b's statistics first (an edge), as batch norm's forward computed them */
-		line(text, len, &at, "graph @epilogue {\n  %%0 = input {name=\"b\"} : %s\n", x);
-		line(text, len, &at, "  %%1 = bn_stats(%%0) : %s\n", xs);
-		line(text, len, &at, "  %%2 = input {name=\"dy\"} : %s\n", y);
-		line(text, len, &at, "  %%3 = input {name=\"w\"} : %s\n", w);
-		line(text, len, &at, "  %%4 = conv2d_dx(%%2, %%3) %s : %s after(%%1)\n", conv, x);
-		line(text, len, &at, "  %%5 = input {name=\"o\"} : %s\n", x);
-		line(text, len, &at, "  %%6 = relu_grad(%%4, %%5) : %s\n  %%7 = output(%%6) {name=\"z\"} : %s\n", x, x);
+		cgt_line(text, len, &at, "graph @epilogue {\n  %%0 = input {name=\"b\"} : %s\n", t.x);
+		cgt_line(text, len, &at, "  %%1 = bn_stats(%%0) : %s\n", t.xs);
+		cgt_line(text, len, &at, "  %%2 = input {name=\"dy\"} : %s\n", t.y);
+		cgt_line(text, len, &at, "  %%3 = input {name=\"w\"} : %s\n", t.w);
+		cgt_line(text, len, &at, "  %%4 = conv2d_dx(%%2, %%3) %s : %s after(%%1)\n", t.attrs, t.x);
+		cgt_line(text, len, &at, "  %%5 = input {name=\"o\"} : %s\n", t.x);
+		cgt_line(text, len, &at, "  %%6 = relu_grad(%%4, %%5) : %s\n  %%7 = output(%%6) {name=\"z\"} : %s\n", t.x,
+			t.x);
 		if (e->f == DGAMMA) {
-			line(text, len, &at, "  %%8 = bn_dgamma(%%6, %%0, %%1) {eps=0.001} : %s\n", xc);
-			line(text, len, &at, "  %%9 = reduce_sum(%%6) {axes=[0,2,3]} : %s\n", xc);
-			line(text, len, &at, "  %%10 = output(%%8) {name=\"dgamma\"} : %s\n", xc);
-			line(text, len, &at, "  %%11 = output(%%9) {name=\"dbeta\"} : %s\n", xc);
+			cgt_line(text, len, &at, "  %%8 = bn_dgamma(%%6, %%0, %%1) {eps=0.001} : %s\n", t.xc);
+			cgt_line(text, len, &at, "  %%9 = reduce_sum(%%6) {axes=[0,2,3]} : %s\n", t.xc);
+			cgt_line(text, len, &at, "  %%10 = output(%%8) {name=\"dgamma\"} : %s\n", t.xc);
+			cgt_line(text, len, &at, "  %%11 = output(%%9) {name=\"dbeta\"} : %s\n", t.xc);
 		}
-		line(text, len, &at, "}\n");
+		cgt_line(text, len, &at, "}\n");
 		return planned(e, text, threads);
 	}
-	line(text, len, &at, "graph @epilogue {\n  %%0 = input {name=\"x\"} : %s\n", x);
-	line(text, len, &at, "  %%1 = input {name=\"w\"} : %s\n", w);
-	line(text, len, &at, "  $bn.gamma = param : %s\n  $bn.beta = param : %s\n", ch, ch);
-	line(text, len, &at, "  %%4 = conv2d(%%0, %%1) %s : %s\n", conv, y);
-	line(text, len, &at, "  %%5 = input {name=\"o\"} : %s\n", y);
+	cgt_line(text, len, &at, "graph @epilogue {\n  %%0 = input {name=\"x\"} : %s\n", t.x);
+	cgt_line(text, len, &at, "  %%1 = input {name=\"w\"} : %s\n", t.w);
+	cgt_line(text, len, &at, "  $bn.gamma = param : %s\n  $bn.beta = param : %s\n", t.yc, t.yc);
+	cgt_line(text, len, &at, "  %%4 = conv2d(%%0, %%1) %s : %s\n", t.attrs, t.y);
+	cgt_line(text, len, &at, "  %%5 = input {name=\"o\"} : %s\n", t.y);
 	const char *v = "%4";
 	if (e->f == SUB) {
-		line(text, len, &at, "  %%6 = sub(%%5, %%4) : %s\n  %%7 = output(%%6) {name=\"z\"} : %s\n", y, y);
+		cgt_line(text, len, &at, "  %%6 = sub(%%5, %%4) : %s\n  %%7 = output(%%6) {name=\"z\"} : %s\n", t.y, t.y);
 	} else {
 		if (e->f != STATS) {
 			v = "%6";
 			if (e->f == ADD_STATS)
-				line(text, len, &at, "  %%6 = add(%%5, %%4) : %s\n", y);
+				cgt_line(text, len, &at, "  %%6 = add(%%5, %%4) : %s\n", t.y);
 			else
-				line(text, len, &at, "  %%6 = add(%%4, %%5) : %s\n", y);
+				cgt_line(text, len, &at, "  %%6 = add(%%4, %%5) : %s\n", t.y);
 		}
-		line(text, len, &at, "  %%7 = bn_stats(%s) : %s\n", v, st);
-		line(text, len, &at, "  %%8 = bn_norm(%s, %%7, $bn.gamma, $bn.beta) {eps=0.001} : %s\n", v, y);
-		line(text, len, &at, "  %%9 = output(%s) {name=\"v\"} : %s\n", v, y);
-		line(text, len, &at, "  %%10 = output(%%7) {name=\"stats\"} : %s\n  %%11 = output(%%8) {name=\"norm\"} : %s\n",
-			st, y);
+		cgt_line(text, len, &at, "  %%7 = bn_stats(%s) : %s\n", v, t.ys);
+		cgt_line(text, len, &at, "  %%8 = bn_norm(%s, %%7, $bn.gamma, $bn.beta) {eps=0.001} : %s\n", v, t.y);
+		cgt_line(text, len, &at, "  %%9 = output(%s) {name=\"v\"} : %s\n", v, t.y);
+		cgt_line(text, len, &at,
+			"  %%10 = output(%%7) {name=\"stats\"} : %s\n  %%11 = output(%%8) {name=\"norm\"} : %s\n", t.ys, t.y);
 		if (e->f == YADD_STATS)
-			line(text, len, &at, "  %%12 = output(%%4) {name=\"y\"} : %s\n", y);
+			cgt_line(text, len, &at, "  %%12 = output(%%4) {name=\"y\"} : %s\n", t.y);
 	}
-	line(text, len, &at, "}\n");
+	cgt_line(text, len, &at, "}\n");
 	return planned(e, text, threads);
 }
 

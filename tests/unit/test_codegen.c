@@ -20,6 +20,8 @@
  * The harness (cgt_*) is shared with test_cg_ops.c and test_cg_norm.c. */
 #include <check.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -295,6 +297,35 @@ ir_graph *cgt_conv_graph(const cgt_conv *c, ir_dtype dt, int threads)
 	output(g, dw, "dw");
 	cgt_plan(g, threads);
 	return g;
+}
+
+void cgt_conv_text_of(const cgt_conv *c, ir_dtype dt, cgt_conv_text *t)
+{
+	const char *d = dt == IR_F32 ? "f32" : "f64";
+	int64_t ho = (c->h + c->pad[0] + c->pad[1] - c->k) / c->s + 1;
+	int64_t wo = (c->w + c->pad[2] + c->pad[3] - c->k) / c->s + 1;
+	snprintf(t->x, sizeof t->x, "%s[%lld,%lld,%lld,%lld]", d, (long long)c->n, (long long)c->c, (long long)c->h,
+		(long long)c->w);
+	snprintf(t->w, sizeof t->w, "%s[%lld,%lld,%lld,%lld]", d, (long long)c->o, (long long)c->c, (long long)c->k,
+		(long long)c->k);
+	snprintf(t->y, sizeof t->y, "%s[%lld,%lld,%lld,%lld]", d, (long long)c->n, (long long)c->o, (long long)ho,
+		(long long)wo);
+	snprintf(t->xc, sizeof t->xc, "%s[%lld]", d, (long long)c->c);
+	snprintf(t->xs, sizeof t->xs, "%s[2,%lld]", d, (long long)c->c);
+	snprintf(t->yc, sizeof t->yc, "%s[%lld]", d, (long long)c->o);
+	snprintf(t->ys, sizeof t->ys, "%s[2,%lld]", d, (long long)c->o);
+	snprintf(t->attrs, sizeof t->attrs, "{stride=%lld, pad=[%lld,%lld,%lld,%lld]}", (long long)c->s,
+		(long long)c->pad[0], (long long)c->pad[1], (long long)c->pad[2], (long long)c->pad[3]);
+}
+
+void cgt_line(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(buf + *at, len - *at, fmt, ap);
+	va_end(ap);
+	ck_assert(k > 0 && (size_t)k < len - *at);
+	*at += (size_t)k;
 }
 
 START_TEST(test_conv)
@@ -837,6 +868,7 @@ int main(void)
 	srunner_add_suite(sr, cg_gelu_suite());
 	srunner_add_suite(sr, cg_winograd_suite());
 	srunner_add_suite(sr, cg_epilogue_suite());
+	srunner_add_suite(sr, cg_prologue_suite());
 	srunner_add_suite(sr, cg_conv_tune_suite());
 	srunner_add_suite(sr, cg_split_suite());
 	srunner_add_suite(sr, cg_objcache_suite());
