@@ -529,16 +529,17 @@ static int prologue_conv(const ir_graph *g, int first)
 }
 
 /* Member i of a prologue group's bn_norm and relu (the run from first):
- * floats, and read by nothing but the next member, since the conv2d's
- * kernel never stores them. */
-static void check_prologue(verifier *v, int first, int i)
+ * floats, and read by nothing but the next member (readers[i] counts the
+ * operands that are node i), since the conv2d's kernel never stores
+ * them. */
+static void check_prologue(verifier *v, const int *readers, int first, int i)
 {
 	const ir_graph *g = v->g;
 	const ir_node *n = g->nodes[i];
 	char r[80];
 	if (!ir_dtype_is_float(n->type.dtype))
 		report(v, n, "is in group %d, but a convolution's prologue is on floats only", n->group);
-	for (int j = 0; j < g->n; j++)
+	for (int j = 0; readers[i] > 1 && j < g->n; j++) /* name the others: an error, so rare */
 		for (int k = 0; k < g->nodes[j]->nin; k++)
 			if (g->nodes[j]->in[k] == n && j != i + 1)
 				report(v, n, "is in group %d, a convolution's prologue, whose %s is not stored, but %s reads it",
@@ -580,8 +581,12 @@ static void check_groups(verifier *v)
 		if (g->nodes[i]->group > top)
 			top = g->nodes[i]->group;
 	bool *ended = calloc((size_t)top + 2, sizeof *ended);
-	if (!ended)
+	int *readers = calloc((size_t)g->n + 1, sizeof *readers);
+	if (!ended || !readers)
 		IR_DIE("out of memory");
+	for (int i = 0; i < g->n; i++)
+		for (int k = 0; k < g->nodes[i]->nin; k++)
+			readers[g->nodes[i]->in[k]->id]++;
 	char a[128], b[128];
 	ir_bcast kind = IR_BCAST_NONE; /* of the current run */
 	for (int i = 0, first = 0, pro = -1; i < g->n; i++) {
@@ -598,7 +603,7 @@ static void check_groups(verifier *v)
 			pro = prologue_conv(g, first);
 		}
 		if (pro >= 0 && i < pro) {
-			check_prologue(v, first, i);
+			check_prologue(v, readers, first, i);
 			continue;
 		}
 		if (pro >= 0 || opens_epilogue(g->nodes[first]) || opens_epilogue(n)) {
@@ -631,6 +636,7 @@ static void check_groups(verifier *v)
 		else if (nb != IR_BCAST_NONE)
 			kind = nb;
 	}
+	free(readers);
 	free(ended);
 }
 
