@@ -100,9 +100,9 @@ LLVMValueRef cg_fmax(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
 LLVMValueRef cg_relu_select(cg_kb *k, LLVMValueRef a, LLVMValueRef b)
 {
 	/* ugt is "not ole": true for NaN, so NaN passes b (fcmp ogt would
-	 * give 0). */
-	LLVMValueRef on = LLVMBuildFCmp(k->b, LLVMRealUGT, a, LLVMConstReal(LLVMTypeOf(a), 0), "");
-	return LLVMBuildSelect(k->b, on, b, LLVMConstReal(LLVMTypeOf(b), 0), "");
+	 * give 0).  Scalars or vectors alike (+0.0 in every lane). */
+	LLVMValueRef on = LLVMBuildFCmp(k->b, LLVMRealUGT, a, LLVMConstNull(LLVMTypeOf(a)), "");
+	return LLVMBuildSelect(k->b, on, b, LLVMConstNull(LLVMTypeOf(b)), "");
 }
 
 LLVMValueRef cg_to_f64(cg_kb *k, LLVMValueRef v)

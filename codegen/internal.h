@@ -474,7 +474,8 @@ void cg_conv_prologue_key(const cg_conv_pro *pro, char *key, size_t len);
 /* Channel c's sc and shift (in the tensor's type), from the kernel's
  * arguments. */
 void cg_conv_prologue_coeffs(cg_kb *k, LLVMValueRef c, LLVMValueRef *sc, LLVMValueRef *shift);
-/* relu(x·sc + shift) for one element x. */
+/* relu(x·sc + shift) for one element x (or a vector of them, sc and
+ * shift splat). */
 LLVMValueRef cg_conv_prologue_apply(cg_kb *k, LLVMValueRef x, LLVMValueRef sc, LLVMValueRef shift);
 /* The same for a vector's lanes [lo, hi); the others are zero. */
 LLVMValueRef cg_conv_prologue_vec(cg_kb *k, LLVMValueRef v, int64_t lo, int64_t hi, LLVMValueRef sc,

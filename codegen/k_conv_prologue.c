@@ -78,11 +78,9 @@ LLVMValueRef cg_conv_prologue_vec(cg_kb *k, LLVMValueRef v, int64_t lo, int64_t 
 {
 	LLVMTypeRef vt = LLVMTypeOf(v);
 	int lanes = (int)LLVMGetVectorSize(vt);
-	LLVMValueRef r = cg_fma(k, v, cg_vsplat(k, sc, lanes), cg_vsplat(k, shift, lanes));
-	/* relu's select (ugt: NaN passes, as cg_relu_select), then zero in
-	 * the lanes with no source (the padding) */
+	LLVMValueRef r = cg_conv_prologue_apply(k, v, cg_vsplat(k, sc, lanes), cg_vsplat(k, shift, lanes));
+	/* zero in the lanes with no source (the padding) */
 	LLVMValueRef zero = LLVMConstNull(vt);
-	r = LLVMBuildSelect(k->b, LLVMBuildFCmp(k->b, LLVMRealUGT, r, zero, ""), r, zero, "");
 	if (lo > 0 || hi < lanes) {
 		LLVMValueRef bits[CG_MAX_VLANES];
 		IR_ASSERT(lanes <= CG_MAX_VLANES);
