@@ -334,6 +334,13 @@ int64_t cg_split_most(int64_t n, int64_t per, int threads);
  * as evenly as any.  A bound below 1 is taken as 1, and lo above hi as
  * hi. */
 int64_t cg_split_images(int64_t n, int64_t want, int64_t lo, int64_t hi);
+/* The parallel extent for n images at most `per` to an index, when index
+ * i holds images [i·n/E, (i+1)·n/E) (cg_split_first): ceil(n/per), made a
+ * multiple of CG_SPLIT_THREADS by one more index where that is short of
+ * n, so that the threads' chunks hold the same images. */
+int64_t cg_split_extent(int64_t n, int64_t per);
+/* Index i's first image, i·n/extent. */
+LLVMValueRef cg_split_first(cg_kb *k, LLVMValueRef i, int64_t n, int64_t extent);
 
 /* ---- convolutions (k_conv.c, k_conv_implicit.c) ----------------------------- */
 

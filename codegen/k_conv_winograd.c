@@ -79,9 +79,11 @@ static int64_t skew(int64_t elems)
  * (whole vectors: a plane of small images has few tiles), V and M within
  * 256 KiB (half of L2), at most half the batch so both threads work; then
  * the nearest count, up to V and M in 512 KiB, that gives the threads the
- * same images (split.c): 50 images of 7x7 go 5 to an index, not 4
- * (13 indices, 24 images against 26).  At 14x14 (16 planes) 5 an index
- * ran 3% faster than 2 on one thread of a Zen 4 (1 MiB L2). */
+ * same images in indices of equal images (split.c): 50 images of 7x7 go
+ * 5 to an index, not 4 (13 indices, 24 images against 26).  At 14x14 (16
+ * planes) 5 an index ran 3% faster than 2 on one thread of a Zen 4 (1 MiB
+ * L2).  Where no count does (28x28 at 8 planes: 2 an index, 25 indices),
+ * cg_split_extent adds an index: 26 of 1 or 2 images, 25 a thread. */
 static int64_t images(const ir_conv_geom *g, const cg_wino *w)
 {
 	int64_t per = (int64_t)w->t->a * w->t->a * (w->cin + w->cout) * w->tiles * 4;
@@ -102,10 +104,11 @@ static int64_t images(const ir_conv_geom *g, const cg_wino *w)
  * fashion's batch 32 grew 4.6%, the 14x14 filter gradient's workspace
  * 2.4 MiB), with one matrix element's Z and V (the operands of one
  * product) within 256 KiB; then the count from 3/4 of that to all of it
- * whose slowest chunk has the fewest images (split.c).  Not more: at 7x7
- * 50 images stay 13 to an index (13, 13, 13 and 11: 26 against 24), as 25
- * to an index, which splits them evenly, grew V and Z and fashion's
- * planned arena by 0.31 MiB (16.51 to 16.82) for 0.3% of the step. */
+ * whose slowest chunk has the fewest images (split.c), and the extent
+ * cg_split_extent makes of it: at 7x7 50 images stay at most 13 to an
+ * index, 4 indices of 12 or 13, 25 a thread (25 to an index grew V and Z
+ * and fashion's planned arena by 0.31 MiB, 16.51 to 16.82); at 28x28 (8
+ * planes) 3, 18 indices (17 were 24 images against 27). */
 static int64_t dw_images(const ir_conv_geom *g, const cg_wino *w)
 {
 	int64_t per = (w->cin + w->cout) * w->tiles * 4;
@@ -163,7 +166,9 @@ static cg_wino wino_of(const ir_conv_geom *g, ir_dtype dt)
 	w.tiles = w.th * w.tw;
 	w.hp = w.th * m + 2;
 	w.wq = w.tw * m + 2;
-	w.imgs = g->op == IR_OP_CONV2D_DW ? dw_images(g, &w) : images(g, &w);
+	w.extent = cg_split_extent(g->n, g->op == IR_OP_CONV2D_DW ? dw_images(g, &w) : images(g, &w));
+	w.imgs = (g->n + w.extent - 1) / w.extent;
+	w.few = g->n / w.extent;
 	w.cols = w.imgs * w.tiles;
 	w.fused = g->op != IR_OP_CONV2D_DW;
 	if (w.fused) {
@@ -308,12 +313,10 @@ static void products(cg_kb *k, const cg_wino *w, const bufs *b, int64_t imgs)
 	cg_end_for(k, &le, NULL);
 }
 
-/* The products of `count` images; the last index may have fewer (a
- * constant number). */
-static void all_products(cg_kb *k, const ir_conv_geom *g, const cg_wino *w, const bufs *b, LLVMValueRef count)
+/* The products of `count` images: w->imgs or w->few. */
+static void all_products(cg_kb *k, const cg_wino *w, const bufs *b, LLVMValueRef count)
 {
-	int64_t rest = g->n % w->imgs;
-	if (rest == 0) {
+	if (w->few == w->imgs) {
 		products(k, w, b, w->imgs);
 		return;
 	}
@@ -323,7 +326,7 @@ static void all_products(cg_kb *k, const ir_conv_geom *g, const cg_wino *w, cons
 	products(k, w, b, w->imgs);
 	cg_if_end(k, &full);
 	cg_if_begin(k, &part, LLVMBuildNot(k->b, whole, ""));
-	products(k, w, b, rest);
+	products(k, w, b, w->few);
 	cg_if_end(k, &part);
 }
 
@@ -423,13 +426,11 @@ static void images_fused(cg_kb *k, const cg_wino *w, const bufs *b, LLVMValueRef
 			cg_gep(k, NULL, y, cg_i64(k, full * w->group * osz)), rest, cg_i64(k, 0), w->th, partial, true);
 }
 
-/* The index's `count` images; the last index may have fewer (a constant
- * number). */
-static void index_fused(cg_kb *k, const ir_conv_geom *g, const cg_wino *w, const bufs *b, LLVMValueRef in,
-	LLVMValueRef y, LLVMValueRef count)
+/* The index's `count` images: w->imgs or w->few. */
+static void index_fused(cg_kb *k, const cg_wino *w, const bufs *b, LLVMValueRef in, LLVMValueRef y,
+	LLVMValueRef count)
 {
-	int64_t rest = g->n % w->imgs;
-	if (rest == 0) {
+	if (w->few == w->imgs) {
 		images_fused(k, w, b, in, y, w->imgs);
 		return;
 	}
@@ -439,14 +440,14 @@ static void index_fused(cg_kb *k, const ir_conv_geom *g, const cg_wino *w, const
 	images_fused(k, w, b, in, y, w->imgs);
 	cg_if_end(k, &full);
 	cg_if_begin(k, &part, LLVMBuildNot(k->b, whole, ""));
-	images_fused(k, w, b, in, y, rest);
+	images_fused(k, w, b, in, y, w->few);
 	cg_if_end(k, &part);
 }
 
 int64_t cg_conv_winograd_extent(const ir_conv_geom *g, ir_dtype dt)
 {
 	cg_wino w = wino_of(g, dt);
-	return (g->n + w.imgs - 1) / w.imgs;
+	return w.extent;
 }
 
 /* conv2d_dw (out = dW, in = dY, wt = x): the transpose of the forward
@@ -470,13 +471,13 @@ static void emit_dw(cg_kb *k, const ir_conv_geom *g, const cg_wino *w, const buf
 	cg_loop lt;
 	LLVMValueRef it = cg_for(k, &lt, k->lo, k->hi);
 	cg_zero(k, b->u, cg_i64(k, u_elems(w)));
-	LLVMValueRef first = cg_imul(k, it, cg_i64(k, w->imgs));
-	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w->imgs));
+	LLVMValueRef first = cg_split_first(k, it, g->n, w->extent);
+	LLVMValueRef count = cg_isub(k, cg_split_first(k, cg_iadd(k, it, cg_i64(k, 1)), g->n, w->extent), first);
 	transform_input(k, w, cg_gep(k, NULL, x, cg_imul(k, first, cg_i64(k, w->cin * w->h * w->w))), b->p, b->v,
 		count);
 	plane_cols(k, w, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, w->cout * w->ho * w->wo))), w->cout, w->ho,
 		w->wo, 0, 0, w->th * m, true, b->p, b->mm, w->ms, count);
-	all_products(k, g, w, b, count);
+	all_products(k, w, b, count);
 	cg_loop ls;
 	LLVMValueRef i = cg_for(k, &ls, cg_i64(k, 0), cg_i64(k, u_elems(w)));
 	LLVMValueRef at = cg_gep(k, k->m->f64, b->s, i);
@@ -500,9 +501,9 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 	zero_slack(k, &w, &b);
 	cg_loop lt;
 	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
-	LLVMValueRef first = cg_imul(k, t, cg_i64(k, w.imgs));
-	LLVMValueRef count = cg_imin(k, cg_isub(k, cg_i64(k, g->n), first), cg_i64(k, w.imgs));
-	index_fused(k, g, &w, &b, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))),
+	LLVMValueRef first = cg_split_first(k, t, g->n, w.extent);
+	LLVMValueRef count = cg_isub(k, cg_split_first(k, cg_iadd(k, t, cg_i64(k, 1)), g->n, w.extent), first);
+	index_fused(k, &w, &b, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))),
 		cg_gep(k, NULL, out, cg_imul(k, first, cg_i64(k, w.cout * w.ho * w.wo))), count);
 	cg_conv_epilogue_tile(k, n, first, count);
 	cg_keep_loop(&lt);

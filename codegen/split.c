@@ -17,7 +17,14 @@
  * must not depend on the thread count, so its images per index must not
  * either.  Two is revc's default and the host's core count; one thread
  * runs any split, and an even split of the indices is an even split for
- * four threads too when their count is a multiple of four. */
+ * four threads too when their count is a multiple of four.
+ *
+ * Some counts split no n evenly: 50 images at 2 an index are 25 indices,
+ * at 3 17, and more would not fit the kernel's cache.  Winograd's kernels
+ * therefore give index i the images [i·n/E, (i+1)·n/E) of an extent E
+ * that is a multiple of the threads (cg_split_extent): 26 indices of 1 or
+ * 2 images, the first 13 of them 25 images.  A chunk [E·t/T, E·(t+1)/T)
+ * then starts at image n·t/T. */
 #include "internal.h"
 
 int64_t cg_split_most(int64_t n, int64_t per, int threads)
@@ -52,4 +59,19 @@ int64_t cg_split_images(int64_t n, int64_t want, int64_t lo, int64_t hi)
 		}
 	}
 	return best;
+}
+
+int64_t cg_split_extent(int64_t n, int64_t per)
+{
+	per = per < 1 ? 1 : per;
+	int64_t e = (n + per - 1) / per;
+	if (e % CG_SPLIT_THREADS != 0 && e < n)
+		e += CG_SPLIT_THREADS - e % CG_SPLIT_THREADS;
+	e = e < n ? e : n;
+	return e < 1 ? 1 : e;
+}
+
+LLVMValueRef cg_split_first(cg_kb *k, LLVMValueRef i, int64_t n, int64_t extent)
+{
+	return LLVMBuildUDiv(k->b, cg_imul(k, i, cg_i64(k, n)), cg_i64(k, extent), "");
 }

@@ -53,7 +53,9 @@ typedef struct {
 	int64_t top, left;      /* their place in the padded planes */
 	int64_t ho, wo;         /* output planes */
 	int64_t th, tw, tiles;  /* tiles down, across, per plane */
-	int64_t imgs, cols;     /* images per parallel index; their tiles */
+	int64_t extent;         /* parallel indices: index i images [i·n/E, (i+1)·n/E) */
+	int64_t imgs, few;      /* the most and the fewest images of an index */
+	int64_t cols;           /* the tiles of imgs images */
 	int64_t vs, ms;         /* strides of V's and M's a² matrices */
 	int64_t hp, wq;         /* a padded plane: whole tiles plus the window */
 	bool fused;             /* conv2d, conv2d_dx: the stages done per chunk */
