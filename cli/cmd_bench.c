@@ -27,14 +27,15 @@ static const char about[] =
 	"...\").  The host line gives a cache line's round trip between two threads\n"
 	"before and after the timed steps: on a shared machine whose two CPUs are\n"
 	"sometimes on different caches, a high one marks a run whose two-thread\n"
-	"steps are slower for it.  --profile\n"
-	"(JIT) runs the timed steps again timing\n"
-	"every kernel call, and prints per kind of kernel its calls, time, share of\n"
-	"the step, how busy it kept the threads, and GFLOP/s or GB/s; the share of\n"
-	"the threads' time spent idle in the dispatcher (waking, waiting for the\n"
-	"slower thread, serial kernels); and the profiled step's time against the\n"
-	"unprofiled one (what the timing costs).  --profile-calls K also lists the K\n"
-	"longest calls, each with its node as revc dump --after plan names it.\n"
+	"steps are slower for it.  --profile (JIT) runs the timed steps again\n"
+	"timing every kernel call, and prints per kind of kernel its calls, time,\n"
+	"share of the step, how busy it kept the threads, and GFLOP/s or GB/s; the\n"
+	"share of the threads' time spent idle in the dispatcher (beside serial\n"
+	"kernels, and in parallel calls: before a thread's first chunk started,\n"
+	"waiting for the slowest chunk, handing out and collecting); and the\n"
+	"profiled step's time against the unprofiled one (what the timing costs).\n"
+	"--profile-calls K also lists the K longest calls, each with its node as\n"
+	"revc dump --after plan names it.\n"
 	"--versus NAME=VALUE builds the step a second time (B) with the environment\n"
 	"variable NAME set to VALUE while it is built (REVC_EPILOGUE=0, REVC_CONV=direct,\n"
 	"or a switch of a change under test), runs K pairs of steps alternately (A B,\n"
@@ -154,34 +155,45 @@ typedef struct {
 	double rss, rss_base; /* MiB */
 } bench_info;
 
-/* The idle share of the threads' time over the profiled calls: all of it,
- * and the part in serial calls. */
-static double idle_share(const revc_bench_result *r, double *serial)
+/* The idle share of the threads' time over the profiled calls. */
+typedef struct {
+	double all;    /* all of it */
+	double serial; /* beside serial calls */
+	double late;   /* in parallel calls, before a thread's first chunk */
+	double wait;   /* in parallel calls, waiting for the slowest chunk */
+} idle_shares;
+
+static idle_shares idle_share(const revc_bench_result *r)
 {
-	double wall = 0, busy = 0, ser = 0;
+	double wall = 0, busy = 0, ser = 0, late = 0, wait = 0;
 	for (int k = 0; k < r->nkinds; k++) {
 		wall += r->kinds[k].seconds;
 		busy += r->kinds[k].busy_seconds;
 		ser += r->kinds[k].serial_seconds;
+		late += r->kinds[k].late_seconds;
+		wait += r->kinds[k].wait_seconds;
 	}
 	double cores = wall * r->profile_threads;
-	*serial = cores > 0 ? ser * (r->profile_threads - 1) / cores : 0;
-	return cores > 0 ? 1 - busy / cores : 0;
+	if (cores <= 0)
+		return (idle_shares){0};
+	return (idle_shares){1 - busy / cores, ser * (r->profile_threads - 1) / cores, late / cores, wait / cores};
 }
 
 static void print_profile_json(const revc_bench_result *r)
 {
-	double serial, idle = idle_share(r, &serial);
+	idle_shares i = idle_share(r);
 	printf(",\"profile\":{\"median_step_seconds\":%.9g,\"mean_step_seconds\":%.9g,\"calls_seconds\":%.9g,"
-	       "\"idle_share\":%.6f,\"serial_idle_share\":%.6f,\"kinds\":[",
-		r->profile_median_seconds, r->profile_mean_seconds, r->profile_step_seconds, idle, serial);
+	       "\"idle_share\":%.6f,\"serial_idle_share\":%.6f,\"late_idle_share\":%.6f,\"wait_idle_share\":%.6f,"
+	       "\"kinds\":[",
+		r->profile_median_seconds, r->profile_mean_seconds, r->profile_step_seconds, i.all, i.serial, i.late,
+		i.wait);
 	for (int k = 0; k < r->nkinds; k++) {
 		printf("%s{\"kind\":\"", k ? "," : "");
 		cli_json_string(stdout, r->kinds[k].kind);
 		printf("\",\"calls\":%.6g,\"seconds\":%.9g,\"busy_seconds\":%.9g,\"serial_seconds\":%.9g,"
-		       "\"bytes\":%.0f,\"flops\":%.0f}",
+		       "\"late_seconds\":%.9g,\"wait_seconds\":%.9g,\"bytes\":%.0f,\"flops\":%.0f}",
 			r->kinds[k].calls, r->kinds[k].seconds, r->kinds[k].busy_seconds, r->kinds[k].serial_seconds,
-			r->kinds[k].bytes, r->kinds[k].flops);
+			r->kinds[k].late_seconds, r->kinds[k].wait_seconds, r->kinds[k].bytes, r->kinds[k].flops);
 	}
 	printf("]");
 	if (r->ntop) {
@@ -201,13 +213,15 @@ static void print_profile_json(const revc_bench_result *r)
 
 static void print_profile_text(const revc_bench_result *r, double median)
 {
-	double serial, idle = idle_share(r, &serial);
+	idle_shares i = idle_share(r);
 	double step = r->profile_step_seconds;
 	printf("  profile       %.4f s a step while timing calls (%+.1f%% over the median above); the calls' mean %.4f s\n",
 		r->profile_median_seconds, 100 * (r->profile_median_seconds / median - 1), step);
 	printf("  dispatcher    %.1f%% of the %d threads' time idle: %.1f%% beside serial kernels, %.1f%% in parallel "
-	       "calls (waking, handing out, waiting for the slower thread)\n",
-		100 * idle, r->profile_threads, 100 * serial, 100 * (idle - serial));
+	       "calls (%.1f%% before a thread's first chunk, %.1f%% waiting for the slowest chunk, %.1f%% handing out "
+	       "and collecting)\n",
+		100 * i.all, r->profile_threads, 100 * i.serial, 100 * (i.all - i.serial), 100 * i.late, 100 * i.wait,
+		100 * (i.all - i.serial - i.late - i.wait));
 	printf("  %-46s %7s %9s %6s %5s %9s\n", "kind", "calls", "ms/step", "share", "busy", "rate");
 	for (int k = 0; k < r->nkinds; k++) {
 		double s = r->kinds[k].seconds;

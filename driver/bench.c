@@ -223,6 +223,8 @@ static void profile_kinds(const rt_pool *pool, int64_t steps, revc_bench_result 
 		r->kinds[k].calls += runs;
 		r->kinds[k].seconds += c[i].seconds * per;
 		r->kinds[k].busy_seconds += c[i].busy_seconds * per;
+		r->kinds[k].late_seconds += c[i].late_seconds * per;
+		r->kinds[k].wait_seconds += c[i].wait_seconds * per;
 		r->kinds[k].bytes += bytes * runs;
 		r->kinds[k].flops += flops * runs;
 		if (!c[i].parallel)

@@ -771,6 +771,10 @@ typedef struct {
 		char kind[96];
 		double calls, seconds, busy_seconds, bytes, flops;
 		double serial_seconds; /* of seconds, in calls run serially */
+		/* of the threads' idle time in its parallel calls: before a
+		 * thread's first chunk started, and waiting for the slowest
+		 * chunk after its last ended (runtime/pool.c) */
+		double late_seconds, wait_seconds;
 	} kinds[96];
 	/* With profile_calls: the longest calls of the step, longest first.
 	 * Per step: the call's wall seconds, the threads' busy seconds in it;

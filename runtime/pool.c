@@ -32,8 +32,13 @@
  * calls the dispatcher with fn NULL before each kernel call (args its
  * label, n its index) and once after the last (n -1).  The pool then times
  * each call from its mark to the next, and each chunk a thread runs; a
- * call with no chunks between its marks ran serially on the caller.  Four
- * clock reads per parallel call, two per serial one. */
+ * call with no chunks between its marks ran serially on the caller.  Of
+ * the threads' idle time in a parallel call it tells apart the time each
+ * thread spent before its first chunk started (waking; a thread that ran
+ * no chunk was idle all along) and after its last chunk ended, waiting
+ * for the slowest chunk; the rest is handing the job out and seeing it
+ * end.  Clock reads: two per mark, one when a job is handed out and two
+ * per chunk. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -68,6 +73,10 @@ struct rt_pool {
 	double cur_start;         /* when its mark came */
 	bool cur_parallel;        /* it handed out chunks */
 	_Atomic int64_t busy_ns;  /* chunk time of the current job, all threads */
+	int64_t handed_ns;        /* when the current job was handed out */
+	int64_t *start_ns, *end_ns; /* per chunk: when it started and ended */
+	int *ran_by;              /* per chunk: the thread that ran it (0: the caller) */
+	atomic_int started;       /* workers started, who number themselves 1.. */
 };
 
 static inline void cpu_relax(void)
@@ -93,19 +102,23 @@ static void run_chunk(rt_pool *p, int64_t t)
 	}
 	int64_t t0 = now_ns();
 	p->fn(p->args, lo, hi, t);
-	atomic_fetch_add_explicit(&p->busy_ns, now_ns() - t0, memory_order_relaxed);
+	int64_t t1 = now_ns();
+	p->start_ns[t] = t0, p->end_ns[t] = t1;
+	atomic_fetch_add_explicit(&p->busy_ns, t1 - t0, memory_order_relaxed);
 }
 
 /* Runs chunks of the current job while there are unclaimed ones.  A claim
  * made late, after the job ended, returns T or more and runs nothing; the
  * job's fields are read only under a claim, and the caller cannot change
  * them before every claimed chunk is done. */
-static void claim_chunks(rt_pool *p)
+static void claim_chunks(rt_pool *p, int self)
 {
 	for (;;) {
 		int t = atomic_fetch_add_explicit(&p->next, 1, memory_order_acq_rel);
 		if (t >= p->threads)
 			return;
+		if (p->profile)
+			p->ran_by[t] = self;
 		run_chunk(p, t);
 		atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
 	}
@@ -143,12 +156,13 @@ static unsigned long next_job(rt_pool *p, unsigned long seen)
 static void *worker(void *arg)
 {
 	rt_pool *p = arg;
+	int self = atomic_fetch_add(&p->started, 1) + 1;
 	unsigned long seen = 0;
 	for (;;) {
 		seen = next_job(p, seen);
 		if (atomic_load(&p->quit))
 			break;
-		claim_chunks(p);
+		claim_chunks(p, self);
 	}
 	return NULL;
 }
@@ -160,7 +174,10 @@ rt_pool *rt_pool_new(int threads)
 		IR_DIE("out of memory");
 	p->threads = threads < 1 ? 1 : threads;
 	p->tid = calloc((size_t)p->threads, sizeof *p->tid);
-	if (!p->tid)
+	p->start_ns = calloc((size_t)p->threads, sizeof *p->start_ns);
+	p->end_ns = calloc((size_t)p->threads, sizeof *p->end_ns);
+	p->ran_by = calloc((size_t)p->threads, sizeof *p->ran_by);
+	if (!p->tid || !p->start_ns || !p->end_ns || !p->ran_by)
 		IR_DIE("out of memory");
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->go, NULL);
@@ -169,6 +186,7 @@ rt_pool *rt_pool_new(int threads)
 	atomic_init(&p->next, p->threads);
 	atomic_init(&p->sleepers, 0);
 	atomic_init(&p->quit, false);
+	atomic_init(&p->started, 0);
 	for (int t = 1; t < p->threads; t++) {
 		if (pthread_create(&p->tid[t], NULL, worker, p) != 0)
 			IR_DIE("cannot start a thread");
@@ -201,6 +219,9 @@ void rt_pool_free(rt_pool *p)
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->go);
 	free(p->calls);
+	free(p->start_ns);
+	free(p->end_ns);
+	free(p->ran_by);
 	free(p->tid);
 	free(p);
 }
@@ -266,6 +287,33 @@ static void mark(rt_pool *p, const char *label, int64_t k)
 	p->cur_start = 1e-9 * (double)now_ns();
 }
 
+/* After a parallel call: each thread's idle time before its first chunk
+ * and after its last, added to the call's record. */
+static void split_idle(rt_pool *p)
+{
+	if (p->cur < 0)
+		return;
+	int64_t last = p->end_ns[0], late = 0, wait = 0;
+	for (int t = 1; t < p->threads; t++)
+		last = p->end_ns[t] > last ? p->end_ns[t] : last;
+	for (int h = 0; h < p->threads; h++) {
+		int64_t first = -1, end = -1;
+		for (int t = 0; t < p->threads; t++)
+			if (p->ran_by[t] == h) {
+				first = first < 0 || p->start_ns[t] < first ? p->start_ns[t] : first;
+				end = p->end_ns[t] > end ? p->end_ns[t] : end;
+			}
+		if (first < 0) {
+			late += last - p->handed_ns;
+			continue;
+		}
+		late += first - p->handed_ns;
+		wait += last - end;
+	}
+	p->calls[p->cur].late_seconds += 1e-9 * (double)late;
+	p->calls[p->cur].wait_seconds += 1e-9 * (double)wait;
+}
+
 void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n)
 {
 	rt_pool *p = ctx;
@@ -281,16 +329,22 @@ void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n)
 	p->fn = fn;
 	p->args = args;
 	p->n = n;
+	if (p->profile) {
+		p->handed_ns = now_ns();
+		p->ran_by[0] = 0;
+	}
 	atomic_store_explicit(&p->pending, p->threads - 1, memory_order_relaxed);
 	atomic_store_explicit(&p->next, 1, memory_order_release); /* opens the chunks to claims */
 	atomic_fetch_add(&p->generation, 1); /* wakes the spinning workers */
 	wake(p);
 	run_chunk(p, 0);
-	claim_chunks(p);
+	claim_chunks(p, 0);
 	for (long i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) {
 		if (i < RT_POOL_SPIN)
 			cpu_relax();
 		else
 			sched_yield();
 	}
+	if (p->profile)
+		split_idle(p);
 }

@@ -473,6 +473,11 @@ typedef struct {
 	int64_t count;       /* times it ran */
 	double seconds;      /* wall time, mark to mark */
 	double busy_seconds; /* the threads' time in its chunks (all of seconds when serial) */
+	/* Of the threads' idle time in a parallel call: before a thread's
+	 * first chunk started (the whole call for a thread that ran none), and
+	 * after its last chunk ended until the last of all ended.  The rest
+	 * of seconds·threads − busy_seconds is handing out and collecting. */
+	double late_seconds, wait_seconds;
 	bool parallel;       /* handed to the dispatcher (else called directly) */
 } rt_pool_call;
 void rt_pool_profile(rt_pool *p, bool on);

@@ -2,7 +2,9 @@
 # revc bench --profile (runtime/pool.c's per-call timing of a step compiled
 # with marks, codegen/step.c): every kernel call of the step is timed once
 # per step, the kinds' times add up to the calls' time, the threads' busy
-# time fits in their wall time, the convolutions' FLOPs are the step's,
+# time fits in their wall time (and its split of the idle time, before
+# first chunks and waiting for the slowest, in their idle time), the
+# convolutions' FLOPs are the step's,
 # one thread is never idle beside itself, and small elementwise groups
 # run serially; --profile-calls lists the longest calls with their nodes.
 # --engine interp is a usage error.
@@ -42,9 +44,18 @@ assert 0 < wall <= p["mean_step_seconds"] * (1 + 1e-6), ("calls' time against th
 for x in k:
     assert 0 <= x["busy_seconds"] <= threads * x["seconds"] * (1 + 1e-9) + 1e-9, ("busy", x)
     assert 0 <= x["serial_seconds"] <= x["seconds"] * (1 + 1e-9), ("serial", x)
+    # the idle time in parallel calls, before first chunks and after last
+    # ones, is part of the kind's idle time
+    idle = threads * x["seconds"] - x["busy_seconds"]
+    assert 0 <= x["late_seconds"] and 0 <= x["wait_seconds"], ("late, wait", x)
+    assert x["late_seconds"] + x["wait_seconds"] <= idle + 1e-7, ("late + wait > idle", x)
+    if x["serial_seconds"] == x["seconds"]:
+        assert x["late_seconds"] == 0 and x["wait_seconds"] == 0, ("late or wait in serial calls", x)
 assert 0 <= p["serial_idle_share"] <= p["idle_share"] < 1, ("idle", p)
+assert p["late_idle_share"] + p["wait_idle_share"] <= p["idle_share"] - p["serial_idle_share"] + 1e-6, ("split", p)
 if threads == 1:
     assert p["serial_idle_share"] == 0 and p["idle_share"] < 0.05, ("idle with one thread", p)
+    assert p["late_idle_share"] == 0 and p["wait_idle_share"] == 0, ("late or wait with one thread", p)
 conv = sum(x["flops"] for x in k if x["kind"].startswith("conv2d"))
 assert abs(conv - 1e9 * r["gflop_per_step"]) <= 1e-3 * conv + 1e6, ("convolution FLOPs", conv, r["gflop_per_step"])
 assert any(x["kind"] == "conv2d_dw direct finish" or x["kind"].endswith("finish") for x in k), "no finish kernel"
@@ -62,7 +73,8 @@ PY
 done
 
 n=$((n + 1))
-if ! "$revc" bench "${tiny[@]}" --steps 2 --profile >"$tmp/out" 2>&1 || ! grep -q "^  dispatcher " "$tmp/out" \
+if ! "$revc" bench "${tiny[@]}" --steps 2 --profile >"$tmp/out" 2>&1 \
+    || ! grep -q "^  dispatcher .* before a thread's first chunk, .* waiting for the slowest chunk" "$tmp/out" \
     || ! grep -q "^  conv2d direct " "$tmp/out"; then
   echo "FAIL: the text table"; cat "$tmp/out"; fail=$((fail + 1))
 fi

@@ -16,5 +16,6 @@ Suite *rt_data_suite(void);
 Suite *rt_batch_suite(void);
 Suite *rt_npy_suite(void);
 Suite *rt_adamw_suite(void);
+Suite *rt_pool_suite(void);
 
 #endif

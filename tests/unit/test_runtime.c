@@ -16,6 +16,7 @@ int main(void)
 	srunner_add_suite(sr, rt_batch_suite());
 	srunner_add_suite(sr, rt_npy_suite());
 	srunner_add_suite(sr, rt_adamw_suite());
+	srunner_add_suite(sr, rt_pool_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
