@@ -9,7 +9,14 @@
  * is nearly the same for both steps of a pair and cancels.  The median of
  * the ratios, with its quartiles, is the figure.  Measured on a shared
  * 2-core Zen 3, with the same build on both sides (a variable nothing
- * reads), 200 pairs of fashion's step gave medians of 0.988 to 1.003. */
+ * reads), 200 pairs of fashion's step gave medians of 0.988 to 1.003.
+ *
+ * B runs on A's thread pool.  With a pool each, three threads shared the
+ * two CPUs: the idle build's worker spun and yielded beside the other's
+ * steps.  On the same host, same build twice, four runs each way
+ * alternated: a pool each gave medians 0.994-1.008 with quartiles about
+ * 0.94 and 1.06; one pool 0.991-1.005, quartiles about 0.97 and 1.03
+ * (and earlier, with a pool each, three runs of seven at 1.04-1.05). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +36,10 @@ static bool setting_ok(const char *s)
 
 /* Compiles and prepares b with the setting in the environment (the
  * passes read some variables, code generation others), and puts back what
- * was there.  *cut: the pass options stopped the pipeline. */
-static rt_exec *build_with(revc_model *b, const char *setting, const revc_options *o, bool *cut, revc_error **err)
+ * was there; b runs on the threads of engine `on`.  *cut: the pass
+ * options stopped the pipeline. */
+static rt_exec *build_with(revc_model *b, const char *setting, const revc_options *o, const drv_engine *on,
+	bool *cut, revc_error **err)
 {
 	const char *eq = strchr(setting, '=');
 	char name[256];
@@ -41,8 +50,11 @@ static rt_exec *build_with(revc_model *b, const char *setting, const revc_option
 		IR_DIE("out of memory");
 	setenv(name, eq + 1, 1);
 	rt_exec *x = NULL;
-	if (drv_bench_compile(b, o, cut, err) && !*cut)
+	if (drv_bench_compile(b, o, cut, err) && !*cut) {
+		if (on->pool)
+			drv_engine_share_pool(&b->engine, on);
 		x = drv_bench_prepare(b, err);
+	}
 	if (old)
 		setenv(name, old, 1);
 	else
@@ -86,7 +98,7 @@ bool revc_bench_versus(revc_model *a, revc_model *b, const char *setting, const 
 	if (!cut) {
 		if (!(x[0] = drv_bench_prepare(a, err)))
 			return false;
-		x[1] = build_with(b, setting, o, &cut, err);
+		x[1] = build_with(b, setting, o, &a->engine, &cut, err);
 		if (!x[1] && !cut)
 			return false;
 	}

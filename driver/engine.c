@@ -80,12 +80,20 @@ rt_exec *drv_engine_exec(drv_engine *e, const ir_graph *g, rt_store *store, revc
 	return x;
 }
 
+void drv_engine_share_pool(drv_engine *to, const drv_engine *from)
+{
+	IR_ASSERT(from->pool && !to->pool && from->threads == to->threads);
+	to->pool = from->pool;
+	to->pool_borrowed = true;
+}
+
 void drv_engine_free(drv_engine *e)
 {
 	for (int i = 0; i < e->njit; i++)
 		cg_jit_free(e->jit[i]);
 	cg_kcache_free(e->kcache);
-	rt_pool_free(e->pool);
+	if (!e->pool_borrowed)
+		rt_pool_free(e->pool);
 	memset(e, 0, sizeof *e);
 }
 

@@ -63,6 +63,7 @@ typedef struct {
 	cg_options cg;
 	cg_stats stats;
 	rt_pool *pool;
+	bool pool_borrowed; /* another engine's (drv_engine_share_pool), not freed here */
 	cg_jit *jit[DRV_MAX_JITS];
 	int njit;
 	cg_kcache *kcache; /* the kernels of jit[0 .. njit), which later compiles call (cg.kcache) */
@@ -81,6 +82,12 @@ void drv_engine_plan(drv_engine *e, ps_ctx *ctx);
 rt_exec *drv_engine_exec(drv_engine *e, const ir_graph *g, rt_store *store, revc_error **err);
 /* The same with the errors in d (for the tools, whose errors are diagnostics). */
 rt_exec *drv_engine_exec_diags(drv_engine *e, const ir_graph *g, rt_store *store, ir_diags *d);
+/* Makes `to` run its native code on `from`'s thread pool (which `from`
+ * must have: it has compiled a graph), before `to` compiles one; `from`
+ * must outlive `to`'s runs.  Two builds timed side by side then use the
+ * same worker threads, and neither's idle workers spin beside the
+ * other's steps. */
+void drv_engine_share_pool(drv_engine *to, const drv_engine *from);
 void drv_engine_free(drv_engine *e);
 const char *drv_engine_name(const drv_engine *e);
 /* The CPU native code is for ("x86-64-v3", or the host's name when native,

@@ -815,7 +815,9 @@ typedef struct {
 /* Compiles spec models a and b (two models of the same spec and settings)
  * under o, b with `setting` ("NAME=VALUE") in the environment meanwhile
  * (restored afterwards), and times bo->steps pairs of their steps after a
- * warm-up step of each.  bo's other fields do not apply. */
+ * warm-up step of each.  bo's other fields do not apply.  b's native code
+ * runs on a's threads (one pool for both): b must not run after a is
+ * freed. */
 bool revc_bench_versus(revc_model *a, revc_model *b, const char *setting, const revc_options *o,
 	const revc_bench_options *bo, revc_versus_result *r, revc_error **err);
 

@@ -447,10 +447,27 @@ START_TEST(test_bench)
 }
 END_TEST
 
+/* The threads this process has (Linux's /proc/self/status). */
+static int live_threads(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	ck_assert(f);
+	char line[256];
+	int n = -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(f);
+	ck_assert_int_gt(n, 0);
+	return n;
+}
+
 /* revc_bench_versus builds B with the setting in the environment and puts
  * back what was there (a value, or nothing); A is built without it.  With
  * REVC_EPILOGUE=0 B has no convolution epilogues, so more kernel calls.
- * A bad setting is a usage error.  (No figure of time is asserted.) */
+ * B runs on A's thread pool: the two builds add one pool's workers to the
+ * process, not two.  A bad setting is a usage error.  (No figure of time
+ * is asserted.) */
 START_TEST(test_bench_versus)
 {
 	revc_options o;
@@ -460,13 +477,21 @@ START_TEST(test_bench_versus)
 	b.steps = 2;
 	revc_versus_result r;
 	revc_error *err = NULL;
+	/* A plain bench first, so that the threads the libraries start once
+	 * (OpenBLAS's) are there before the count */
+	revc_model *m0 = tiny_model();
+	revc_bench_result r0;
+	ck_assert_msg(revc_bench(m0, &o, &b, &r0, &err), "%s", revc_error_message(err));
+	revc_model_free(m0);
 	for (int was = 0; was < 2; was++) {
 		if (was)
 			setenv("REVC_EPILOGUE", "1", 1);
 		else
 			unsetenv("REVC_EPILOGUE");
 		revc_model *m = tiny_model(), *m2 = tiny_model();
+		int before = live_threads();
 		ck_assert_msg(revc_bench_versus(m, m2, "REVC_EPILOGUE=0", &o, &b, &r, &err), "%s", revc_error_message(err));
+		ck_assert_int_eq(live_threads() - before, o.threads - 1);
 		const char *now = getenv("REVC_EPILOGUE");
 		ck_assert(was ? now && strcmp(now, "1") == 0 : !now);
 		ck_assert_int_eq(r.pairs, 2);
