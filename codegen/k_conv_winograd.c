@@ -106,9 +106,9 @@ static int64_t images(const ir_conv_geom *g, const cg_wino *w)
  * product) within 256 KiB; then the count from 3/4 of that to all of it
  * whose slowest chunk has the fewest images (split.c), and the extent
  * cg_split_extent makes of it: at 7x7 by F(2x2) 50 images stay at most
- * 13 to an index, 4 indices of 12 or 13, 25 a thread (25 to an index grew V and Z
- * and fashion's planned arena by 0.31 MiB, 16.51 to 16.82); at 28x28 (8
- * planes) 3, 18 indices (17 were 24 images against 27). */
+ * 13 to an index, 4 indices of 12 or 13, 25 a thread (25 to an index
+ * grew V and Z and fashion's planned arena by 0.31 MiB, 16.51 to 16.82);
+ * at 28x28 (8 planes) 3, 18 indices (17 were 24 images against 27). */
 static int64_t dw_images(const ir_conv_geom *g, const cg_wino *w)
 {
 	int64_t per = (w->cin + w->cout) * w->tiles * 4;
