@@ -339,8 +339,8 @@ int64_t cg_split_images(int64_t n, int64_t want, int64_t lo, int64_t hi);
  * multiple of CG_SPLIT_THREADS by one more index where that is short of
  * n, so that the threads' chunks hold the same images. */
 int64_t cg_split_extent(int64_t n, int64_t per);
-/* Index i's first image, i·n/extent. */
-LLVMValueRef cg_split_first(cg_kb *k, LLVMValueRef i, int64_t n, int64_t extent);
+/* Index i's first image, i·n/extent, and (*count) its images. */
+LLVMValueRef cg_split_first(cg_kb *k, LLVMValueRef i, int64_t n, int64_t extent, LLVMValueRef *count);
 
 /* ---- convolutions (k_conv.c, k_conv_implicit.c) ----------------------------- */
 

@@ -471,8 +471,7 @@ static void emit_dw(cg_kb *k, const ir_conv_geom *g, const cg_wino *w, const buf
 	cg_loop lt;
 	LLVMValueRef it = cg_for(k, &lt, k->lo, k->hi);
 	cg_zero(k, b->u, cg_i64(k, u_elems(w)));
-	LLVMValueRef first = cg_split_first(k, it, g->n, w->extent);
-	LLVMValueRef count = cg_isub(k, cg_split_first(k, cg_iadd(k, it, cg_i64(k, 1)), g->n, w->extent), first);
+	LLVMValueRef count, first = cg_split_first(k, it, g->n, w->extent, &count);
 	transform_input(k, w, cg_gep(k, NULL, x, cg_imul(k, first, cg_i64(k, w->cin * w->h * w->w))), b->p, b->v,
 		count);
 	plane_cols(k, w, cg_gep(k, NULL, dy, cg_imul(k, first, cg_i64(k, w->cout * w->ho * w->wo))), w->cout, w->ho,
@@ -501,8 +500,7 @@ void cg_conv_winograd_emit(cg_kb *k, const ir_node *n, const ir_conv_geom *g, LL
 	zero_slack(k, &w, &b);
 	cg_loop lt;
 	LLVMValueRef t = cg_for(k, &lt, k->lo, k->hi);
-	LLVMValueRef first = cg_split_first(k, t, g->n, w.extent);
-	LLVMValueRef count = cg_isub(k, cg_split_first(k, cg_iadd(k, t, cg_i64(k, 1)), g->n, w.extent), first);
+	LLVMValueRef count, first = cg_split_first(k, t, g->n, w.extent, &count);
 	index_fused(k, &w, &b, cg_gep(k, NULL, in, cg_imul(k, first, cg_i64(k, w.cin * w.h * w.w))),
 		cg_gep(k, NULL, out, cg_imul(k, first, cg_i64(k, w.cout * w.ho * w.wo))), count);
 	cg_conv_epilogue_tile(k, n, first, count);

@@ -71,7 +71,14 @@ int64_t cg_split_extent(int64_t n, int64_t per)
 	return e < 1 ? 1 : e;
 }
 
-LLVMValueRef cg_split_first(cg_kb *k, LLVMValueRef i, int64_t n, int64_t extent)
+static LLVMValueRef first_of(cg_kb *k, LLVMValueRef i, int64_t n, int64_t extent)
 {
 	return LLVMBuildUDiv(k->b, cg_imul(k, i, cg_i64(k, n)), cg_i64(k, extent), "");
+}
+
+LLVMValueRef cg_split_first(cg_kb *k, LLVMValueRef i, int64_t n, int64_t extent, LLVMValueRef *count)
+{
+	LLVMValueRef first = first_of(k, i, n, extent);
+	*count = cg_isub(k, first_of(k, cg_iadd(k, i, cg_i64(k, 1)), n, extent), first);
+	return first;
 }
