@@ -32,10 +32,14 @@ static const char about[] =
 	"share of the step, how busy it kept the threads, and GFLOP/s or GB/s; the\n"
 	"share of the threads' time spent idle in the dispatcher (beside serial\n"
 	"kernels, and in parallel calls: before a thread's first chunk started,\n"
-	"waiting for the slowest chunk, handing out and collecting); and the\n"
-	"profiled step's time against the unprofiled one (what the timing costs).\n"
-	"--profile-calls K also lists the K longest calls, each with its node as\n"
-	"revc dump --after plan names it.\n"
+	"waiting for the slowest chunk, handing out and collecting); each chunk's\n"
+	"time over all parallel calls, and how much of the waiting repeats every\n"
+	"step (the same chunk of a call the slower one); and the profiled step's\n"
+	"time against the unprofiled one (what the timing costs).  --profile-calls\n"
+	"K also lists the K longest calls, each with its node as revc dump --after\n"
+	"plan names it, the share of the threads' time it spent waiting for its\n"
+	"slowest chunk, and how uneven its chunks were summed over the steps (1 -\n"
+	"the fastest's time over the slowest's).\n"
 	"--versus NAME=VALUE builds the step a second time (B) with the environment\n"
 	"variable NAME set to VALUE while it is built (REVC_EPILOGUE=0, REVC_CONV=direct,\n"
 	"or a switch of a change under test), runs K pairs of steps alternately (A B,\n"
@@ -184,9 +188,12 @@ static void print_profile_json(const revc_bench_result *r)
 	idle_shares i = idle_share(r);
 	printf(",\"profile\":{\"median_step_seconds\":%.9g,\"mean_step_seconds\":%.9g,\"calls_seconds\":%.9g,"
 	       "\"idle_share\":%.6f,\"serial_idle_share\":%.6f,\"late_idle_share\":%.6f,\"wait_idle_share\":%.6f,"
-	       "\"kinds\":[",
+	       "\"repeat_wait_seconds\":%.9g,\"chunk_seconds\":[",
 		r->profile_median_seconds, r->profile_mean_seconds, r->profile_step_seconds, i.all, i.serial, i.late,
-		i.wait);
+		i.wait, r->repeat_wait_seconds);
+	for (int t = 0; t < r->profile_threads; t++)
+		printf("%s%.9g", t ? "," : "", r->chunk_seconds[t]);
+	printf("],\"kinds\":[");
 	for (int k = 0; k < r->nkinds; k++) {
 		printf("%s{\"kind\":\"", k ? "," : "");
 		cli_json_string(stdout, r->kinds[k].kind);
@@ -203,8 +210,10 @@ static void print_profile_json(const revc_bench_result *r)
 			cli_json_string(stdout, r->top[k].node);
 			printf("\",\"kind\":\"");
 			cli_json_string(stdout, r->top[k].kind);
-			printf("\",\"seconds\":%.9g,\"busy_seconds\":%.9g,\"parallel\":%s}", r->top[k].seconds,
-				r->top[k].busy_seconds, r->top[k].parallel ? "true" : "false");
+			printf("\",\"seconds\":%.9g,\"busy_seconds\":%.9g,\"late_seconds\":%.9g,\"wait_seconds\":%.9g,"
+			       "\"uneven\":%.6f,\"parallel\":%s}",
+				r->top[k].seconds, r->top[k].busy_seconds, r->top[k].late_seconds, r->top[k].wait_seconds,
+				r->top[k].uneven, r->top[k].parallel ? "true" : "false");
 		}
 		printf("]");
 	}
@@ -222,6 +231,14 @@ static void print_profile_text(const revc_bench_result *r, double median)
 	       "and collecting)\n",
 		100 * i.all, r->profile_threads, 100 * i.serial, 100 * (i.all - i.serial), 100 * i.late, 100 * i.wait,
 		100 * (i.all - i.serial - i.late - i.wait));
+	if (r->profile_threads > 1) {
+		printf("  chunks       ");
+		for (int t = 0; t < r->profile_threads; t++)
+			printf("%s chunk %d %.2f ms", t ? "," : "", t, 1e3 * r->chunk_seconds[t]);
+		printf(" a step (every parallel call's); of the waiting for the slowest, %.1f%% of the threads' time "
+		       "repeats: the same chunk of a call slower in every step\n",
+			100 * r->repeat_wait_seconds / (step * r->profile_threads));
+	}
 	printf("  %-46s %7s %9s %6s %5s %9s\n", "kind", "calls", "ms/step", "share", "busy", "rate");
 	for (int k = 0; k < r->nkinds; k++) {
 		double s = r->kinds[k].seconds;
@@ -234,12 +251,16 @@ static void print_profile_text(const revc_bench_result *r, double median)
 			100 * s / step, 100 * r->kinds[k].busy_seconds / (s * r->profile_threads), rate);
 	}
 	if (r->ntop)
-		printf("  %-5s %-24s %-33s %9s %6s %5s\n", "call", "node", "kind", "ms/step", "share", "busy");
+		printf("  %-5s %-24s %-33s %9s %6s %5s %5s %6s\n", "call", "node", "kind", "ms/step", "share", "busy", "wait",
+			"uneven");
 	for (int k = 0; k < r->ntop; k++) {
-		double s = r->top[k].seconds;
-		printf("  %-5d %-24.24s %-33.33s %9.3f %5.1f%% %4.0f%%%s\n", r->top[k].index, r->top[k].node,
-			r->top[k].kind, 1e3 * s, 100 * s / step, 100 * r->top[k].busy_seconds / (s * r->profile_threads),
-			r->top[k].parallel ? "" : " serial");
+		double s = r->top[k].seconds, threads_s = s * r->profile_threads;
+		printf("  %-5d %-24.24s %-33.33s %9.3f %5.1f%% %4.0f%%", r->top[k].index, r->top[k].node, r->top[k].kind,
+			1e3 * s, 100 * s / step, 100 * r->top[k].busy_seconds / threads_s);
+		if (r->top[k].parallel)
+			printf(" %4.0f%% %5.0f%%\n", 100 * r->top[k].wait_seconds / threads_s, 100 * r->top[k].uneven);
+		else
+			printf(" serial\n");
 	}
 }
 

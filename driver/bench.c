@@ -185,9 +185,41 @@ static void profile_top(const rt_pool *pool, int64_t steps, int want, revc_bench
 		snprintf(r->top[k].node, sizeof r->top[k].node, "%s", node ? node + 1 : "");
 		r->top[k].seconds = x->seconds * per;
 		r->top[k].busy_seconds = x->busy_seconds * per;
+		r->top[k].late_seconds = x->late_seconds * per;
+		r->top[k].wait_seconds = x->wait_seconds * per;
 		r->top[k].parallel = x->parallel;
+		r->top[k].uneven = 0;
+		if (x->parallel && rt_pool_threads(pool) > 1) {
+			const double *chunks = rt_pool_profile_chunks(pool, order[k].index);
+			double lo = chunks[0], hi = chunks[0];
+			for (int t = 1; t < rt_pool_threads(pool); t++)
+				lo = chunks[t] < lo ? chunks[t] : lo, hi = chunks[t] > hi ? chunks[t] : hi;
+			r->top[k].uneven = hi > 0 ? 1 - lo / hi : 0;
+		}
 	}
 	free(order);
+}
+
+/* Each chunk index's time per step, and the waiting that repeats every
+ * step (revc_bench_result). */
+static void profile_chunks(const rt_pool *pool, int64_t steps, revc_bench_result *r)
+{
+	int n, T = rt_pool_threads(pool);
+	const rt_pool_call *c = rt_pool_profile_calls(pool, &n);
+	double per = 1.0 / (double)steps;
+	IR_ASSERT(T <= (int)(sizeof r->chunk_seconds / sizeof r->chunk_seconds[0]));
+	for (int i = 0; i < n; i++) {
+		if (!c[i].label || !c[i].count || !c[i].parallel)
+			continue;
+		const double *chunks = rt_pool_profile_chunks(pool, i);
+		double slowest = 0;
+		for (int t = 0; t < T; t++) {
+			r->chunk_seconds[t] += chunks[t] * per;
+			slowest = chunks[t] > slowest ? chunks[t] : slowest;
+		}
+		for (int t = 0; t < T; t++)
+			r->repeat_wait_seconds += (slowest - chunks[t]) * per;
+	}
 }
 
 /* Sums the pool's per-call records (steps steps) per kind of kernel. */
@@ -231,6 +263,7 @@ static void profile_kinds(const rt_pool *pool, int64_t steps, revc_bench_result 
 			r->kinds[k].serial_seconds += c[i].seconds * per;
 		r->profile_step_seconds += c[i].seconds * per;
 	}
+	profile_chunks(pool, steps, r);
 	for (int a = 1; a < r->nkinds; a++) /* by time, longest first */
 		for (int b = a; b > 0 && r->kinds[b].seconds > r->kinds[b - 1].seconds; b--) {
 			__typeof__(r->kinds[0]) t = r->kinds[b];

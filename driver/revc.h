@@ -766,6 +766,14 @@ typedef struct {
 	double profile_mean_seconds;   /* the same steps' mean, which the calls' time is part of */
 	double profile_step_seconds;   /* the calls' wall time per step */
 	int profile_threads;
+	/* Per step: chunk t's time in every parallel call together (up to 256
+	 * threads), and the part of the threads' waiting for the slowest chunk
+	 * that repeats every step: per parallel call and chunk, the slowest
+	 * chunk's time less this one's, each summed over the timed steps
+	 * (uneven splits, or one thread slower throughout; what changes from
+	 * step to step evens out in the sums). */
+	double chunk_seconds[256];
+	double repeat_wait_seconds;
 	int nkinds;
 	struct {
 		char kind[96];
@@ -777,14 +785,19 @@ typedef struct {
 		double late_seconds, wait_seconds;
 	} kinds[96];
 	/* With profile_calls: the longest calls of the step, longest first.
-	 * Per step: the call's wall seconds, the threads' busy seconds in it;
-	 * its index in the step's calls, kind, and node ("%245 s2.u0.g": as
-	 * `revc dump --after plan` names it, and its scope). */
+	 * Per step: the call's wall seconds, the threads' busy seconds in it,
+	 * and their idle seconds before their first chunk and waiting for the
+	 * slowest; its index in the step's calls, kind, and node ("%245
+	 * s2.u0.g": as `revc dump --after plan` names it, and its scope).
+	 * uneven: 1 − the fastest chunk's time over the slowest's, each summed
+	 * over the timed steps (0 when even, or serial): an imbalance the
+	 * kernel's split makes every step, where one that comes and goes
+	 * evens out in the sums. */
 	int ntop;
 	struct {
 		int index;
 		char kind[96], node[96];
-		double seconds, busy_seconds;
+		double seconds, busy_seconds, late_seconds, wait_seconds, uneven;
 		bool parallel;
 	} top[64];
 } revc_bench_result;

@@ -37,8 +37,9 @@
  * thread spent before its first chunk started (waking; a thread that ran
  * no chunk was idle all along) and after its last chunk ended, waiting
  * for the slowest chunk; the rest is handing the job out and seeing it
- * end.  Clock reads: two per mark, one when a job is handed out and two
- * per chunk. */
+ * end.  It also sums each chunk's time per call: a chunk that is slower
+ * in every run shows there, where one slower by chance evens out.  Clock
+ * reads: two per mark, one when a job is handed out and two per chunk. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -76,6 +77,7 @@ struct rt_pool {
 	int64_t handed_ns;        /* when the current job was handed out */
 	int64_t *start_ns, *end_ns; /* per chunk: when it started and ended */
 	int *ran_by;              /* per chunk: the thread that ran it (0: the caller) */
+	double *chunk_seconds;    /* per call index, per chunk: its time, summed over runs */
 	atomic_int started;       /* workers started, who number themselves 1.. */
 };
 
@@ -219,6 +221,7 @@ void rt_pool_free(rt_pool *p)
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->go);
 	free(p->calls);
+	free(p->chunk_seconds);
 	free(p->start_ns);
 	free(p->end_ns);
 	free(p->ran_by);
@@ -235,14 +238,22 @@ void rt_pool_profile(rt_pool *p, bool on)
 	if (!on)
 		return;
 	p->ncalls = 0;
-	if (p->calls)
+	if (p->calls) {
 		memset(p->calls, 0, (size_t)p->cap * sizeof *p->calls);
+		memset(p->chunk_seconds, 0, (size_t)p->cap * (size_t)p->threads * sizeof *p->chunk_seconds);
+	}
 }
 
 const rt_pool_call *rt_pool_profile_calls(const rt_pool *p, int *n)
 {
 	*n = p->ncalls;
 	return p->calls;
+}
+
+const double *rt_pool_profile_chunks(const rt_pool *p, int k)
+{
+	IR_ASSERT(k >= 0 && k < p->ncalls);
+	return p->chunk_seconds + (size_t)k * (size_t)p->threads;
 }
 
 int rt_pool_threads(const rt_pool *p)
@@ -276,7 +287,13 @@ static void mark(rt_pool *p, const char *label, int64_t k)
 		if (!c)
 			IR_DIE("out of memory");
 		memset(c + p->cap, 0, (size_t)(cap - p->cap) * sizeof *c);
-		p->calls = c, p->cap = cap;
+		p->calls = c;
+		size_t T = (size_t)p->threads;
+		double *cs = realloc(p->chunk_seconds, (size_t)cap * T * sizeof *cs);
+		if (!cs)
+			IR_DIE("out of memory");
+		memset(cs + (size_t)p->cap * T, 0, (size_t)(cap - p->cap) * T * sizeof *cs);
+		p->chunk_seconds = cs, p->cap = cap;
 	}
 	if (k >= p->ncalls)
 		p->ncalls = (int)k + 1;
@@ -288,7 +305,7 @@ static void mark(rt_pool *p, const char *label, int64_t k)
 }
 
 /* After a parallel call: each thread's idle time before its first chunk
- * and after its last, added to the call's record. */
+ * and after its last, and each chunk's time, added to the call's record. */
 static void split_idle(rt_pool *p)
 {
 	if (p->cur < 0)
@@ -310,6 +327,9 @@ static void split_idle(rt_pool *p)
 		late += first - p->handed_ns;
 		wait += last - end;
 	}
+	double *chunks = p->chunk_seconds + (size_t)p->cur * (size_t)p->threads;
+	for (int t = 0; t < p->threads; t++)
+		chunks[t] += 1e-9 * (double)(p->end_ns[t] - p->start_ns[t]);
 	p->calls[p->cur].late_seconds += 1e-9 * (double)late;
 	p->calls[p->cur].wait_seconds += 1e-9 * (double)wait;
 }
@@ -324,6 +344,8 @@ void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n)
 	p->cur_parallel = true;
 	if (p->threads == 1) {
 		run_chunk_serial(p, fn, args, n);
+		if (p->profile && p->cur >= 0)
+			p->chunk_seconds[p->cur] += 1e-9 * (double)(p->end_ns[0] - p->start_ns[0]);
 		return;
 	}
 	p->fn = fn;

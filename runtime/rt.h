@@ -482,6 +482,11 @@ typedef struct {
 } rt_pool_call;
 void rt_pool_profile(rt_pool *p, bool on);
 const rt_pool_call *rt_pool_profile_calls(const rt_pool *p, int *n);
+/* Call k's time in each of its rt_pool_threads chunks, summed over its
+ * parallel runs: chunk t's total against the others' tells an imbalance
+ * the kernel's split makes in every run from one that changes from run to
+ * run (which these sums even out). */
+const double *rt_pool_profile_chunks(const rt_pool *p, int k);
 
 /* Prepares to run g (verified, scheduled) with the tensors of store, which
  * must hold every param and state of g. */

@@ -4,7 +4,9 @@
 # per step, the kinds' times add up to the calls' time, the threads' busy
 # time fits in their wall time (and its split of the idle time, before
 # first chunks and waiting for the slowest, in their idle time), the
-# convolutions' FLOPs are the step's,
+# chunks' times add up to the parallel calls' busy time and the waiting
+# that repeats every step is within the waiting, the convolutions' FLOPs
+# are the step's,
 # one thread is never idle beside itself, and small elementwise groups
 # run serially; --profile-calls lists the longest calls with their nodes.
 # --engine interp is a usage error.
@@ -56,6 +58,17 @@ assert p["late_idle_share"] + p["wait_idle_share"] <= p["idle_share"] - p["seria
 if threads == 1:
     assert p["serial_idle_share"] == 0 and p["idle_share"] < 0.05, ("idle with one thread", p)
     assert p["late_idle_share"] == 0 and p["wait_idle_share"] == 0, ("late or wait with one thread", p)
+# chunk t of every parallel call: together, the threads' time in parallel
+# calls; what repeats of the waiting for the slowest chunk is part of the
+# idle time before first chunks and after last ones (runtime/pool.c)
+chunks = p["chunk_seconds"]
+assert len(chunks) == threads and min(chunks) >= 0, ("chunk_seconds", chunks)
+busy = sum(x["busy_seconds"] - x["serial_seconds"] for x in k)
+assert abs(sum(chunks) - busy) <= 1e-6 * busy + 1e-8, ("chunks against busy", chunks, busy)
+late_wait = sum(x["late_seconds"] + x["wait_seconds"] for x in k)
+assert 0 <= p["repeat_wait_seconds"] <= late_wait + 1e-8, ("repeat_wait", p["repeat_wait_seconds"], late_wait)
+if threads == 1:
+    assert p["repeat_wait_seconds"] == 0, ("repeat_wait with one thread", p)
 conv = sum(x["flops"] for x in k if x["kind"].startswith("conv2d"))
 assert abs(conv - 1e9 * r["gflop_per_step"]) <= 1e-3 * conv + 1e6, ("convolution FLOPs", conv, r["gflop_per_step"])
 assert any(x["kind"] == "conv2d_dw direct finish" or x["kind"].endswith("finish") for x in k), "no finish kernel"
@@ -75,13 +88,15 @@ done
 n=$((n + 1))
 if ! "$revc" bench "${tiny[@]}" --steps 2 --profile >"$tmp/out" 2>&1 \
     || ! grep -q "^  dispatcher .* before a thread's first chunk, .* waiting for the slowest chunk" "$tmp/out" \
+    || ! grep -q "^  chunks  *chunk 0 .* ms, chunk 1 .* ms a step .* repeats" "$tmp/out" \
     || ! grep -q "^  conv2d direct " "$tmp/out"; then
   echo "FAIL: the text table"; cat "$tmp/out"; fail=$((fail + 1))
 fi
 
 # --profile-calls K: the K longest calls, longest first, each of a kind the
 # table has and no longer than it, each naming a node that the dump after
-# plan has, with an op of its kind.
+# plan has, with an op of its kind; a call's waiting within its idle time,
+# its unevenness a fraction (0 when serial).
 n=$((n + 1))
 if ! "$revc" bench "${tiny[@]}" --steps 2 --profile-calls 5 --json >"$tmp/out" 2>"$tmp/err" \
     || ! "$revc" dump "${tiny[@]}" --after plan >"$tmp/dump" 2>"$tmp/err" \
@@ -97,6 +112,10 @@ assert len({c["index"] for c in calls}) == 5, ("a call twice", calls)
 for c in calls:
     assert c["kind"] in kinds and c["seconds"] <= kinds[c["kind"]] * (1 + 1e-9), ("kind", c)
     assert 0 <= c["index"] < r["kernel_calls"] and 0 <= c["busy_seconds"], ("index", c)
+    idle = 2 * c["seconds"] - c["busy_seconds"]
+    assert 0 <= c["late_seconds"] and 0 <= c["wait_seconds"], ("late, wait", c)
+    assert c["late_seconds"] + c["wait_seconds"] <= idle + 1e-7, ("late + wait > idle", c)
+    assert 0 <= c["uneven"] <= 1 and (c["parallel"] or c["uneven"] == 0), ("uneven", c)
     ref = c["node"].split()[0]
     words = c["kind"].split()
     ops = (words[1] if words[0] == "group" else words[0]).split("+")

@@ -1,9 +1,11 @@
 /* test_rt_pool.c: the thread pool's dispatcher (runtime/pool.c): each
  * thread's chunk of [0, n) is called exactly once, with its fixed range;
  * and its profile splits a parallel call's idle time into the time before
- * a thread's first chunk and the time waiting for the slowest chunk, here
- * against a kernel whose second chunk sleeps 30 ms longer than its first
- * (the caller running both, or a worker the second). */
+ * a thread's first chunk and the time waiting for the slowest chunk, and
+ * sums each chunk's time, here against a kernel whose second chunk sleeps
+ * 30 ms longer than its first (the caller running both, or a worker the
+ * second). */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
@@ -90,6 +92,14 @@ START_TEST(test_pool_idle_split)
 		double split = c[k].late_seconds + c[k].wait_seconds;
 		ck_assert_msg(split >= 0.9 * idle && split <= idle + 1e-4, "call %d: late %g + wait %g s of %g s idle", k,
 			c[k].late_seconds, c[k].wait_seconds, idle);
+		/* Each chunk's own time, 30 ms apart, together the threads' busy
+		 * time. */
+		const double *chunks = rt_pool_profile_chunks(p, k);
+		double apart = chunks[1] - chunks[0];
+		ck_assert_msg(chunks[0] >= 0.001 * first[k] && apart >= 0.029 && apart <= 0.045,
+			"call %d: chunks %g and %g s", k, chunks[0], chunks[1]);
+		ck_assert_msg(fabs(chunks[0] + chunks[1] - c[k].busy_seconds) <= 1e-6, "call %d: chunks %g + %g s, busy %g s",
+			k, chunks[0], chunks[1], c[k].busy_seconds);
 	}
 	rt_pool_free(p);
 }
