@@ -39,7 +39,7 @@ static const char about[] =
 	"K also lists the K longest calls, each with its node as revc dump --after\n"
 	"plan names it, the share of the threads' time it spent waiting for its\n"
 	"slowest chunk, and how uneven its chunks were summed over the steps (1 -\n"
-	"the fastest's time over the slowest's).\n"
+	"the fastest's time over the slowest's) and which was the slowest.\n"
 	"--versus NAME=VALUE builds the step a second time (B) with the environment\n"
 	"variable NAME set to VALUE while it is built (REVC_EPILOGUE=0, REVC_CONV=direct,\n"
 	"or a switch of a change under test), runs K pairs of steps alternately (A B,\n"
@@ -211,9 +211,9 @@ static void print_profile_json(const revc_bench_result *r)
 			printf("\",\"kind\":\"");
 			cli_json_string(stdout, r->top[k].kind);
 			printf("\",\"seconds\":%.9g,\"busy_seconds\":%.9g,\"late_seconds\":%.9g,\"wait_seconds\":%.9g,"
-			       "\"uneven\":%.6f,\"parallel\":%s}",
+			       "\"uneven\":%.6f,\"slowest_chunk\":%d,\"parallel\":%s}",
 				r->top[k].seconds, r->top[k].busy_seconds, r->top[k].late_seconds, r->top[k].wait_seconds,
-				r->top[k].uneven, r->top[k].parallel ? "true" : "false");
+				r->top[k].uneven, r->top[k].slowest, r->top[k].parallel ? "true" : "false");
 		}
 		printf("]");
 	}
@@ -251,14 +251,15 @@ static void print_profile_text(const revc_bench_result *r, double median)
 			100 * s / step, 100 * r->kinds[k].busy_seconds / (s * r->profile_threads), rate);
 	}
 	if (r->ntop)
-		printf("  %-5s %-24s %-33s %9s %6s %5s %5s %6s\n", "call", "node", "kind", "ms/step", "share", "busy", "wait",
-			"uneven");
+		printf("  %-5s %-24s %-33s %9s %6s %5s %5s %6s %s\n", "call", "node", "kind", "ms/step", "share", "busy",
+			"wait", "uneven", "slowest");
 	for (int k = 0; k < r->ntop; k++) {
 		double s = r->top[k].seconds, threads_s = s * r->profile_threads;
 		printf("  %-5d %-24.24s %-33.33s %9.3f %5.1f%% %4.0f%%", r->top[k].index, r->top[k].node, r->top[k].kind,
 			1e3 * s, 100 * s / step, 100 * r->top[k].busy_seconds / threads_s);
 		if (r->top[k].parallel)
-			printf(" %4.0f%% %5.0f%%\n", 100 * r->top[k].wait_seconds / threads_s, 100 * r->top[k].uneven);
+			printf(" %4.0f%% %5.0f%%  chunk %d\n", 100 * r->top[k].wait_seconds / threads_s, 100 * r->top[k].uneven,
+				r->top[k].slowest);
 		else
 			printf(" serial\n");
 	}

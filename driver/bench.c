@@ -188,12 +188,15 @@ static void profile_top(const rt_pool *pool, int64_t steps, int want, revc_bench
 		r->top[k].late_seconds = x->late_seconds * per;
 		r->top[k].wait_seconds = x->wait_seconds * per;
 		r->top[k].parallel = x->parallel;
-		r->top[k].uneven = 0;
+		r->top[k].uneven = 0, r->top[k].slowest = 0;
 		if (x->parallel && rt_pool_threads(pool) > 1) {
 			const double *chunks = rt_pool_profile_chunks(pool, order[k].index);
 			double lo = chunks[0], hi = chunks[0];
-			for (int t = 1; t < rt_pool_threads(pool); t++)
-				lo = chunks[t] < lo ? chunks[t] : lo, hi = chunks[t] > hi ? chunks[t] : hi;
+			for (int t = 1; t < rt_pool_threads(pool); t++) {
+				lo = chunks[t] < lo ? chunks[t] : lo;
+				if (chunks[t] > hi)
+					hi = chunks[t], r->top[k].slowest = t;
+			}
 			r->top[k].uneven = hi > 0 ? 1 - lo / hi : 0;
 		}
 	}

@@ -792,10 +792,10 @@ typedef struct {
 	 * uneven: 1 − the fastest chunk's time over the slowest's, each summed
 	 * over the timed steps (0 when even, or serial): an imbalance the
 	 * kernel's split makes every step, where one that comes and goes
-	 * evens out in the sums. */
+	 * evens out in the sums; slowest: that chunk's index. */
 	int ntop;
 	struct {
-		int index;
+		int index, slowest;
 		char kind[96], node[96];
 		double seconds, busy_seconds, late_seconds, wait_seconds, uneven;
 		bool parallel;

@@ -116,6 +116,7 @@ for c in calls:
     assert 0 <= c["late_seconds"] and 0 <= c["wait_seconds"], ("late, wait", c)
     assert c["late_seconds"] + c["wait_seconds"] <= idle + 1e-7, ("late + wait > idle", c)
     assert 0 <= c["uneven"] <= 1 and (c["parallel"] or c["uneven"] == 0), ("uneven", c)
+    assert 0 <= c["slowest_chunk"] < 2, ("slowest_chunk", c)
     ref = c["node"].split()[0]
     words = c["kind"].split()
     ops = (words[1] if words[0] == "group" else words[0]).split("+")
