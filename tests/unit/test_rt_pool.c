@@ -81,23 +81,24 @@ START_TEST(test_pool_idle_split)
 	ck_assert_int_eq(n, 2);
 	for (int k = 0; k < 2; k++) {
 		ck_assert(c[k].parallel);
-		/* One thread slept 30 ms more than the other, which was idle about
-		 * as long: before its first chunk (or all along, having none) or
-		 * after its last.  Waking, handing out and collecting take
-		 * microseconds. */
+		/* One thread slept 30 ms more than the other, which was idle at
+		 * least as long: before its first chunk (or all along, having
+		 * none) or after its last.  Waking, handing out and collecting
+		 * take microseconds on an idle machine, and the rest of the idle
+		 * time (the caller yields its core while it waits, and on a
+		 * loaded one, under ASan, once took 3.6 ms to see the end). */
 		double idle = 2 * c[k].seconds - c[k].busy_seconds;
-		ck_assert_msg(idle >= 0.025, "call %d: idle %g s", k, idle);
+		ck_assert_msg(idle >= 0.029, "call %d: idle %g s", k, idle);
 		ck_assert_msg(c[k].late_seconds >= 0 && c[k].wait_seconds >= 0, "call %d: late %g s, wait %g s", k,
 			c[k].late_seconds, c[k].wait_seconds);
 		double split = c[k].late_seconds + c[k].wait_seconds;
-		ck_assert_msg(split >= 0.9 * idle && split <= idle + 1e-4, "call %d: late %g + wait %g s of %g s idle", k,
+		ck_assert_msg(split >= 0.029 && split <= idle + 1e-4, "call %d: late %g + wait %g s of %g s idle", k,
 			c[k].late_seconds, c[k].wait_seconds, idle);
-		/* Each chunk's own time, 30 ms apart, together the threads' busy
-		 * time. */
+		/* Each chunk's own time, at least as long as it slept and the
+		 * second at least 30 ms longer, together the threads' busy time. */
 		const double *chunks = rt_pool_profile_chunks(p, k);
-		double apart = chunks[1] - chunks[0];
-		ck_assert_msg(chunks[0] >= 0.001 * first[k] && apart >= 0.029 && apart <= 0.045,
-			"call %d: chunks %g and %g s", k, chunks[0], chunks[1]);
+		ck_assert_msg(chunks[0] >= 0.001 * first[k] && chunks[1] - chunks[0] >= 0.029, "call %d: chunks %g and %g s",
+			k, chunks[0], chunks[1]);
 		ck_assert_msg(fabs(chunks[0] + chunks[1] - c[k].busy_seconds) <= 1e-6, "call %d: chunks %g + %g s, busy %g s",
 			k, chunks[0], chunks[1], c[k].busy_seconds);
 	}
