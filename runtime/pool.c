@@ -304,6 +304,14 @@ static void mark(rt_pool *p, const char *label, int64_t k)
 	p->cur_start = 1e-9 * (double)now_ns();
 }
 
+/* After a call, its first `chunks` chunks' times added to its sums. */
+static void add_chunk_times(rt_pool *p, int chunks)
+{
+	double *sum = p->chunk_seconds + (size_t)p->cur * (size_t)p->threads;
+	for (int t = 0; t < chunks; t++)
+		sum[t] += 1e-9 * (double)(p->end_ns[t] - p->start_ns[t]);
+}
+
 /* After a parallel call: each thread's idle time before its first chunk
  * and after its last, and each chunk's time, added to the call's record. */
 static void split_idle(rt_pool *p)
@@ -327,9 +335,7 @@ static void split_idle(rt_pool *p)
 		late += first - p->handed_ns;
 		wait += last - end;
 	}
-	double *chunks = p->chunk_seconds + (size_t)p->cur * (size_t)p->threads;
-	for (int t = 0; t < p->threads; t++)
-		chunks[t] += 1e-9 * (double)(p->end_ns[t] - p->start_ns[t]);
+	add_chunk_times(p, p->threads);
 	p->calls[p->cur].late_seconds += 1e-9 * (double)late;
 	p->calls[p->cur].wait_seconds += 1e-9 * (double)wait;
 }
@@ -345,7 +351,7 @@ void rt_parallel(void *ctx, revc_abi_kernel *fn, void **args, int64_t n)
 	if (p->threads == 1) {
 		run_chunk_serial(p, fn, args, n);
 		if (p->profile && p->cur >= 0)
-			p->chunk_seconds[p->cur] += 1e-9 * (double)(p->end_ns[0] - p->start_ns[0]);
+			add_chunk_times(p, 1);
 		return;
 	}
 	p->fn = fn;
